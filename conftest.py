@@ -1,0 +1,47 @@
+"""Root conftest: Hypothesis profiles, torch determinism, and the claims plugin.
+
+Profiles (theorems.registry.register_profiles): dev, ci (default), nightly, debug, chosen by
+ATTN_HYPOTHESIS_PROFILE; Hypothesis' --hypothesis-profile overrides it.
+"""
+
+import os
+
+# Thread counts change float results (prior-art C.3). Under xdist each worker gets one thread;
+# the environment must be set before torch (and its OpenMP/MKL runtimes) is imported.
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _XDIST_WORKER:
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[_var] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from theorems import registry  # noqa: E402
+
+pytest_plugins = ("theorems.plugin",)
+
+TORCH_THREADS = 1 if _XDIST_WORKER else min(2, os.cpu_count() or 1)
+
+
+def _torch_determinism() -> None:
+    torch.set_default_dtype(torch.float64)
+    torch.set_num_threads(TORCH_THREADS)
+    # Deterministic kernels where torch has a choice; warn (not raise) on the others.
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+# At import, so that modules imported during collection already see float64 and the profile
+# (claims scale their example budgets when they are decorated).
+_torch_determinism()
+registry.register_profiles()
+try:
+    registry.load_profile()
+except ValueError:
+    pass  # theorems.plugin reports the bad ATTN_HYPOTHESIS_PROFILE as a usage error
+
+
+@pytest.fixture(autouse=True, scope="session")
+def torch_determinism():
+    """Re-assert the torch settings for the session (a test module may have changed them)."""
+    _torch_determinism()
+    yield

@@ -1,0 +1,247 @@
+"""The prompt-attention model of 2306.13596, f(X) = ⟨Xv, softmax(XWp)⟩, reduced to keys and scores.
+
+With W and v fixed, training p only sees
+- the keys  k_it = Wᵀ x_it  (the logit of token t is k_itᵀ p), and
+- the scores γ_it = Y_i · vᵀ x_it  (spec maxmargin §1.3),
+because Y_i f(X_i) = Σ_t s_it γ_it with s_i = softmax(K_i p). ``PromptProblem`` holds exactly
+these, so the same object also serves the `<cls>` flow of 2505.17282 (keys = frozen
+embeddings of the sequence's tokens, scores = y_i⟨E_s, v⟩).
+
+Two gradients are provided, and tests check that they agree where both are valid:
+- ``gradient``: the closed form of spec §1.8 in ordinary floating point;
+- ``gradient_scaled``: the same vector in log space (a ScaledVector), exact in direction at
+  any ‖p‖. Per input, with s = softmax(Kp) and m = Σ s_t γ_t,
+      ∇L = (1/n) Σ_i ℓ'(m_i) Σ_t c_it (k_it − k_ir),   c_it = s_it · Σ_u s_iu (γ_it − γ_iu),
+  where r is the input's top-logit token. Subtracting k_ir is free because Σ_t c_it = 0
+  exactly, and it removes the one term (t = r) whose coefficient cancels catastrophically.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from models.logspace import ScaledVector, combine_np, signed_logsumexp_np
+from models.losses import Loss, get_loss
+
+Tensor = torch.Tensor
+DTYPE = torch.float64
+
+
+def as_float_tensor(x, name: str, ndim: int | None = None) -> Tensor:
+    """float64 tensor from array-like, with a clear error naming ``name``."""
+    t = torch.as_tensor(x, dtype=DTYPE) if not isinstance(x, Tensor) else x.to(DTYPE)
+    if ndim is not None and t.dim() != ndim:
+        raise ValueError(f"{name}: expected {ndim} dimensions, got shape {tuple(t.shape)}")
+    if not torch.isfinite(t).all():
+        raise ValueError(f"{name}: contains NaN or infinity")
+    return t
+
+
+@dataclass(frozen=True)
+class PromptProblem:
+    """Keys (n, T, k), scores (n, T) and a loss: everything that training p depends on."""
+
+    keys: Tensor
+    scores: Tensor
+    loss: Loss
+
+    def __post_init__(self):
+        keys = as_float_tensor(self.keys, "keys", 3)
+        scores = as_float_tensor(self.scores, "scores", 2)
+        if scores.shape != keys.shape[:2]:
+            raise ValueError(
+                f"scores: shape {tuple(scores.shape)} does not match keys {tuple(keys.shape)}"
+            )
+        object.__setattr__(self, "keys", keys)
+        object.__setattr__(self, "scores", scores)
+        object.__setattr__(self, "loss", get_loss(self.loss))
+        object.__setattr__(self, "_np", (keys.detach().numpy(), scores.detach().numpy()))
+
+    @classmethod
+    def from_data(cls, X, y, v, W=None, loss="logistic") -> PromptProblem:
+        """From the paper's data: X (n, T, d), labels y (n,) in ±1, head v (d,), W (d, d)."""
+        X = as_float_tensor(X, "X", 3)
+        y = as_float_tensor(y, "y", 1)
+        v = as_float_tensor(v, "v", 1)
+        n, _, d = X.shape
+        if y.shape[0] != n:
+            raise ValueError(f"y: expected {n} labels, got {y.shape[0]}")
+        if not torch.all((y == 1) | (y == -1)):
+            raise ValueError("y: labels must be ±1")
+        if v.shape[0] != d:
+            raise ValueError(f"v: expected dimension {d}, got {v.shape[0]}")
+        W = torch.eye(d, dtype=DTYPE) if W is None else as_float_tensor(W, "W", 2)
+        if W.shape[0] != d:
+            raise ValueError(f"W: expected {d} rows, got shape {tuple(W.shape)}")
+        return cls(keys=X @ W, scores=y[:, None] * (X @ v), loss=loss)
+
+    # ---- sizes -----------------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return self.keys.shape[0]
+
+    @property
+    def T(self) -> int:
+        return self.keys.shape[1]
+
+    @property
+    def dim(self) -> int:
+        return self.keys.shape[2]
+
+    # ---- the model -------------------------------------------------------------------------
+    def logits(self, p: Tensor) -> Tensor:
+        return self.keys @ p
+
+    def log_softmax(self, p: Tensor) -> Tensor:
+        return torch.log_softmax(self.logits(p), dim=-1)
+
+    def softmax(self, p: Tensor) -> Tensor:
+        return torch.softmax(self.logits(p), dim=-1)
+
+    def margins(self, p: Tensor) -> Tensor:
+        """Y_i f(X_i) = Σ_t s_it γ_it, per input."""
+        return (self.softmax(p) * self.scores).sum(-1)
+
+    def loss_value(self, p: Tensor) -> Tensor:
+        """L(p) = (1/n) Σ_i ℓ(Y_i f(X_i)); differentiable by autograd."""
+        return self.loss.value(self.margins(p)).mean()
+
+    def loss_path(self, ps: Tensor) -> Tensor:
+        """L at each row of ps (k, d) in one vectorised call (used to record trajectories)."""
+        logits = torch.einsum("itd,kd->kit", self.keys, ps)
+        margins = (torch.softmax(logits, dim=-1) * self.scores).sum(-1)
+        return self.loss.value(margins).mean(-1)
+
+    def selected(self, p: Tensor) -> Tensor:
+        """The top-attention token of each input (ties: the lowest index)."""
+        return torch.argmax(self.logits(p), dim=-1)
+
+    def loss_floor(self, alpha) -> float:
+        """(1/n) Σ ℓ(γ_{iα_i}): the limit of L when every input attends only to α_i."""
+        alpha = torch.as_tensor(alpha, dtype=torch.long)
+        chosen = self.scores[torch.arange(self.n), alpha]
+        return float(self.loss.value(chosen).mean())
+
+    def log_loss_gap(self, p: Tensor, alpha) -> float:
+        """log(L(p) − L_floor(α)) where α_i is a top-score token of each input.
+
+        L − L* = (1/n) Σ_i [ℓ(γ_iα − δ_i) − ℓ(γ_iα)] with δ_i = Σ_u s_iu (γ_iα − γ_iu) ≥ 0; δ_i
+        is a log-sum-exp of non-negative terms, so the gap keeps full relative accuracy when it
+        is 1e-3000.
+        """
+        alpha = torch.as_tensor(alpha, dtype=torch.long)
+        top = self.scores[torch.arange(self.n), alpha]
+        diff = top[:, None] - self.scores
+        if bool((diff < 0).any()):
+            raise ValueError("log_loss_gap: alpha must select a top-score token of every input")
+        with torch.no_grad():
+            log_delta = torch.logsumexp(self.log_softmax(p) + torch.log(diff), dim=-1)
+            delta = torch.exp(log_delta)
+            inc = self.loss.increment(top, delta)
+            # For tiny δ the increment is −ℓ'(γ)·δ to first order; use that form in log space.
+            log_inc = torch.where(
+                delta < 1e-8,
+                self.loss.log_neg_deriv(top) + log_delta,
+                torch.log(inc.clamp_min(0)),
+            )
+        return float(torch.logsumexp(log_inc, dim=0)) - math.log(self.n)
+
+    # ---- gradients -------------------------------------------------------------------------
+    def gradient(self, p: Tensor) -> Tensor:
+        """∇L(p) by the closed form of spec §1.8 in plain float64 (underflows once saturated)."""
+        s = self.softmax(p)
+        m = (s * self.scores).sum(-1)
+        c = s * (self.scores - m[:, None])
+        lp = self.loss.deriv(m)
+        return torch.einsum("i,it,itk->k", lp, c, self.keys) / self.n
+
+    def gradient_scaled(self, p: Tensor) -> ScaledVector:
+        """∇L(p) as a ScaledVector: exact direction and log-norm at any ‖p‖ (see module doc)."""
+        p_np = as_float_tensor(p, "p", 1).detach().numpy()
+        log_scale, vec = self.gradient_log_np(p_np)
+        return ScaledVector(log_scale, torch.from_numpy(vec))
+
+    def gradient_log_np(self, p: np.ndarray) -> tuple[float, np.ndarray]:
+        """The log-space gradient on numpy arrays: (log_scale, vec) with ∇L = e^{log_scale}·vec.
+
+        This is the engine's hot path (hundreds of calls per trajectory on tiny arrays), so it
+        is written in numpy, whose per-call overhead is a fraction of torch's; the torch model
+        (``loss_value``) is the independent reference it is tested against.
+        """
+        keys, gam = self._np
+        n = keys.shape[0]
+        logits = keys @ p
+        top = logits.max(axis=-1, keepdims=True)
+        log_s = logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
+        r = logits.argmax(axis=-1)
+        # d_it = γ_it − m_i = Σ_u s_iu (γ_it − γ_iu), a signed log-sum-exp over u.
+        pair = gam[:, :, None] - gam[:, None, :]
+        with np.errstate(divide="ignore"):
+            log_d, sign_d = signed_logsumexp_np(
+                log_s[:, None, :] + np.log(np.abs(pair)), np.sign(pair)
+            )
+        m = (np.exp(log_s) * gam).sum(-1)
+        if self.loss.strictly_decreasing:
+            log_lp = self.loss.log_neg_deriv(torch.from_numpy(m)).numpy()
+            sign_lp = -1.0
+        else:
+            lp = self.loss.deriv(torch.from_numpy(m)).numpy()
+            with np.errstate(divide="ignore"):
+                log_lp, sign_lp = np.log(np.abs(lp)), np.sign(lp)[:, None]
+        log_w = (log_lp[:, None] + log_s + log_d).reshape(-1)
+        sign_w = (sign_lp * sign_d).reshape(-1)
+        centred = (keys - keys[np.arange(n), r][:, None, :]).reshape(-1, keys.shape[2])
+        log_scale, vec = combine_np(log_w, sign_w, centred)
+        return log_scale - math.log(n), vec
+
+    def smoothness_bound(self) -> float:
+        """A rigorous Lipschitz constant of ∇L (spec §1.9, in keys/scores form).
+
+        Per input, with R_i = range of γ_i: ‖∇²_p ℓ(m_i)‖ ≤ ‖K_i‖₂² (M1·R_i²/4 + 3·M0·R_i),
+        where M0, M1 bound |ℓ'|, |ℓ''| on [min γ, max γ] (m_i is a convex combination of the
+        scores). Derivation: ∇_z m = s⊙(γ−m) has norm ≤ std ≤ R/2; ‖∇²_z m‖ ≤ 3R.
+        """
+        lo, hi = float(self.scores.min()), float(self.scores.max())
+        m0, m1 = deriv_bounds(self.loss, lo, hi)
+        k2 = torch.linalg.matrix_norm(self.keys, ord=2) ** 2  # (n,)
+        rng = self.scores.max(-1).values - self.scores.min(-1).values
+        return float((k2 * (m1 * rng**2 / 4 + 3 * m0 * rng)).mean())
+
+
+def deriv_bounds(loss: Loss, lo: float, hi: float) -> tuple[float, float]:
+    """Bounds (M0, M1) on |ℓ'| and |ℓ''| over [lo, hi] for the losses of models.losses."""
+    name = loss.name
+    if name == "logistic":
+        return 1.0, 0.25
+    if name == "exponential":
+        return math.exp(-lo), math.exp(-lo)
+    if name == "correlation":
+        return 1.0, 0.0
+    if name == "square":
+        target = loss.target  # type: ignore[attr-defined]
+        return 2.0 * max(abs(target - lo), abs(target - hi)), 2.0
+    raise ValueError(f"no derivative bounds for loss {name!r}")
+
+
+def cosine(a, b) -> float:
+    """cos(a, b); 0 when either is zero."""
+    a = torch.as_tensor(a, dtype=DTYPE).reshape(-1)
+    b = torch.as_tensor(b, dtype=DTYPE).reshape(-1)
+    na, nb = torch.linalg.vector_norm(a), torch.linalg.vector_norm(b)
+    if na == 0 or nb == 0:
+        return 0.0
+    return float((a / na) @ (b / nb))
+
+
+def one_minus_cos(a, b) -> float:
+    """1 − cos(a, b), computed as ‖â − b̂‖²/2 so values near 1e-12 keep their digits."""
+    a = torch.as_tensor(a, dtype=DTYPE).reshape(-1)
+    b = torch.as_tensor(b, dtype=DTYPE).reshape(-1)
+    na, nb = torch.linalg.vector_norm(a), torch.linalg.vector_norm(b)
+    if na == 0 or nb == 0:
+        return 1.0
+    return float(torch.sum((a / na - b / nb) ** 2) / 2)

@@ -1,0 +1,127 @@
+"""Losses ℓ(x) of the margin x = y·f(X), in float64, with the pieces the engine needs in log space.
+
+Assumption A of 2306.13596 asks ℓ to be strictly decreasing with a bounded, Lipschitz ℓ'. The
+logistic, exponential and correlation losses meet it; the square loss does not (it is the
+negative control F9 of spec maxmargin §5).
+
+Besides ℓ and ℓ', each loss gives:
+- ``log_neg_deriv(x)``: log(−ℓ'(x)), finite even where −ℓ'(x) underflows (joint (v, p) training
+  drives margins to hundreds, where the logistic ℓ' is below 1e-300);
+- ``increment(x, delta)``: ℓ(x − δ) − ℓ(x) without cancellation, which is what a loss *gap*
+  L(p) − L* is made of once the softmax saturates (δ ≈ e^{−1000} is common).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A margin loss. ``name`` is what instance files and reports use."""
+
+    name: str
+    strictly_decreasing: bool
+
+    def value(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def deriv(self, x: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def log_neg_deriv(self, x: Tensor) -> Tensor:
+        """log(−ℓ'(x)); only defined where ℓ' < 0."""
+        return torch.log(-self.deriv(x))
+
+    def increment(self, x: Tensor, delta: Tensor) -> Tensor:
+        """ℓ(x − δ) − ℓ(x), accurate for tiny δ."""
+        return self.value(x - delta) - self.value(x)
+
+
+class _Logistic(Loss):
+    def value(self, x):
+        return F.softplus(-x)
+
+    def deriv(self, x):
+        return -torch.sigmoid(-x)
+
+    def log_neg_deriv(self, x):
+        return F.logsigmoid(-x)
+
+    def increment(self, x, delta):
+        # log((1 + e^{δ−x}) / (1 + e^{−x})) = log1p(σ(−x)·expm1(δ))
+        return torch.log1p(torch.sigmoid(-x) * torch.expm1(delta))
+
+
+class _Exponential(Loss):
+    def value(self, x):
+        return torch.exp(-x)
+
+    def deriv(self, x):
+        return -torch.exp(-x)
+
+    def log_neg_deriv(self, x):
+        return -x
+
+    def increment(self, x, delta):
+        return torch.exp(-x) * torch.expm1(delta)
+
+
+class _Correlation(Loss):
+    def value(self, x):
+        return -x
+
+    def deriv(self, x):
+        return -torch.ones_like(x)
+
+    def log_neg_deriv(self, x):
+        return torch.zeros_like(x)
+
+    def increment(self, x, delta):
+        return delta.expand_as(x) if delta.dim() < x.dim() else delta + 0 * x
+
+
+@dataclass(frozen=True)
+class _Square(Loss):
+    """(target − x)²: not monotone, so its minimizer can be finite (control F9)."""
+
+    target: float = 1.0
+
+    def value(self, x):
+        return (self.target - x) ** 2
+
+    def deriv(self, x):
+        return -2.0 * (self.target - x)
+
+    def increment(self, x, delta):
+        return delta * (2.0 * (self.target - x) + delta)
+
+
+LOGISTIC = _Logistic("logistic", True)
+EXPONENTIAL = _Exponential("exponential", True)
+CORRELATION = _Correlation("correlation", True)
+
+LOSSES = {loss.name: loss for loss in (LOGISTIC, EXPONENTIAL, CORRELATION)}
+
+
+def square(target: float = 1.0) -> Loss:
+    """The square loss (target − x)², a control: it violates Assumption A."""
+    return _Square("square", False, float(target))
+
+
+def get_loss(loss: str | Loss) -> Loss:
+    """A loss by name (logistic, exponential, correlation, square) or the object itself."""
+    if isinstance(loss, Loss):
+        return loss
+    if loss == "square":
+        return square()
+    try:
+        return LOSSES[loss]
+    except KeyError:
+        known = ", ".join([*LOSSES, "square"])
+        raise ValueError(f"unknown loss {loss!r}; known: {known}") from None

@@ -1,0 +1,238 @@
+"""Evidence recorded from inside claim bodies.
+
+A claim body calls these functions; `theorems.plugin` activates one `Collector` around each
+claim's test call, and the registry's example counter brackets every Hypothesis example.
+Outside a claim `instance`, `slack` and `metric` do nothing, so helpers that call them can be
+unit-tested; `reject` and `inconclusive` always stop the example.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+import hypothesis
+from hypothesis.control import currently_in_test_context
+from hypothesis.errors import UnsatisfiedAssumption
+
+__all__ = [
+    "Collector",
+    "InconclusiveExample",
+    "RejectedExample",
+    "inconclusive",
+    "instance",
+    "metric",
+    "reject",
+    "slack",
+    "to_jsonable",
+]
+
+
+class RejectedExample(Exception):
+    """reject() outside a Hypothesis test: the instance does not meet the assumptions."""
+
+    def __init__(self, reason: str):
+        super().__init__(
+            f"{type(self).__name__}: {reason} (called outside a Hypothesis test, so there is "
+            "no other example to try)"
+        )
+        self.reason = reason
+
+
+class InconclusiveExample(RejectedExample):
+    """inconclusive() outside a Hypothesis test: the numerics could not decide."""
+
+
+def _outcome(exc_type: type[BaseException] | None) -> str:
+    # One expression on purpose: see Collector.end.
+    return (
+        "passed"
+        if exc_type is None
+        else "rejected"
+        if issubclass(exc_type, (UnsatisfiedAssumption, RejectedExample))
+        else "raised"
+    )
+
+
+def _worse(ratio: float, than: float) -> bool:
+    # NaN means the numerics broke: it counts as the worst slack so that it is seen.
+    return (math.isnan(ratio) and not math.isnan(than)) or ratio > than
+
+
+class Collector:
+    """The evidence of one claim item (one pytest test call)."""
+
+    def __init__(self) -> None:
+        self.rejections: Counter[str] = Counter()
+        self.inconclusive: Counter[str] = Counter()
+        self.worst_slack: dict[str, dict[str, float]] = {}
+        self.metrics: dict[str, dict[str, float]] = {}
+        self.seconds = 0.0
+        self._outcomes: Counter[str] = Counter()
+        self._last_instance: dict[str, Any] = {}
+        self._current: Any = None
+        self._counted = False  # reject()/inconclusive() already counted this example
+        self._targets: dict[str, float] = {}
+
+    @property
+    def examples(self) -> int:
+        """Example bodies that completed: not rejected, not inconclusive, not failed."""
+        return self._outcomes["passed"]
+
+    @property
+    def counterexample(self) -> Any:
+        """The instance of the last example that raised: Hypothesis replays the shrunk
+        failing example last, so this is the minimal counterexample."""
+        return self._last_instance.get("raised")
+
+    def begin(self) -> None:
+        self._current = None
+        self._counted = False
+        self._targets = {}
+
+    def end(self, exc_type: type[BaseException] | None) -> None:
+        # No branch here depends on whether the example failed: Hypothesis' explain phase
+        # would otherwise list these lines as "always and only run by failing examples".
+        outcome = _outcome(exc_type)
+        self._outcomes[outcome] += 1
+        self._last_instance[outcome] = self._current
+        # An assume() in the body, not routed through reject(), is a rejection too.
+        self.rejections["assume()"] += int(outcome == "rejected" and not self._counted)
+        for label, ratio in self._targets.items():
+            hypothesis.target(ratio, label=label)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "examples": self.examples,
+            "rejections": {k: v for k, v in sorted(self.rejections.items()) if v},
+            "inconclusive": {k: v for k, v in sorted(self.inconclusive.items()) if v},
+            "worst_slack": {k: dict(v) for k, v in sorted(self.worst_slack.items())},
+            "metrics": {k: dict(v) for k, v in sorted(self.metrics.items())},
+            "seconds": self.seconds,
+            "counterexample": self.counterexample,
+        }
+
+
+_active: Collector | None = None
+
+
+@contextlib.contextmanager
+def collecting(collector: Collector) -> Iterator[Collector]:
+    """Route evidence calls to `collector` for the duration of a claim's test call."""
+    global _active
+    previous, _active = _active, collector
+    try:
+        yield collector
+    finally:
+        _active = previous
+
+
+class example:
+    """Bracket one example body (a Hypothesis example, or a whole non-Hypothesis claim)."""
+
+    def __enter__(self) -> None:
+        collector = _active
+        if collector is not None:
+            collector.begin()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        collector = _active
+        if collector is not None:
+            collector.end(exc_type)
+        return False
+
+
+def current() -> Collector | None:
+    return _active
+
+
+# --------------------------------------------------------------------------- public calls
+
+
+def instance(data: dict) -> None:
+    """Record the current example's instance (JSON instance schema of `python -m theorems
+    check`); the one recorded in the last failing example becomes the counterexample."""
+    collector = _active
+    if collector is None:
+        return
+    if not isinstance(data, dict):
+        raise TypeError(f"evidence.instance() takes a dict, got {type(data).__name__}")
+    collector._current = to_jsonable(data)
+
+
+def slack(name: str, observed: float, bound: float) -> None:
+    """Record observed/bound; the worst (largest) ratio per name is kept. Under the nightly
+    profile the ratio is also a Hypothesis target, so the search climbs toward violations."""
+    collector = _active
+    if collector is None:
+        return
+    observed, bound = float(observed), float(bound)
+    if bound == 0.0:
+        ratio = 1.0 if observed == 0.0 else math.copysign(math.inf, observed)
+    else:
+        ratio = observed / bound
+    worst = collector.worst_slack.get(name)
+    if worst is None or _worse(ratio, worst["ratio"]):
+        collector.worst_slack[name] = {"observed": observed, "bound": bound, "ratio": ratio}
+    from theorems.registry import current_profile  # the registry imports this module
+
+    if current_profile() == "nightly" and math.isfinite(ratio) and currently_in_test_context():
+        # target() may be called once per label per example: keep the example's worst and
+        # report it when the example ends.
+        collector._targets[name] = max(ratio, collector._targets.get(name, -math.inf))
+
+
+def metric(name: str, value: float) -> None:
+    """Record a value; its min and max (and how many were seen) are kept per name."""
+    collector = _active
+    if collector is None:
+        return
+    value = float(value)
+    entry = collector.metrics.setdefault(name, {"min": value, "max": value, "count": 0})
+    entry["count"] += 1
+    if not math.isnan(value):
+        entry["min"] = value if math.isnan(entry["min"]) else min(entry["min"], value)
+        entry["max"] = value if math.isnan(entry["max"]) else max(entry["max"], value)
+
+
+def _stop(counter_name: str, prefix: str, reason: str, exc: type[RejectedExample]) -> NoReturn:
+    collector = _active
+    if collector is not None:
+        getattr(collector, counter_name)[reason] += 1
+        collector._counted = True
+    if currently_in_test_context():
+        hypothesis.event(f"{prefix}: {reason}")
+        hypothesis.reject()
+    raise exc(reason)
+
+
+def reject(reason: str) -> NoReturn:
+    """The instance does not meet the claim's assumptions: reject it (counted by reason)."""
+    _stop("rejections", "reject", reason, RejectedExample)
+
+
+def inconclusive(reason: str) -> NoReturn:
+    """The numerics could not decide this example: discard it (counted by reason). It never
+    counts as support; too many of them make the claim's verdict inconclusive."""
+    _stop("inconclusive", "inconclusive", reason, InconclusiveExample)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Nested lists/dicts of JSON scalars; tensors and arrays via tolist(); non-finite floats
+    as the strings "nan", "inf", "-inf" (strict JSON has no such numbers)."""
+    if obj is None or isinstance(obj, (bool, str, int)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else repr(obj)
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if callable(getattr(obj, "detach", None)):  # torch tensor
+        obj = obj.detach().cpu()
+    if callable(getattr(obj, "tolist", None)):  # numpy array or scalar, torch tensor
+        return to_jsonable(obj.tolist())
+    return repr(obj)

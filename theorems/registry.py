@@ -1,0 +1,355 @@
+"""The claim registry: one `ClaimInfo` per executable statement of a paper.
+
+A claim is a pytest test function decorated (outermost) with `@claim(...)`. The decorator
+validates and registers the metadata, scales a Hypothesis test's example budget to the active
+profile, counts examples through Hypothesis' reassignable `inner_test`, and marks the function
+so that `theorems.plugin` turns its outcome into a verdict.
+
+Profiles live here too (not only in the root conftest), so that the CLI and a pytester run
+without the root conftest see the same budgets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import inspect
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+
+from theorems import evidence
+
+KINDS = frozenset(
+    {
+        "definition",
+        "lemma",
+        "theorem",
+        "corollary",
+        "experiment",
+        "control",
+        "metamorphic",
+        "conjecture",
+    }
+)
+EXPECTED = frozenset({"holds", "refuted", "unknown"})
+VERDICTS = ("holds", "refuted", "inconclusive", "error")
+
+# An upper-case prefix (MM, EMB, or a user's own), then dash-separated letters and digits.
+ID_PATTERN = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)+$")
+
+PROFILE_ENV = "ATTN_HYPOTHESIS_PROFILE"
+DEFAULT_PROFILE = "ci"
+PROFILES = ("dev", "ci", "nightly", "debug")
+
+
+class ClaimRegistrationError(ValueError):
+    """A claim's metadata is invalid, or its id is already taken by another function."""
+
+
+@dataclass(frozen=True)
+class ClaimInfo:
+    id: str
+    paper: str
+    kind: str
+    statement: str
+    provenance: str
+    expected: str
+    examples: int
+    max_inconclusive: float = 0.2
+    figures: tuple[str, ...] = ()
+    note: str = ""
+    # Where the claim is defined; filled by the decorator.
+    module: str = ""
+    qualname: str = ""
+    file: str = ""
+    line: int = 0
+
+    @property
+    def budget(self) -> int:
+        """The example budget under the active profile."""
+        return scaled_examples(self.examples)
+
+    @property
+    def where(self) -> str:
+        return f"{self.module}.{self.qualname} ({self.file}:{self.line})"
+
+
+REGISTRY: dict[str, ClaimInfo] = {}
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def register_profiles() -> None:
+    """Register the four profiles (idempotent: re-registering replaces them)."""
+    # GD-in-the-loop examples are slow and their timing varies: no deadline, and no
+    # timing-based health checks (prior-art C.1).
+    quiet = [HealthCheck.too_slow, HealthCheck.data_too_large]
+    common = dict(deadline=None, print_blob=True, suppress_health_check=quiet)
+    settings.register_profile(
+        "ci", derandomize=True, database=None, max_examples=100, **common
+    )
+    settings.register_profile("dev", derandomize=False, max_examples=20, **common)
+    settings.register_profile(
+        "nightly", derandomize=False, max_examples=2000, phases=tuple(Phase), **common
+    )
+    settings.register_profile(
+        "debug",
+        parent=settings.get_profile("ci"),
+        max_examples=1,
+        verbosity=Verbosity.verbose,
+        phases=(Phase.explicit, Phase.reuse, Phase.generate),
+    )
+
+
+def profile_from_env() -> str:
+    """The profile named by ATTN_HYPOTHESIS_PROFILE (default ci); ValueError if unknown."""
+    name = os.environ.get(PROFILE_ENV, "").strip() or DEFAULT_PROFILE
+    if name not in PROFILES:
+        raise ValueError(
+            f"{PROFILE_ENV}={name!r} is not a profile; choose one of {', '.join(PROFILES)}"
+        )
+    return name
+
+
+def load_profile(name: str | None = None) -> str:
+    """Register the profiles and load `name` (default: from the environment)."""
+    register_profiles()
+    name = name or profile_from_env()
+    settings.load_profile(name)
+    return name
+
+
+def current_profile() -> str:
+    """The name of the loaded Hypothesis profile ("default" if none of ours was loaded)."""
+    # Hypothesis keeps the loaded name on the class; --hypothesis-profile also sets it.
+    return getattr(settings, "_current_profile", None) or "default"
+
+
+def scaled_examples(examples: int, profile: str | None = None) -> int:
+    """A claim's ci budget scaled to `profile` (the active one by default)."""
+    profile = profile or current_profile()
+    if profile == "dev":
+        return min(examples, max(5, examples // 5))
+    if profile == "nightly":
+        return 20 * examples
+    if profile == "debug":
+        return 1
+    return examples  # ci, and any profile we do not know
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def merge_verdicts(verdicts: Iterable[str]) -> str:
+    """One verdict for the items of a parametrized claim.
+
+    Any refuted -> refuted (a counterexample is the strongest finding); else any error ->
+    error; else any inconclusive -> inconclusive; else holds.
+    """
+    seen = set(verdicts)
+    unknown = seen - set(VERDICTS)
+    if unknown:
+        raise ValueError(f"unknown verdicts {sorted(unknown)}")
+    for verdict in ("refuted", "error", "inconclusive"):
+        if verdict in seen:
+            return verdict
+    if not seen:
+        raise ValueError("no verdicts to merge")
+    return "holds"
+
+
+def as_expected(verdict: str, expected: str) -> bool:
+    """Whether a verdict meets the expectation; "unknown" accepts anything but error."""
+    if expected == "unknown":
+        return verdict != "error"
+    return verdict == expected
+
+
+# --------------------------------------------------------------------------- the decorator
+
+# id -> (file, qualname) of the function that registered it: a second registration from
+# the same definition (pytest re-collecting, a module re-imported) replaces the first.
+_DEFINED_BY: dict[str, tuple[str, str]] = {}
+
+
+def _fail(field: str, message: str) -> None:
+    raise ClaimRegistrationError(f"claim field {field!r}: {message}")
+
+
+def _validate(
+    *,
+    id,
+    paper,
+    kind,
+    statement,
+    provenance,
+    expected,
+    examples,
+    max_inconclusive,
+    figures,
+    note,
+) -> tuple[str, ...]:
+    if not isinstance(id, str) or not ID_PATTERN.match(id):
+        _fail(
+            "id",
+            f"{id!r} must be an upper-case prefix and dash-separated letters/digits, "
+            "e.g. 'MM-SVM-MARGIN', 'EMB-THM1' or 'CONJ-MY-GUESS'",
+        )
+    for field, value in (("paper", paper), ("statement", statement), ("provenance", provenance)):
+        if not isinstance(value, str) or not value.strip():
+            _fail(field, f"{id}: must be a non-empty string, got {value!r}")
+    if kind not in KINDS:
+        _fail("kind", f"{id}: {kind!r} is not one of {sorted(KINDS)}")
+    if expected not in EXPECTED:
+        _fail("expected", f"{id}: {expected!r} is not one of {sorted(EXPECTED)}")
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
+        _fail("examples", f"{id}: must be an integer >= 1, got {examples!r}")
+    if (
+        isinstance(max_inconclusive, bool)
+        or not isinstance(max_inconclusive, (int, float))
+        or not 0.0 <= max_inconclusive <= 1.0
+    ):
+        _fail("max_inconclusive", f"{id}: must be a fraction in [0, 1], got {max_inconclusive!r}")
+    if isinstance(figures, str):
+        figures = (figures,)
+    figures = tuple(figures)
+    if not all(isinstance(f, str) and f for f in figures):
+        _fail("figures", f"{id}: must be file names (non-empty strings), got {figures!r}")
+    if not isinstance(note, str):
+        _fail("note", f"{id}: must be a string, got {note!r}")
+    return figures
+
+
+def _definition_site(fn: Callable) -> tuple[str, str, int]:
+    """(file, qualname, first line) of the user's function, looking through @given."""
+    inner = getattr(getattr(fn, "hypothesis", None), "inner_test", None) or fn
+    inner = inspect.unwrap(inner)  # through functools.wraps chains, ours included
+    code = getattr(inner, "__code__", None)
+    file = os.path.realpath(code.co_filename) if code else "<unknown>"
+    line = code.co_firstlineno if code else 0
+    return file, getattr(fn, "__qualname__", repr(fn)), line
+
+
+def _register(info: ClaimInfo) -> None:
+    site = (info.file, info.qualname)
+    previous = _DEFINED_BY.get(info.id)
+    if previous is not None and previous != site:
+        other = REGISTRY[info.id]
+        raise ClaimRegistrationError(
+            f"claim id {info.id!r} is registered twice: by {other.where} and by {info.where}"
+        )
+    _DEFINED_BY[info.id] = site
+    REGISTRY[info.id] = info
+
+
+def _count_examples(inner: Callable) -> Callable:
+    # Hypothesis calls `inner_test` once per example; the context manager classifies each
+    # run (passed / rejected / raised) without branching here, so Hypothesis' "explain"
+    # phase never reports lines of this file as "only run by failing examples".
+    @functools.wraps(inner)
+    def counted(*args, **kwargs):
+        with evidence.example():
+            return inner(*args, **kwargs)
+
+    counted.__attn_counted__ = True
+    return counted
+
+
+def claim(
+    *,
+    id: str,
+    paper: str,
+    kind: str,
+    statement: str,
+    provenance: str,
+    expected: str = "holds",
+    examples: int = 50,
+    max_inconclusive: float = 0.2,
+    figures: Iterable[str] = (),
+    note: str = "",
+) -> Callable[[Callable], Callable]:
+    """Register a pytest test function as a claim. Apply it outermost (above @given)."""
+    figures = _validate(
+        id=id,
+        paper=paper,
+        kind=kind,
+        statement=statement,
+        provenance=provenance,
+        expected=expected,
+        examples=examples,
+        max_inconclusive=max_inconclusive,
+        figures=figures,
+        note=note,
+    )
+
+    def decorate(fn: Callable) -> Callable:
+        if not callable(fn):
+            raise ClaimRegistrationError(f"@claim({id!r}) must decorate a test function")
+        file, qualname, line = _definition_site(fn)
+        info = ClaimInfo(
+            id=id,
+            paper=paper.strip(),
+            kind=kind,
+            statement=" ".join(statement.split()),
+            provenance=provenance.strip(),
+            expected=expected,
+            examples=examples,
+            max_inconclusive=float(max_inconclusive),
+            figures=figures,
+            note=note,
+            module=getattr(fn, "__module__", "") or "",
+            qualname=qualname,
+            file=file,
+            line=line,
+        )
+        _register(info)
+        handle = getattr(fn, "hypothesis", None)
+        if getattr(fn, "is_hypothesis_test", False) and handle is not None:
+            # Keep any @settings the author gave; override only the example budget.
+            current = getattr(fn, "_hypothesis_internal_use_settings", None) or settings.default
+            fn._hypothesis_internal_use_settings = settings(
+                parent=current, max_examples=info.budget
+            )
+            if not getattr(handle.inner_test, "__attn_counted__", False):
+                handle.inner_test = _count_examples(handle.inner_test)
+        fn.__claim__ = info
+        return pytest.mark.claim(id)(fn)
+
+    return decorate
+
+
+def claim_of(obj) -> ClaimInfo | None:
+    """The ClaimInfo attached to a test function (or bound method), if any."""
+    info = getattr(obj, "__claim__", None)
+    return info if isinstance(info, ClaimInfo) else None
+
+
+def ordered(claims: Iterable[ClaimInfo]) -> list[ClaimInfo]:
+    """Claims by paper, then by where they are defined (module, line)."""
+    return sorted(claims, key=lambda c: (c.paper, c.module, c.line, c.id))
+
+
+@contextlib.contextmanager
+def isolated() -> Iterator[dict[str, ClaimInfo]]:
+    """Snapshot and restore the registry (for tests that register throwaway claims)."""
+    saved, saved_sites = dict(REGISTRY), dict(_DEFINED_BY)
+    try:
+        yield REGISTRY
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(saved)
+        _DEFINED_BY.clear()
+        _DEFINED_BY.update(saved_sites)
+
+
+def as_dict(info: ClaimInfo) -> dict:
+    d = dataclasses.asdict(info)
+    d["figures"] = list(info.figures)
+    return d
