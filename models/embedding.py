@@ -67,6 +67,25 @@ def check_labels(y, n: int) -> Tensor:
     return t
 
 
+def check_head(E, v) -> tuple[Tensor, Tensor]:
+    """E (|S|, d) and v (d,) as finite float64 tensors of matching dimension."""
+    E = as_float_tensor(E, "E", 2)
+    v = as_float_tensor(v, "v", 1)
+    if v.shape[0] != E.shape[1]:
+        raise ValueError(f"v: expected dimension {E.shape[1]} (columns of E), got {v.shape[0]}")
+    return E, v
+
+
+def check_selection(s_star, n: int, vocab_size: int | None = None) -> Tensor:
+    """(n,) int64 token ids s*(i), one per sequence."""
+    t = torch.as_tensor(s_star, dtype=torch.int64)
+    if t.shape != (n,):
+        raise ValueError(f"s_star: expected shape ({n},), got {tuple(t.shape)}")
+    if vocab_size is not None and not bool(((t >= 0) & (t < vocab_size)).all()):
+        raise ValueError(f"s_star: token ids must lie in [0, {vocab_size})")
+    return t
+
+
 def token_counts(sequences, vocab_size: int) -> Tensor:
     """n_s(X_i): the (n, |S|) float64 matrix of occurrence counts (§1, "Counts")."""
     seq = check_sequences(sequences, vocab_size)
@@ -112,12 +131,9 @@ class EmbeddingProblem:
     v: Tensor
 
     def __post_init__(self):
-        E = as_float_tensor(self.E, "E", 2)
+        E, v = check_head(self.E, self.v)
         seq = check_sequences(self.sequences, E.shape[0])
         y = check_labels(self.y, seq.shape[0])
-        v = as_float_tensor(self.v, "v", 1)
-        if v.shape[0] != E.shape[1]:
-            raise ValueError(f"v: expected dimension {E.shape[1]} (columns of E), got {v.shape[0]}")
         for name, value in (("sequences", seq), ("y", y), ("E", E), ("v", v)):
             object.__setattr__(self, name, value)
 
@@ -362,10 +378,10 @@ class Selection:
 
 def selected_tokens(E1, sequences, y, v, tol: float = 0.0) -> Selection:
     """The token that gradient flow on p selects in each sequence, if unique (§3.3, §3.4)."""
-    E1 = as_float_tensor(E1, "E1", 2)
+    E1, v = check_head(E1, v)
     seq = check_sequences(sequences, E1.shape[0])
     y = check_labels(y, seq.shape[0])
-    scores = y[:, None] * (E1 @ as_float_tensor(v, "v", 1))[seq]
+    scores = y[:, None] * (E1 @ v)[seq]
     best, pos = scores.max(-1)
     tokens = seq.gather(1, pos[:, None]).squeeze(1)
     others = torch.where(seq == tokens[:, None], torch.full_like(scores, NEG_INF), scores)
@@ -376,10 +392,7 @@ def selected_tokens(E1, sequences, y, v, tol: float = 0.0) -> Selection:
 def relevant_token_positions(sequences, s_star) -> Tensor:
     """(n, T) mask of the positions of X_i that hold its selected token s*(i)."""
     seq = check_sequences(sequences)
-    s_star = torch.as_tensor(s_star, dtype=torch.int64)
-    if s_star.shape != (seq.shape[0],):
-        raise ValueError(f"s_star: expected shape ({seq.shape[0]},), got {tuple(s_star.shape)}")
-    return seq == s_star[:, None]
+    return seq == check_selection(s_star, seq.shape[0])[:, None]
 
 
 def cls_loss_floor(E1, sequences, y, v, s_star) -> float:
@@ -387,12 +400,11 @@ def cls_loss_floor(E1, sequences, y, v, s_star) -> float:
 
     With E and v frozen, |f| ≤ max_s |u_s|, so the loss tends to L* > 0, not to 0 (control N10).
     """
-    E1 = as_float_tensor(E1, "E1", 2)
+    E1, v = check_head(E1, v)
     seq = check_sequences(sequences, E1.shape[0])
     y = check_labels(y, seq.shape[0])
-    s_star = torch.as_tensor(s_star, dtype=torch.int64)
-    u = E1 @ as_float_tensor(v, "v", 1)
-    return float(LOGISTIC.value(y * u[s_star]).mean())
+    s_star = check_selection(s_star, seq.shape[0], E1.shape[0])
+    return float(LOGISTIC.value(y * (E1 @ v)[s_star]).mean())
 
 
 def max_margin_feasible_point(E1, relevant_mask) -> Tensor:
@@ -436,8 +448,7 @@ def descent_direction(E1, v, s_star_token: int, tol: float = 1e-9) -> DescentDir
     Exists when E¹U has full row rank, which needs |S| ≤ d − 1; otherwise, or when the system
     is numerically rank deficient (residual > tol), q is None and ``reason`` says why.
     """
-    E1 = as_float_tensor(E1, "E1", 2)
-    v = as_float_tensor(v, "v", 1)
+    E1, v = check_head(E1, v)
     S, d = E1.shape
     if not 0 <= s_star_token < S:
         raise ValueError(f"s_star_token: must lie in [0, {S}), got {s_star_token}")
@@ -456,9 +467,11 @@ def descent_direction(E1, v, s_star_token: int, tol: float = 1e-9) -> DescentDir
 def directional_derivative(prompt: PromptProblem, p: Tensor, q: Tensor) -> tuple[float, float]:
     """⟨∇_p L(p), q⟩ as (log|value|, sign), from the log-space gradient of the prompt problem.
 
-    The magnitude never underflows. The sign is that of ĝ·q with ĝ the gradient rescaled to
-    max-entry 1, so it is exact as long as |ĝ·q| is well above 1e-16·‖q‖₁; when the part of the
-    gradient along q is e^{-40} below the rest it is rounding noise (use ``descent_slope``).
+    The magnitude never underflows, but the ScaledVector has one scale for all of its entries:
+    the sign is that of ĝ·q with ĝ rescaled to max-entry 1, exact only while |ĝ·q| is well above
+    1e-16·‖q‖₁. For Lemma A.2's q at random p that fails from ‖p‖ ≈ 50 on [N]: on G1 (d = 32,
+    η0 = 50) the sign came out ≥ 0 in 3/800 draws at ‖p‖ = 50, 49/800 at 100, 263/800 at 1e3,
+    because the terms along q are e^{-40} and more below the rest. Use ``descent_slope`` there.
     """
     g = prompt.gradient_scaled(as_float_tensor(p, "p", 1))
     dot = float(g.vec @ as_float_tensor(q, "q", 1))
@@ -470,11 +483,15 @@ def directional_derivative(prompt: PromptProblem, p: Tensor, q: Tensor) -> tuple
 def descent_slope(prompt: PromptProblem, p: Tensor, positions) -> tuple[float, float]:
     """⟨∇_p L(p), q⟩ for the exact q of Lemma A.2 (keys·q = 1 on ``positions``, else 0).
 
+    ``positions`` is the (n, T) mask of where s* occurs, ``sequences == s*``.
+
     = (1/n) Σ_i ℓ'(m_i) Σ_{t ∈ positions_i} s_it (γ_it − m_i), summed in log space term by term,
     so the sign stays exact at any ‖p‖ even when these terms are e^{-10⁴} below the rest of the
     gradient (which ``directional_derivative`` cannot resolve, and which the O(1e-16) residual
     of a computed q would swamp). Returns (log|value|, sign); (−inf, 0) when the slope is 0.
     """
+    if not prompt.loss.strictly_decreasing:
+        raise ValueError(f"prompt: descent_slope needs ℓ' < 0, not the {prompt.loss.name} loss")
     p = as_float_tensor(p, "p", 1)
     mask = torch.as_tensor(positions, dtype=torch.bool)
     if mask.shape != prompt.scores.shape:
@@ -580,7 +597,8 @@ def train_full_batch(
     """Full-batch Adam on the mean logistic loss (§4.2 protocol); returns the loss curve.
 
     The curve has epochs + 1 entries: the loss before each step and after the last. With a seed
-    the model is re-initialised first (``reset_parameters``), so a call is reproducible.
+    the model is re-initialised first (it needs ``reset_parameters(seed)``, as the models here
+    have), so a call is reproducible.
     """
     seq = check_sequences(sequences)
     y = check_labels(y, seq.shape[0])
@@ -593,7 +611,7 @@ def train_full_batch(
         loss = LOGISTIC.value(y * model(seq)).mean()
         loss.backward()
         opt.step()
-        curve.append(float(loss))
+        curve.append(float(loss.detach()))
     with torch.no_grad():
         curve.append(float(LOGISTIC.value(y * model(seq)).mean()))
     return torch.tensor(curve, dtype=DTYPE)
@@ -630,6 +648,11 @@ def _read_review(path: Path) -> str:
     return text
 
 
+def _check_max_docs(max_docs: int | None) -> None:
+    if max_docs is not None and max_docs < 1:
+        raise ValueError(f"max_docs: must be ≥ 1 or None, got {max_docs}")
+
+
 def _interleave(a: list, b: list) -> list:
     """a0, b0, a1, b1, ..., then the rest of the longer list: every prefix is near balanced."""
     out = [x for pair in zip(a, b, strict=False) for x in pair]
@@ -642,6 +665,7 @@ def load_imdb(root, split: str = "train", max_docs: int | None = None):
     Files are read in name order and interleaved positive/negative, so ``max_docs`` keeps a
     balanced prefix. Labels are float64 ±1 (pos = +1).
     """
+    _check_max_docs(max_docs)
     base = _require(_require(Path(root), "IMDB root") / split, f"IMDB split {split!r}")
     folders = {
         +1.0: _require(base / "pos", "IMDB folder"),
@@ -662,6 +686,7 @@ def load_yelp_polarity(csv_path, max_docs: int | None = None):
     The archive writes line breaks inside reviews as the two characters backslash-n; they are
     turned back into spaces. Labels are float64 ±1.
     """
+    _check_max_docs(max_docs)
     path = _require(Path(csv_path), "Yelp CSV")
     texts: list[str] = []
     labels: list[float] = []

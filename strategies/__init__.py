@@ -1,0 +1,108 @@
+"""Public Hypothesis strategies and problem instances for attention-theorems.
+
+Prompt attention (arXiv 2306.13596): ``decoupled_instances``, ``global_opt_instances``,
+``equal_nonopt_instances``, ``local_opt_instances``, ``cone_inits``, ``infeasible_instances`` and
+the paper's figure instances. Trained embeddings (arXiv 2505.17282):
+``single_relevant_token_instances`` (G1), ``general_frequency_instances`` (G2),
+``k_level_instances``, ``two_relevant_instances`` and the pseudo-IMDB ``zipf_corpus`` (G3).
+Every instance names the assumptions it was built to satisfy (``ASSUMPTIONS``).
+"""
+
+from strategies.embedding import (
+    gaussian_init,
+    general_frequency_instances,
+    k_level_instances,
+    single_relevant_token_instances,
+    two_relevant_instances,
+    zipf_corpus,
+    zipf_instance,
+)
+from strategies.instances import (
+    ARBITRARY_P0,
+    ASSUMPTIONS,
+    CONE_INIT,
+    DECOUPLED,
+    DIM_EXCEEDS_VOCAB,
+    EQUAL_NONOPT_SCORES,
+    GAUSSIAN_EMBEDDINGS,
+    GENERAL_FREQUENCIES,
+    K_LEVEL,
+    LOCALLY_OPTIMAL_ALPHA,
+    NON_GLOBAL_ALPHA,
+    NONTIGHT_V_SVM,
+    PAPER_INSTANCE,
+    SINGLE_RELEVANT_TOKEN,
+    SVM_FEASIBLE,
+    SVM_INFEASIBLE,
+    TIGHT_V_SVM,
+    TWO_RELEVANT_TOKENS,
+    UNIQUE_OPT,
+    UNIT_HEAD,
+    ZIPF_CORPUS,
+    EmbeddingInstance,
+    PromptInstance,
+    assumption_names,
+)
+from strategies.prompt import (
+    INFEASIBLE_VARIANTS,
+    cone_inits,
+    decoupled_data,
+    decoupled_instances,
+    equal_nonopt_instances,
+    figure1_instance,
+    figure2_instance,
+    figure3_instance,
+    global_opt_instances,
+    infeasible_instances,
+    local_opt_instances,
+    loss_comparison_instance,
+)
+
+__all__ = [
+    # instances and assumptions
+    "PromptInstance",
+    "EmbeddingInstance",
+    "ASSUMPTIONS",
+    "assumption_names",
+    "ARBITRARY_P0",
+    "CONE_INIT",
+    "DECOUPLED",
+    "DIM_EXCEEDS_VOCAB",
+    "EQUAL_NONOPT_SCORES",
+    "GAUSSIAN_EMBEDDINGS",
+    "GENERAL_FREQUENCIES",
+    "K_LEVEL",
+    "LOCALLY_OPTIMAL_ALPHA",
+    "NON_GLOBAL_ALPHA",
+    "NONTIGHT_V_SVM",
+    "PAPER_INSTANCE",
+    "SINGLE_RELEVANT_TOKEN",
+    "SVM_FEASIBLE",
+    "SVM_INFEASIBLE",
+    "TIGHT_V_SVM",
+    "TWO_RELEVANT_TOKENS",
+    "UNIQUE_OPT",
+    "UNIT_HEAD",
+    "ZIPF_CORPUS",
+    # prompt attention (2306.13596)
+    "decoupled_data",
+    "decoupled_instances",
+    "global_opt_instances",
+    "equal_nonopt_instances",
+    "local_opt_instances",
+    "cone_inits",
+    "infeasible_instances",
+    "INFEASIBLE_VARIANTS",
+    "figure1_instance",
+    "figure2_instance",
+    "figure3_instance",
+    "loss_comparison_instance",
+    # trained embeddings (2505.17282)
+    "gaussian_init",
+    "single_relevant_token_instances",
+    "general_frequency_instances",
+    "k_level_instances",
+    "two_relevant_instances",
+    "zipf_corpus",
+    "zipf_instance",
+]

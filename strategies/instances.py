@@ -234,7 +234,6 @@ class PromptInstance:
                 raise ValueError(f"alpha: expected shape {(n,)}, got {alpha.shape}")
             if alpha.min() < 0 or alpha.max() >= T:
                 raise ValueError(f"alpha: entries must lie in [0, {T})")
-            alpha.setflags(write=False)
         for name, value in (("X", X), ("y", y), ("v", v), ("W", W), ("p0", p0), ("alpha", alpha)):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "assumptions", _assumptions(self.assumptions))
@@ -282,7 +281,8 @@ class PromptInstance:
     def to_json(self, *, extra: bool = False) -> dict[str, Any]:
         """The check-CLI schema {"model": "prompt", "X", "y", "v", "W", "loss", "p0"}.
 
-        With ``extra=True`` also "alpha", "assumptions" and "seed" (which ``from_json`` reads).
+        With ``extra=True`` also "alpha", "assumptions" and "seed" (which ``from_json`` reads);
+        the check CLI rejects unknown fields, so files for it use the default.
         """
         out: dict[str, Any] = {
             "model": "prompt",
@@ -361,8 +361,8 @@ class EmbeddingInstance:
             eta0 = float(self.eta0)
         except (TypeError, ValueError):
             raise ValueError(f"eta0: expected a number, got {self.eta0!r}") from None
-        if not math.isfinite(eta0) or eta0 < 0:
-            raise ValueError(f"eta0: expected a finite number ≥ 0, got {eta0}")
+        if not math.isfinite(eta0) or eta0 <= 0:
+            raise ValueError(f"eta0: expected a finite number > 0, got {eta0}")
         s_star = None
         if self.s_star is not None:
             s = _int_array(self.s_star, "s_star")
@@ -428,7 +428,8 @@ class EmbeddingInstance:
     def to_json(self, *, extra: bool = False) -> dict[str, Any]:
         """The check-CLI schema {"model": "embedding", "sequences", "y", "E0", "v", "eta0"}.
 
-        With ``extra=True`` also "s_star", "relevant", "groups", "assumptions" and "seed".
+        With ``extra=True`` also "s_star", "relevant", "groups", "assumptions" and "seed"
+        (which ``from_json`` reads); the check CLI rejects unknown fields.
         """
         out: dict[str, Any] = {
             "model": "embedding",

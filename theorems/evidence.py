@@ -46,15 +46,13 @@ class InconclusiveExample(RejectedExample):
     """inconclusive() outside a Hypothesis test: the numerics could not decide."""
 
 
+_REJECTIONS = (UnsatisfiedAssumption, RejectedExample)
+_FAILED_KIND = {True: "rejected", False: "raised"}
+
+
 def _outcome(exc_type: type[BaseException] | None) -> str:
-    # One expression on purpose: see Collector.end.
-    return (
-        "passed"
-        if exc_type is None
-        else "rejected"
-        if issubclass(exc_type, (UnsatisfiedAssumption, RejectedExample))
-        else "raised"
-    )
+    # One line on purpose: see Collector.end.
+    return "passed" if exc_type is None else _FAILED_KIND[issubclass(exc_type, _REJECTIONS)]
 
 
 def _worse(ratio: float, than: float) -> bool:

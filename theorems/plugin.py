@@ -13,12 +13,14 @@ every file of the run, one entry per claim id, and writes the report atomically.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import datetime as _dt
 import json
 import math
 import os
 import platform
+import re
 import shutil
 import tempfile
 import time
@@ -50,6 +52,13 @@ REPORT_ENV = "ATTN_CLAIMS_REPORT"
 DEFAULT_REPORT = Path("reports") / "claims.json"
 TEXT_LIMIT = 4000  # characters kept of an error or a falsifying-example text
 
+# BaseExceptionGroup is a builtin from Python 3.11; Hypothesis uses the backport before.
+_GROUP = getattr(builtins, "BaseExceptionGroup", None)
+if _GROUP is None:  # pragma: no cover - Python 3.10
+    from exceptiongroup import BaseExceptionGroup as _GROUP
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 _COLLECTOR = pytest.StashKey[evidence.Collector]()
 _AFTER_REPORT: list[Callable[[Path], Any]] = []
 
@@ -93,6 +102,7 @@ def _write_json(path: Path, doc: Any) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; make it like any other file
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -183,7 +193,7 @@ def pytest_runtest_call(item: pytest.Item):
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
+    if isinstance(exc, _GROUP):
         return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
     return [exc]
 
@@ -197,6 +207,9 @@ def _describe(exc: BaseException) -> str:
     return _trim("".join(traceback.format_exception_only(type(exc), exc)))
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
 def falsifying_text(exc: BaseException | None) -> str | None:
     """Hypothesis' "Falsifying example: ..." notes (and the @reproduce_failure hint)."""
     if exc is None:
@@ -208,15 +221,16 @@ def falsifying_text(exc: BaseException | None) -> str | None:
         for note in getattr(leaf, "__notes__", ())
         if str(note).lstrip().startswith(keep)
     ]
-    return _trim("\n".join(parts)) if parts else None
+    # Object reprs of fixtures carry memory addresses, which differ between runs.
+    return _trim(_ADDRESS.sub("", "\n".join(parts))) if parts else None
 
 
 def judge(
     exc: BaseException | None, collector: evidence.Collector, info: ClaimInfo
 ) -> tuple[str, str | None, str]:
     """(verdict, error text or None, one-line reason) for one claim item."""
-    rejected = sum(collector.rejections.values())
-    undecided = sum(collector.inconclusive.values())
+    snap = collector.snapshot()
+    rejected, undecided = sum(snap["rejections"].values()), sum(snap["inconclusive"].values())
     if exc is None:
         seen = collector.examples + undecided
         if collector.examples == 0:
@@ -226,7 +240,7 @@ def judge(
                 "inconclusive",
                 None,
                 f"{undecided} of {seen} examples inconclusive "
-                f"(more than {info.max_inconclusive:.0%}): {dict(collector.inconclusive)}",
+                f"(more than {info.max_inconclusive:.0%}): {snap['inconclusive']}",
             )
         return "holds", None, f"held on {collector.examples} examples"
     if isinstance(exc, Flaky):  # before the group test: FlakyFailure is an ExceptionGroup
@@ -246,11 +260,11 @@ def judge(
             return (
                 "inconclusive",
                 None,
-                f"too many inconclusive examples: {dict(collector.inconclusive)}",
+                f"too many inconclusive examples: {snap['inconclusive']}",
             )
         message = (
             "the strategy does not meet the claim's assumptions (too many rejections: "
-            f"{dict(collector.rejections) or 'in the strategy itself'})\n{_describe(exc)}"
+            f"{snap['rejections'] or 'in the strategy itself'})\n{_describe(exc)}"
         )
         return "error", _trim(message), message.splitlines()[0]
     return "error", _describe(exc), f"{type(exc).__name__} raised"
@@ -306,10 +320,8 @@ def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestR
     if info is None or report.skipped:
         return
     if report.when == "setup" and report.failed:
-        collector, exc = evidence.Collector(), call.excinfo.value if call.excinfo else None
-        verdict, reason = "error", "setup failed"
-        error = _describe(exc) if exc is not None else _trim(str(report.longrepr))
-        falsifying = None
+        collector, verdict, reason = evidence.Collector(), "error", "setup failed"
+        error, falsifying = _trim(f"setup failed: {report.longrepr}"), None
     elif report.when == "call":
         collector = item.stash.get(_COLLECTOR, None) or evidence.Collector()
         exc = call.excinfo.value if call.excinfo is not None else None
@@ -318,17 +330,22 @@ def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestR
     else:
         return
     state = item.config.stash[_STATE]
+    if error:  # paths relative to the rootdir: the report reads the same on any checkout
+        error = error.replace(f"{item.config.rootpath}{os.sep}", "")
     state.records[item.nodeid] = _record(item, info, collector, verdict, error, falsifying)
     state.flush()
 
     ok = as_expected(verdict, info.expected)
-    report.user_properties = [
-        *report.user_properties,
+    # On the item, so that later reports (teardown, which junitxml reads) carry them too.
+    props = [
         ("claim", info.id),
         ("verdict", verdict),
         ("expected", info.expected),
         ("as_expected", ok),
     ]
+    item.user_properties.extend(props)
+    if report.user_properties is not item.user_properties:
+        report.user_properties = [*report.user_properties, *props]
     if report.when != "call":
         return
     if ok and report.failed:
@@ -370,8 +387,7 @@ class _Terminal:
             return
         mark = "as expected" if props["as_expected"] else "UNEXPECTED"
         reporter.write_line(
-            f"    claim {props['claim']}: {props['verdict']} "
-            f"(expected {props['expected']}, {mark})"
+            f"    claim {props['claim']}: {props['verdict']} (expected {props['expected']}, {mark})"
         )
 
 

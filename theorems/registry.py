@@ -92,9 +92,7 @@ def register_profiles() -> None:
     # timing-based health checks (prior-art C.1).
     quiet = [HealthCheck.too_slow, HealthCheck.data_too_large]
     common = dict(deadline=None, print_blob=True, suppress_health_check=quiet)
-    settings.register_profile(
-        "ci", derandomize=True, database=None, max_examples=100, **common
-    )
+    settings.register_profile("ci", derandomize=True, database=None, max_examples=100, **common)
     settings.register_profile("dev", derandomize=False, max_examples=20, **common)
     settings.register_profile(
         "nightly", derandomize=False, max_examples=2000, phases=tuple(Phase), **common
@@ -255,6 +253,7 @@ def _count_examples(inner: Callable) -> Callable:
     # phase never reports lines of this file as "only run by failing examples".
     @functools.wraps(inner)
     def counted(*args, **kwargs):
+        __tracebackhide__ = True  # pytest: show the claim's frames, not this one
         with evidence.example():
             return inner(*args, **kwargs)
 

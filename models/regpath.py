@@ -1,0 +1,801 @@
+"""Regularization paths p_R ∈ argmin_{‖p‖≤R} L(p) (spec maxmargin §2.4–2.6).
+
+Theorem RP (§2.4) says p_R/R → p^mm/‖p^mm‖ for the *global* ATT-SVM, so the minimiser must be
+global over the ball, not a local descent result (F6 of §5 is exactly "the path goes local").
+For small key dimensions we therefore search the whole sphere ‖p‖ = R:
+
+- dim 2: a dense, vectorised angle grid, then a vectorised zoom on the best few grid minima; "certified" by a grid-spacing argument (below);
+- dim ≥ 3: many restarts (Fibonacci-sphere points plus the ATT-SVM directions of candidate
+  selections) of Riemannian gradient descent with backtracking, batched over the restarts, on a
+  torch-autograd objective; "certified" when the best point is reached by ≥ ``agree`` restarts.
+
+An unconstrained descent from 0 (and a few small random points) covers the interior: a loss
+with a finite minimiser (the square-loss control F9, the concave head F10) keeps it inside the
+ball, and then ``on_boundary`` is False.
+
+Float64 flatness (§3 "Numerical pitfalls"): at R = 50 the loss differs from its floor by
+~1e-22, far below its last bit, so a grid on L(p) is constant. When the problem has keys and
+scores and a strictly decreasing loss we minimise log(L(p) − L_α), a strictly increasing
+function of L, computed entirely in log space (``log_gap_batch``): it keeps relative accuracy at
+L − L* = 1e-3000. The reported value is the engine's own ``PromptProblem.log_loss_gap``.
+Problems without scores (the nonlinear head of ``models.heads``) fall back to the plain loss.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from scipy.signal import find_peaks
+
+from models.attention import one_minus_cos
+from models.selection import global_opt
+from models.svm import att_svm
+
+Tensor = torch.Tensor
+DTYPE = torch.float64
+
+#: Offset that ranks every negative gap L − L_α below every positive one (local paths only).
+#: Valid while |log|L − L_α|| < BIG/2, i.e. R·(key range)·(score range) ≲ 5e5.
+BIG = 1e6
+#: Grid chunk size (rows of P per vectorised call), to bound memory.
+CHUNK = 8192
+#: Two restarts found the same minimum when 1 − cos of their end points is below this.
+SAME_POINT = 1e-9
+
+
+# ------------------------------------------------------------------------------ threads
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Run torch on one intra-op thread, restoring the previous count afterwards.
+
+    The searches here make thousands of calls on tensors of a few hundred numbers. Intra-op
+    threads cannot speed those up, but waking them costs ~1 ms a call on a loaded machine
+    (measured: 1.4 ms vs 17 µs for a 4-element log_softmax on 2 busy cores), which made one
+    regularization-path point take seconds instead of tens of milliseconds.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def one_thread(fn):
+    """Decorator form of ``single_thread`` for the public entry points."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with single_thread():
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+# ------------------------------------------------------------------------------ objectives
+
+
+@dataclass(frozen=True)
+class Objective:
+    """A batched, differentiable objective P (k, d) → (k,), strictly increasing in L(p).
+
+    ``kind``: "log_gap" (log(L − L_α) signed-ranked, α in ``alpha``) or "loss" (plain L).
+    """
+
+    fn: Callable[[Tensor], Tensor]
+    kind: str
+    alpha: np.ndarray | None = None
+
+    def __call__(self, P: Tensor) -> Tensor:
+        return self.fn(P)
+
+    def at(self, p) -> float:
+        """The objective at one point, as a float."""
+        with torch.no_grad():
+            return float(self.fn(torch.as_tensor(p, dtype=DTYPE).reshape(1, -1))[0])
+
+    def grid(self, P: Tensor) -> Tensor:
+        """Values on many points without autograd, in chunks; NaN is reported as +inf."""
+        with torch.no_grad():
+            vals = torch.cat([self.fn(P[k : k + CHUNK]) for k in range(0, P.shape[0], CHUNK)])
+        return torch.nan_to_num(vals, nan=math.inf)
+
+
+def _masked_lse(x: Tensor, mask: Tensor) -> Tensor:
+    """logsumexp of x over its last axis, restricted to ``mask``; −inf for an empty mask.
+
+    Written so that autograd never sees a logsumexp of only −inf (whose gradient is NaN).
+    """
+    mask = mask.expand_as(x)
+    valid = mask.any(-1)
+    masked = torch.where(mask, x, -math.inf)
+    masked = torch.where(valid[..., None], masked, 0.0)
+    return torch.where(valid, torch.logsumexp(masked, dim=-1), -math.inf)
+
+
+def _signed_difference(log_pos: Tensor, log_neg: Tensor) -> tuple[Tensor, Tensor]:
+    """log|e^{log_pos} − e^{log_neg}| and its sign (0 for an exact tie)."""
+    hi = torch.maximum(log_pos, log_neg)
+    lo = torch.minimum(log_pos, log_neg)
+    hi_safe = torch.where(torch.isfinite(hi), hi, 0.0)
+    sign = torch.sign(log_pos - log_neg).nan_to_num(0.0)
+    return hi + torch.log1p(-torch.exp(lo - hi_safe)), sign
+
+
+def _signed_lse(log_abs: Tensor, sign: Tensor) -> tuple[Tensor, Tensor]:
+    """log|Σ sign·e^{log_abs}| over the last axis, and the sum's sign."""
+    return _signed_difference(_masked_lse(log_abs, sign > 0), _masked_lse(log_abs, sign < 0))
+
+
+def log_gap_batch(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
+    """(log|L(p) − L_α|, sign) for every row p of P (k, d); differentiable by autograd.
+
+    L_α = (1/n)Σ ℓ(γ_iα_i) is the loss floor of selection α. This is the batched twin of
+    ``PromptProblem.log_loss_gap`` (tests check they agree), extended to any α: with
+    δ_i = Σ_u s_iu (γ_iα − γ_iu), a signed log-sum-exp, the gap is (1/n)Σ[ℓ(γ_iα − δ_i) − ℓ(γ_iα)],
+    each term −ℓ'(γ_iα)·δ_i to first order once that product is below e^{-600}. (The engine
+    switches at |δ| < 1e-8, where the two forms differ by ~1e-8 relative: a step in log G that
+    makes spurious grid minima; at e^{-600} they agree to ~1e-200 and ``increment`` is still
+    representable.) The sign is +1 for the global opt; it can be −1 for a local α whose input
+    has higher-scoring tokens.
+    """
+    keys, scores, loss = problem.keys, problem.scores, problem.loss
+    n = keys.shape[0]
+    top = scores[torch.arange(n), torch.as_tensor(alpha, dtype=torch.long)]
+    diff = top[:, None] - scores
+    log_s = torch.log_softmax(torch.einsum("itd,kd->kit", keys, P), dim=-1)
+    terms = log_s + torch.log(diff.abs())
+    log_delta, sign_delta = _signed_difference(
+        _masked_lse(terms, diff > 0), _masked_lse(terms, diff < 0)
+    )
+    first_order = loss.log_neg_deriv(top) + log_delta
+    small = first_order < -600.0
+    delta_safe = torch.where(small, torch.ones_like(log_delta), sign_delta * torch.exp(log_delta))
+    log_inc = torch.where(
+        small,
+        first_order,
+        torch.log(torch.where(small, 1.0, loss.increment(top, delta_safe).abs())),
+    )
+    log_gap, sign = _signed_lse(log_inc, sign_delta)
+    return log_gap - math.log(n), sign
+
+
+def _rank(log_abs: Tensor, sign: Tensor) -> Tensor:
+    """A strictly increasing image of the signed gap: log G for G > 0, −BIG − log|G| for G < 0."""
+    return torch.where(sign > 0, log_abs, torch.where(sign < 0, -BIG - log_abs, -BIG))
+
+
+def _has_log_gap(problem) -> bool:
+    loss = getattr(problem, "loss", None)
+    return (
+        hasattr(problem, "keys")
+        and hasattr(problem, "scores")
+        and bool(getattr(loss, "strictly_decreasing", False))
+    )
+
+
+def _plain_loss(problem) -> Callable[[Tensor], Tensor]:
+    """Batched L: ``loss_path`` when the problem has one, else a loop over ``loss_value``."""
+    if hasattr(problem, "loss_path"):
+        return problem.loss_path
+    return lambda P: torch.stack([problem.loss_value(p) for p in P])
+
+
+def objective_for(problem, alpha=None) -> Objective:
+    """The search objective for ``problem`` (duck-typed: needs ``loss_value`` and ``dim``).
+
+    With keys, scores and a strictly decreasing loss: log(L − L_α), α = the top-score tokens
+    unless given. It is strictly increasing in L for any α (ties in the top score included), so
+    the minimiser is unchanged and only float64 resolution is gained. Otherwise: the plain loss,
+    which is flat in float64 once L − L* < 1e-16·L* (spec §2.6); results then come back
+    uncertified rather than wrong.
+    """
+    if not _has_log_gap(problem):
+        return Objective(_plain_loss(problem), "loss")
+    alpha = global_opt(problem.scores) if alpha is None else np.asarray(alpha, dtype=np.int64)
+    return Objective(lambda P: _rank(*log_gap_batch(problem, P, alpha)), "log_gap", alpha)
+
+
+# ---------------------------------------------------------------------------- descent engine
+
+
+def _derivatives(obj: Objective, P: Tensor, hessian: bool = True):
+    """f (k,), ∇f (k, d) and, if asked, ∇²f (k, d, d) per row, by autograd (rows independent).
+
+    NaN values become +inf (never accepted by a line search); NaN derivatives become 0.
+    """
+    P = P.detach().requires_grad_(True)
+    f = obj(P)
+    (g,) = torch.autograd.grad(f.sum(), P, create_graph=hessian)
+    H = torch.zeros(P.shape + P.shape[-1:], dtype=DTYPE)
+    if hessian and g.requires_grad:
+        cols = [
+            torch.autograd.grad(g[:, j].sum(), P, retain_graph=True, allow_unused=True)[0]
+            for j in range(P.shape[-1])
+        ]
+        H = torch.stack([torch.zeros_like(P) if c is None else c for c in cols], dim=1)
+    clean = {"nan": 0.0, "posinf": 0.0, "neginf": 0.0}
+    return (
+        f.detach().nan_to_num(nan=math.inf),
+        g.detach().nan_to_num(**clean),
+        H.detach().nan_to_num(**clean),
+    )
+
+
+def _tangent(g: Tensor, P: Tensor) -> Tensor:
+    """Riemannian gradient on the sphere through P: g minus its radial part."""
+    u = P / torch.linalg.vector_norm(P, dim=-1, keepdim=True)
+    return g - (g * u).sum(-1, keepdim=True) * u
+
+
+def sphere_projection(R: float) -> Callable[[Tensor], Tensor]:
+    """Retraction onto the sphere ‖p‖ = R."""
+    return lambda P: R * P / torch.linalg.vector_norm(P, dim=-1, keepdim=True)
+
+
+def cap_projection(R: float, center, eps: float) -> Callable[[Tensor], Tensor]:
+    """Projection onto the cap {‖p‖ = R, cos(p, center) ≥ 1 − eps} (spec §1.6, §2.5)."""
+    c = torch.as_tensor(center, dtype=DTYPE)
+    c = c / torch.linalg.vector_norm(c)
+    cos_max, sin_max = 1.0 - eps, math.sqrt(max(0.0, 1.0 - (1.0 - eps) ** 2))
+
+    def project(P: Tensor) -> Tensor:
+        u = P / torch.linalg.vector_norm(P, dim=-1, keepdim=True)
+        cos = u @ c
+        ortho = u - cos[:, None] * c
+        on_edge = cos_max * c + sin_max * ortho / torch.linalg.vector_norm(
+            ortho, dim=-1, keepdim=True
+        ).clamp_min(1e-300)
+        return R * torch.where((cos < cos_max)[:, None], on_edge, u)
+
+    return project
+
+
+@dataclass
+class _Descent:
+    P: Tensor
+    values: Tensor
+    minimum: Tensor  # rows that stopped at a point with positive-definite (tangent) Hessian
+    exited: Tensor  # rows that left the ball (unconstrained runs only)
+
+
+def _tangent_hessian(g: Tensor, H: Tensor, P: Tensor) -> Tensor:
+    """Riemannian Hessian on the sphere ‖p‖ = R, P_T(∇²f − (∇f·p̂/R) I)P_T, plus p̂p̂ᵀ so that
+    the radial direction (never excited by a tangent gradient) has eigenvalue 1."""
+    norm = torch.linalg.vector_norm(P, dim=-1, keepdim=True)
+    u = P / norm
+    eye = torch.eye(P.shape[-1], dtype=DTYPE)
+    proj = eye - u[:, :, None] * u[:, None, :]
+    radial = ((g * u).sum(-1, keepdim=True) / norm)[:, :, None]
+    return proj @ (H - radial * eye) @ proj + u[:, :, None] * u[:, None, :]
+
+
+def _newton_direction(g: Tensor, H: Tensor) -> Tensor:
+    """Saddle-free Newton direction −|H|⁻¹g: eigenvalues replaced by their absolute values,
+    floored at 1e-10 of the largest, so it is a descent direction everywhere."""
+    lam, V = torch.linalg.eigh(0.5 * (H + H.transpose(-1, -2)))
+    floor = 1e-10 * lam.abs().amax(-1, keepdim=True) + 1e-300
+    coef = (V.transpose(-1, -2) @ g[:, :, None])[..., 0] / lam.abs().clamp_min(floor)
+    return -(V @ coef[:, :, None])[..., 0]
+
+
+def _is_minimum(f: Tensor, H: Tensor, P: Tensor, on_sphere: bool) -> Tensor:
+    """Positive curvature in every (tangent) direction, above 1e-10·max(1, |f|). A point that
+    stopped on a float64-flat plateau has curvature ~0 there and is not a minimum."""
+    lam = torch.linalg.eigvalsh(0.5 * (H + H.transpose(-1, -2)))
+    if on_sphere:  # drop the radial eigenvalue 1 added by _tangent_hessian
+        u = P / torch.linalg.vector_norm(P, dim=-1, keepdim=True)
+        lam = torch.linalg.eigvalsh(H - 2.0 * u[:, :, None] * u[:, None, :])[:, 1:]
+    return lam.amin(-1) > 1e-10 * f.abs().clamp_min(1.0)
+
+
+def _trial(obj, P, t, direction, project, rows):
+    """Trial points P + t·direction (projected) and their values; only ``rows`` are evaluated."""
+    trial = P + t[:, None] * direction
+    trial = project(trial) if project is not None else trial
+    ft = torch.full_like(t, math.inf)
+    with torch.no_grad():
+        ft[rows] = obj(trial[rows]).nan_to_num(nan=math.inf)
+    return trial, ft
+
+
+def _line_search(obj, P, f, g, direction, rows, project, radius, max_step, rounds=24):
+    """Armijo backtracking (factor 1/4) from step 1 for ``rows``, then doubling while the value
+    keeps falling.
+
+    The step is capped at ``max_step``. The Armijo test uses the actual (projected)
+    displacement and asks for a strict decrease, so that a row on a float64-flat plateau stops
+    instead of wandering on it. The doubling matters on the exponential flanks of the log-gap,
+    where a Newton step is only ~1/R long. Returns the new points and values, the rows that
+    moved, and the rows whose new point left the ball.
+    """
+    length = torch.linalg.vector_norm(direction, dim=-1).clamp_min(1e-300)
+    t = (max_step / length).clamp(max=1.0)
+    pending = rows.clone()
+    P_new, f_new = P.clone(), f.clone()
+    accepted = torch.zeros_like(pending)
+    first = pending.clone()
+    for k in range(rounds):
+        if not bool(pending.any()):
+            break
+        trial, ft = _trial(obj, P, t, direction, project, pending)
+        ok = pending & (ft < f) & (ft <= f + 1e-4 * (g * (trial - P)).sum(-1))
+        P_new = torch.where(ok[:, None], trial, P_new)
+        f_new = torch.where(ok, ft, f_new)
+        accepted |= ok
+        first &= ok if k == 0 else first
+        pending &= ~ok
+        t = torch.where(ok, t, 0.25 * t)
+    grow = first & (2 * t * length <= max_step)
+    while bool(grow.any()):
+        t = torch.where(grow, 2 * t, t)
+        trial, ft = _trial(obj, P, t, direction, project, grow)
+        grow &= ft < f_new
+        P_new = torch.where(grow[:, None], trial, P_new)
+        f_new = torch.where(grow, ft, f_new)
+        grow &= 2 * t * length <= max_step
+    exited = accepted & (torch.linalg.vector_norm(P_new, dim=-1) >= radius)
+    return P_new, f_new, accepted, exited
+
+
+def descend(
+    obj: Objective,
+    P0: Tensor,
+    project: Callable[[Tensor], Tensor] | None = None,
+    *,
+    radius: float = math.inf,
+    iters: int = 100,
+) -> _Descent:
+    """Batched saddle-free Newton descent (Riemannian on the sphere when ``project`` is given).
+
+    Why Newton: near p^mm the log-gap is a smoothed −R·(min margin); its curvature across the
+    active constraints is ~R times that along them, so gradient descent needs ~R iterations
+    (thousands at R = 200) where Newton needs a handful. A row stops when its predicted
+    decrease −∇f·d falls below float64 resolution of f (converged, or on a plateau), when a
+    Newton and then a gradient step both fail, or (unconstrained) when it leaves the ball of
+    ``radius`` (``exited``).
+    """
+    on_sphere = project is not None
+    P = project(P0) if on_sphere else P0.clone()
+    f, g, H = _derivatives(obj, P)
+    active = torch.isfinite(f)
+    use_grad = torch.zeros_like(active)
+    exited = torch.zeros_like(active)
+    for _ in range(iters):
+        g_dir = _tangent(g, P) if on_sphere else g
+        H_dir = _tangent_hessian(g, H, P) if on_sphere else H
+        scale = torch.linalg.vector_norm(P, dim=-1).clamp_min(1.0)
+        gnorm = torch.linalg.vector_norm(g_dir, dim=-1, keepdim=True).clamp_min(1e-300)
+        steepest = -0.1 * scale[:, None] * g_dir / gnorm
+        direction = torch.where(use_grad[:, None], steepest, _newton_direction(g_dir, H_dir))
+        decrease = -(g_dir * direction).sum(-1)
+        active &= decrease > 1e-15 * f.abs().clamp_min(1.0)
+        if not bool(active.any()):
+            break
+        max_step = 0.25 * float(scale.max())
+        P, f, ok, out = _line_search(obj, P, f, g, direction, active, project, radius, max_step)
+        exited |= out
+        stalled = ~ok & use_grad
+        use_grad = active & ~ok
+        active &= ~out & ~stalled
+        f, g, H = _derivatives(obj, P)
+    H_final = _tangent_hessian(g, H, P) if on_sphere else H
+    minimum = ~exited & _is_minimum(f, H_final, P, on_sphere)
+    return _Descent(P.detach(), f, minimum, exited)
+
+
+# ----------------------------------------------------------------------------- the result
+
+
+@dataclass
+class RegPoint:
+    """One point of a regularization path, with the evidence that it is the global minimiser.
+
+    ``objective`` is the value of ``objective_kind`` at p (for "log_gap" on the global opt, the
+    engine's ``PromptProblem.log_loss_gap``); ``loss`` is the plain float64 L(p). ``gap`` is the
+    objective of the second-best distinct local minimum minus the best (inf if only one was
+    found). ``certified``: dim 2, no other grid minimum lies within the grid's Lipschitz slack of
+    the best; restarts, the best point was reached by ≥ ``agree`` restarts.
+    """
+
+    p: Tensor
+    R: float
+    objective: float
+    objective_kind: str
+    loss: float
+    n_local_minima: int
+    gap: float
+    certified: bool
+    on_boundary: bool
+    method: str
+    seconds: float
+    details: dict = field(default_factory=dict)
+
+    @property
+    def norm(self) -> float:
+        return float(torch.linalg.vector_norm(self.p))
+
+
+@dataclass
+class _Found:
+    p: Tensor
+    value: float
+    n_minima: int
+    gap: float
+    certified: bool
+    details: dict
+
+
+# ----------------------------------------------------------------------- dim 2: angle grid
+
+
+def _circle(R: float, thetas: np.ndarray) -> Tensor:
+    th = torch.as_tensor(thetas, dtype=DTYPE)
+    return R * torch.stack([torch.cos(th), torch.sin(th)], dim=-1)
+
+
+def _grid_minima(vals: np.ndarray, periodic: bool, prominence: float) -> np.ndarray:
+    """Indices of grid local minima that stand out of rounding noise by ``prominence``.
+
+    A periodic grid is rotated to start at its maximum, so that no minimum straddles the seam;
+    an arc is padded with +max at both ends, so that its endpoints can be minima.
+    """
+    finite = np.isfinite(vals)
+    top = float(vals[finite].max()) + 1.0 if finite.any() else 0.0
+    v = np.where(finite, vals, top)
+    if periodic:
+        shift = int(np.argmax(v))
+        idx, _ = find_peaks(-np.append(np.roll(v, -shift), v[shift]), prominence=prominence)
+        return np.unique((idx + shift) % v.size)
+    idx, _ = find_peaks(-np.concatenate([[top], v, [top]]), prominence=prominence)
+    return idx - 1
+
+
+def _runs(mask: np.ndarray, periodic: bool) -> int:
+    """Number of contiguous runs of True (a periodic all-True mask is one run)."""
+    starts = mask & ~(np.roll(mask, 1) if periodic else np.concatenate([[False], mask[:-1]]))
+    return int(starts.sum()) or int(mask.any())
+
+
+def _refine_angles(obj: Objective, R: float, thetas: np.ndarray, h: float, bounds, zooms=4):
+    """Vectorised zoom on [θ − h, θ + h] ∩ bounds for all candidates at once: each round
+    evaluates 201 points and shrinks the window 100-fold around the best (h·1e-8 after 4)."""
+    lo, hi = bounds
+    centre = np.asarray(thetas, dtype=np.float64)
+    offsets = np.linspace(-1.0, 1.0, 201)
+    best = np.full(centre.size, np.inf)
+    width = h
+    for _ in range(zooms):
+        pts = np.clip(centre[:, None] + width * offsets[None, :], lo, hi)
+        vals = obj.grid(_circle(R, pts.ravel())).numpy().reshape(pts.shape)
+        k = np.argmin(vals, axis=1)
+        rows = np.arange(centre.size)
+        better = vals[rows, k] <= best
+        centre = np.where(better, pts[rows, k], centre)
+        best = np.minimum(best, vals[rows, k])
+        width /= 100.0
+    return centre, best
+
+
+def circle_search(
+    obj: Objective,
+    R: float,
+    *,
+    grid: int = 20_000,
+    refine: int = 5,
+    arc: tuple[float, float] | None = None,
+    max_width: float = 0.1,
+) -> _Found:
+    """Global minimum of obj on the circle of radius R (or on an arc of it).
+
+    Grid-spacing certificate: with Lip the largest grid slope, f(θ) ≥ f(θ_j) − Lip·h/2 at the
+    nearest grid point θ_j, so every θ that beats the best refined value f* lies within h/2 of
+    the set S = {j : f(θ_j) ≤ f* + Lip·h/2}. Certified when S is one contiguous arc, at most
+    ``max_width`` radians wide, around the winner: the global minimiser is then inside it. A
+    float64-flat objective makes S wide and fails the test instead of returning a guess.
+    (A second minimum within the winner's own arc is not excluded.)
+    """
+    periodic = arc is None
+    lo, hi = (0.0, 2 * math.pi) if periodic else arc
+    thetas = lo + (hi - lo) * (np.arange(grid) / grid if periodic else np.linspace(0, 1, grid))
+    h = float(thetas[1] - thetas[0])
+    vals = obj.grid(_circle(R, thetas)).numpy()
+    finite = vals[np.isfinite(vals)]
+    noise = 1e-10 * max(1.0, float(np.abs(finite).max())) if finite.size else 0.0
+    minima = _grid_minima(vals, periodic, noise)
+    minima = minima[np.argsort(vals[minima], kind="stable")]
+    bounds = (-math.inf, math.inf) if periodic else (lo, hi)
+    angles, values = _refine_angles(obj, R, thetas[minima[:refine]], h, bounds)
+    best = int(np.argmin(values))
+    f_best, theta_best = float(values[best]), float(angles[best])
+    steps = vals - np.roll(vals, 1) if periodic else np.diff(vals)
+    slopes = np.abs(steps[np.isfinite(steps)])
+    lip = float(slopes.max()) / h if slopes.size else math.inf
+    near = vals <= f_best + lip * h / 2
+    width = float(near.sum()) * h
+    certified = bool(math.isfinite(f_best) and _runs(near, periodic) == 1 and width <= max_width)
+    others = np.delete(np.concatenate([values, vals[minima[refine:]]]), best)
+    gap = float(others.min() - f_best) if others.size else math.inf
+    details = {"grid": grid, "h": h, "lipschitz": lip, "certified_arc": width}
+    p = _circle(R, np.array([theta_best]))[0]
+    return _Found(p, f_best, int(minima.size), gap, certified, details)
+
+
+# -------------------------------------------------------------------- dim ≥ 3: restarts
+
+
+def fibonacci_directions(k: int, d: int, seed: int = 0) -> Tensor:
+    """k well-spread unit vectors in R^d: equal angles (d=2), the Fibonacci sphere (d=3), or
+    seeded Gaussian directions (d ≥ 4)."""
+    if d == 2:
+        return _circle(1.0, 2 * math.pi * (np.arange(k) + 0.5) / k)
+    if d == 3:
+        i = np.arange(k) + 0.5
+        z = 1 - 2 * i / k
+        phi = math.pi * (3 - math.sqrt(5)) * i
+        r = np.sqrt(1 - z**2)
+        return torch.as_tensor(np.stack([r * np.cos(phi), r * np.sin(phi), z], -1), dtype=DTYPE)
+    gen = torch.Generator().manual_seed(seed)
+    U = torch.randn(k, d, generator=gen, dtype=DTYPE)
+    return U / torch.linalg.vector_norm(U, dim=-1, keepdim=True)
+
+
+def _candidate_selections(problem, limit: int) -> list[np.ndarray]:
+    """The selections whose ATT-SVM directions seed restarts: the problem's optimal tokens, and
+    every α ∈ [T]^n when T**n ≤ limit."""
+    n, T = problem.keys.shape[:2]
+    if hasattr(problem, "scores"):
+        first = [global_opt(problem.scores)]
+    elif hasattr(problem, "psi_optimal_tokens"):
+        first = [np.asarray(problem.psi_optimal_tokens())]
+    else:
+        first = []
+    if T**n <= limit:
+        grid = np.stack(np.meshgrid(*[np.arange(T)] * n, indexing="ij"), -1).reshape(-1, n)
+        first += list(grid)
+    return first
+
+
+def svm_directions(problem, limit: int = 16) -> Tensor:
+    """Unit ATT-SVM directions of the candidate selections that are feasible (restart seeds)."""
+    if not hasattr(problem, "keys"):
+        return torch.zeros(0, problem.dim, dtype=DTYPE)
+    dirs = []
+    for alpha in _candidate_selections(problem, limit):
+        sol = att_svm(problem.keys, alpha)
+        if sol.ok and float(np.linalg.norm(sol.x)) > 0:
+            dirs.append(torch.as_tensor(sol.direction, dtype=DTYPE))
+    return torch.stack(dirs) if dirs else torch.zeros(0, problem.dim, dtype=DTYPE)
+
+
+def _clusters(P: Tensor, values: Tensor) -> list[list[int]]:
+    """Group end points by direction (1 − cos ≤ SAME_POINT), best value first."""
+    order = torch.argsort(values).tolist()
+    groups: list[list[int]] = []
+    for i in order:
+        for grp in groups:
+            if one_minus_cos(P[i], P[grp[0]]) <= SAME_POINT:
+                grp.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
+
+
+def restart_search(
+    obj: Objective,
+    starts: Tensor,
+    project: Callable[[Tensor], Tensor],
+    *,
+    agree: int = 3,
+    iters: int = 100,
+) -> _Found:
+    """Riemannian descent from every start (batched); the best end point and its support.
+
+    Certified when ≥ ``agree`` restarts stop at the best point, it is a minimum (positive
+    tangent curvature), and they agree within SAME_POINT in direction and 1e-9·max(1, |f|) in
+    objective. Rows stranded on float64-flat plateaus are counted in ``flat_rows``, not as
+    minima.
+    """
+    run = descend(obj, starts, project, iters=iters)
+    return _summarise(run, agree, {"restarts": int(starts.shape[0])})
+
+
+def _summarise(run: _Descent, agree: int, details: dict) -> _Found:
+    """Best end point; distinct minima are clusters of rows that stopped at a minimum."""
+    best = int(torch.argmin(run.values))
+    f_best = float(run.values[best])
+    groups = _clusters(run.P[run.minimum], run.values[run.minimum])
+    index = torch.flatnonzero(run.minimum)
+    groups = [[int(index[i]) for i in grp] for grp in groups]
+    tol = 1e-9 * max(1.0, abs(f_best)) if math.isfinite(f_best) else 0.0
+    home = next((grp for grp in groups if best in grp), [])
+    agreeing = sum(float(run.values[i]) - f_best <= tol for i in home)
+    rivals = [float(run.values[grp[0]]) for grp in groups if best not in grp]
+    gap = min(rivals) - f_best if rivals else math.inf
+    details |= {"agreeing": int(agreeing), "flat_rows": int((~run.minimum & ~run.exited).sum())}
+    return _Found(run.P[best], f_best, len(groups), gap, agreeing >= agree, details)
+
+
+# ----------------------------------------------------------------------------- interior
+
+
+def interior_search(
+    obj: Objective, dim: int, R: float, *, seed: int = 0, starts: int = 4, agree: int = 3
+) -> _Found | None:
+    """Unconstrained descent from 0 and small random points: the best minimum strictly inside
+    the ball, or None. Finite minimisers (F9, F10) are found here; divergent losses exit the
+    ball. Certified when ≥ min(agree, starts) descents stop at it."""
+    gen = torch.Generator().manual_seed(seed)
+    P0 = torch.randn(starts, dim, generator=gen, dtype=DTYPE) * 0.25 * min(R, 1.0)
+    P0[0] = 0.0
+    run = descend(obj, P0, None, radius=R * (1 - 1e-9))
+    keep = run.minimum & ~run.exited
+    if not bool(keep.any()):
+        return None
+    inside = _Descent(run.P[keep], run.values[keep], run.minimum[keep], run.exited[keep])
+    return _summarise(inside, min(agree, starts), {"interior_starts": starts})
+
+
+# ------------------------------------------------------------------------------ public API
+
+
+def _check_radius(R: float) -> float:
+    R = float(R)
+    if not (R > 0 and math.isfinite(R)):
+        raise ValueError(f"R: must be a positive finite radius, got {R}")
+    return R
+
+
+def _reported(problem, obj: Objective, p: Tensor, value: float) -> float:
+    """The engine's log_loss_gap for the global path (spec brief), else the search value."""
+    if obj.kind == "log_gap" and hasattr(problem, "log_loss_gap"):
+        top = problem.scores[torch.arange(problem.n), torch.as_tensor(obj.alpha)]
+        if bool((top == problem.scores.max(-1).values).all()):
+            return problem.log_loss_gap(p, obj.alpha)
+    return value
+
+
+def _result(problem, obj, found: _Found, R, method, t0, interior=None) -> RegPoint:
+    """Package the winner; an interior minimum wins only if strictly below the sphere's."""
+    on_boundary = interior is None or not interior.value < found.value
+    if not on_boundary:
+        interior.details |= {"sphere_objective": found.value, "sphere": found.details}
+        found = interior
+    p = found.p
+    with torch.no_grad():
+        loss = float(problem.loss_value(p))
+    return RegPoint(
+        p=p.detach().clone(),
+        R=R,
+        objective=_reported(problem, obj, p, found.value),
+        objective_kind=obj.kind,
+        loss=loss,
+        n_local_minima=found.n_minima,
+        gap=found.gap,
+        certified=found.certified,
+        on_boundary=on_boundary,
+        method=method,
+        seconds=time.perf_counter() - t0,
+        details=found.details,
+    )
+
+
+def _sphere_starts(problem, restarts: int, seed: int, extra: Tensor | None) -> Tensor:
+    starts = [fibonacci_directions(restarts, problem.dim, seed)]
+    starts.append(svm_directions(problem) if extra is None else extra)
+    return torch.cat(starts)
+
+
+@one_thread
+def reg_path_point(
+    problem,
+    R: float,
+    *,
+    method: str = "auto",
+    grid: int = 20_000,
+    refine: int = 5,
+    restarts: int = 64,
+    agree: int = 3,
+    seed: int = 0,
+    starts: Tensor | None = None,
+    interior: bool = True,
+) -> RegPoint:
+    """p_R ∈ argmin_{‖p‖≤R} L(p), global over the ball (Theorem RP, spec §2.4; §2.6 for heads).
+
+    ``method``: "grid" (dim 2 only), "restarts", or "auto" (grid for dim 2). ``starts``: extra
+    restart directions (default: the ATT-SVM directions of candidate selections). ``interior``:
+    also look for a finite minimiser inside the ball.
+    """
+    t0 = time.perf_counter()
+    R = _check_radius(R)
+    obj = objective_for(problem)
+    method = ("grid" if problem.dim == 2 else "restarts") if method == "auto" else method
+    if method == "grid":
+        if problem.dim != 2:
+            raise ValueError(f"method: 'grid' needs dim 2, got dim {problem.dim}")
+        found = circle_search(obj, R, grid=grid, refine=refine)
+    elif method == "restarts":
+        P0 = R * _sphere_starts(problem, restarts, seed, starts)
+        found = restart_search(obj, P0, sphere_projection(R), agree=agree)
+    else:
+        raise ValueError(f"method: expected 'auto', 'grid' or 'restarts', got {method!r}")
+    inner = interior_search(obj, problem.dim, R, seed=seed) if interior else None
+    return _result(problem, obj, found, R, method, t0, inner)
+
+
+@one_thread
+def reg_path(problem, radii: Sequence[float], **kwargs) -> list[RegPoint]:
+    """reg_path_point at each radius; the restart seeds (ATT-SVM directions) are solved once."""
+    if problem.dim != 2 and "starts" not in kwargs:
+        kwargs["starts"] = svm_directions(problem)
+    return [reg_path_point(problem, R, **kwargs) for R in radii]
+
+
+@one_thread
+def local_reg_path_point(
+    problem,
+    alpha,
+    R: float,
+    eps: float,
+    *,
+    center=None,
+    grid: int = 20_000,
+    refine: int = 5,
+    restarts: int = 64,
+    agree: int = 3,
+    seed: int = 0,
+) -> RegPoint:
+    """argmin of L over the cap {‖p‖ = R, cos(p, p^mm(α)) ≥ 1 − eps} (Thm RP-loc, spec §2.5).
+
+    The objective is log|L − L_α| ranked by sign (``log_gap_batch``): inside the cap L can fall
+    below the floor of a local α when a higher-scoring non-support token gains attention, so
+    the gap is signed. ``center`` defaults to the certified ATT-SVM(α) solution. The cap must be
+    narrow enough that α's support tokens dominate the higher-scoring ones (Fig. 1(b): eps ≲
+    5e-3); a wide cap's minimiser sits on its edge, which ``details["on_edge"]`` reports.
+    """
+    t0 = time.perf_counter()
+    R = _check_radius(R)
+    if not 0 < eps < 1:
+        raise ValueError(f"eps: must lie in (0, 1), got {eps}")
+    if center is None:
+        sol = att_svm(problem.keys, alpha)
+        if not sol.ok:
+            raise ValueError(f"alpha: ATT-SVM(α) is {sol.status} ({sol.reason})")
+        center = sol.x
+    c = torch.as_tensor(center, dtype=DTYPE)
+    obj = objective_for(problem, alpha)
+    if problem.dim == 2:
+        th, half = math.atan2(float(c[1]), float(c[0])), math.acos(1.0 - eps)
+        found = circle_search(obj, R, grid=grid, refine=refine, arc=(th - half, th + half))
+        method = "grid"
+    else:
+        starts = _cap_starts(c, eps, restarts, seed)
+        found = restart_search(obj, R * starts, cap_projection(R, c, eps), agree=agree)
+        method = "restarts"
+    found.details["on_edge"] = 1 - (found.p @ c).item() / (R * float(torch.norm(c))) > eps * (
+        1 - 1e-6
+    )
+    found.details["center"] = c
+    return _result(problem, obj, found, R, method, t0)
+
+
+def _cap_starts(center: Tensor, eps: float, k: int, seed: int) -> Tensor:
+    """The cap's centre plus k seeded random directions inside the cap."""
+    c = center / torch.linalg.vector_norm(center)
+    gen = torch.Generator().manual_seed(seed)
+    noise = torch.randn(k, c.shape[0], generator=gen, dtype=DTYPE)
+    noise -= (noise @ c)[:, None] * c
+    noise /= torch.linalg.vector_norm(noise, dim=-1, keepdim=True)
+    angle = math.acos(1 - eps) * torch.rand(k, 1, generator=gen, dtype=DTYPE)
+    pts = torch.cos(angle) * c + torch.sin(angle) * noise
+    return torch.cat([c[None], pts])

@@ -1,0 +1,266 @@
+"""The claim registry: validation, duplicate ids, profile budgets, example counting, merging."""
+
+import importlib
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from theorems import evidence, registry
+from theorems.registry import ClaimRegistrationError, claim
+
+GOOD = dict(
+    id="TEST-REG-GOOD",
+    paper="2306.13596",
+    kind="lemma",
+    statement="a statement",
+    provenance="[D]",
+    examples=12,
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_registry():
+    """Throwaway claims must not leak into the real registry (or the CLI's listing)."""
+    with registry.isolated():
+        yield
+
+
+@pytest.fixture
+def restore_profile():
+    before = registry.current_profile()
+    yield
+    settings.load_profile(before)
+
+
+def test_registers_and_marks_a_plain_test():
+    @claim(**GOOD)
+    def test_x():
+        pass
+
+    info = registry.REGISTRY["TEST-REG-GOOD"]
+    assert test_x.__claim__ is info
+    assert (info.paper, info.kind, info.expected, info.examples) == (
+        "2306.13596",
+        "lemma",
+        "holds",
+        12,
+    )
+    assert info.qualname.endswith("test_x") and info.module == __name__
+    assert info.line > 0 and info.file.endswith("test_registry.py")
+    assert [m.args for m in test_x.pytestmark if m.name == "claim"] == [("TEST-REG-GOOD",)]
+
+
+def test_duplicate_id_names_both_definitions():
+    @claim(**GOOD)
+    def test_first():
+        pass
+
+    with pytest.raises(ClaimRegistrationError) as err:
+
+        @claim(**GOOD)
+        def test_second():
+            pass
+
+    message = str(err.value)
+    assert "TEST-REG-GOOD" in message
+    assert "test_first" in message and "test_second" in message
+
+
+def test_reimporting_the_same_definition_is_not_a_duplicate(tmp_path, monkeypatch):
+    (tmp_path / "claims_reimport_probe.py").write_text(
+        "from theorems import claim\n\n"
+        "@claim(id='TEST-REIMPORT', paper='p', kind='lemma', statement='s', provenance='[D]')\n"
+        "def test_probe():\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("claims_reimport_probe")
+    try:
+        importlib.reload(module)  # what pytest re-collection or a notebook re-run does
+        assert registry.REGISTRY["TEST-REIMPORT"].qualname == "test_probe"
+    finally:
+        sys.modules.pop("claims_reimport_probe", None)
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (dict(id="mm-lower"), "id"),
+        (dict(id="NODASH"), "id"),
+        (dict(id="MM-"), "id"),
+        (dict(id="MM-has space"), "id"),
+        (dict(paper=""), "paper"),
+        (dict(statement="  "), "statement"),
+        (dict(provenance=""), "provenance"),
+        (dict(kind="guess"), "kind"),
+        (dict(expected="maybe"), "expected"),
+        (dict(examples=0), "examples"),
+        (dict(examples=2.5), "examples"),
+        (dict(examples=True), "examples"),
+        (dict(max_inconclusive=1.5), "max_inconclusive"),
+        (dict(figures=("",)), "figures"),
+        (dict(note=None), "note"),
+    ],
+)
+def test_bad_fields_are_rejected_with_the_field_name(change, field):
+    with pytest.raises(ClaimRegistrationError, match=f"claim field '{field}'"):
+        claim(**{**GOOD, **change})
+
+
+@pytest.mark.parametrize("good_id", ["MM-SVM-MARGIN", "EMB-THM1", "CONJ-my-guess-2", "X1-A"])
+def test_id_pattern_accepts_user_prefixes(good_id):
+    claim(**{**GOOD, "id": good_id})(lambda: None)
+    assert good_id in registry.REGISTRY
+
+
+@pytest.mark.parametrize(
+    "profile, examples, budget",
+    [
+        ("ci", 50, 50),
+        ("dev", 50, 10),
+        ("dev", 20, 5),
+        ("dev", 3, 3),  # never more than the ci budget
+        ("nightly", 50, 1000),
+        ("debug", 50, 1),
+        ("some-user-profile", 50, 50),
+    ],
+)
+def test_profile_budget_scaling(profile, examples, budget):
+    assert registry.scaled_examples(examples, profile) == budget
+
+
+@pytest.mark.parametrize("profile, budget", [("ci", 40), ("dev", 8), ("nightly", 800)])
+def test_given_claim_gets_the_scaled_budget(profile, budget, restore_profile):
+    registry.load_profile(profile)
+    assert registry.current_profile() == profile
+
+    @claim(**{**GOOD, "examples": 40})
+    @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(x=st.integers())
+    def test_x(x):
+        pass
+
+    applied = test_x._hypothesis_internal_use_settings
+    assert applied.max_examples == budget
+    assert applied.deadline is None
+    assert HealthCheck.function_scoped_fixture in applied.suppress_health_check  # author's
+
+
+def test_profiles_have_the_documented_settings(restore_profile):
+    registry.register_profiles()
+    ci = settings.get_profile("ci")
+    assert ci.derandomize and ci.database is None and ci.deadline is None and ci.print_blob
+    assert HealthCheck.too_slow in ci.suppress_health_check
+    debug = settings.get_profile("debug")
+    assert debug.max_examples == 1 and "shrink" not in {p.name for p in debug.phases}
+    nightly = settings.get_profile("nightly")
+    assert not nightly.derandomize and "target" in {p.name for p in nightly.phases}
+
+
+def test_unknown_profile_in_env_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv(registry.PROFILE_ENV, "fast")
+    with pytest.raises(ValueError, match="ATTN_HYPOTHESIS_PROFILE='fast' is not a profile"):
+        registry.profile_from_env()
+
+
+def test_examples_rejections_and_inconclusive_are_counted():
+    @claim(**{**GOOD, "examples": 30})
+    @given(x=st.integers(0, 99))
+    def test_x(x):
+        evidence.instance({"x": x})
+        evidence.metric("x", x)
+        evidence.slack("x/100", x, 100)
+        if x % 10 == 1:
+            evidence.reject("ends in 1")
+        if x % 10 == 2:
+            evidence.inconclusive("ends in 2")
+
+    collector = evidence.Collector()
+    with evidence.collecting(collector):
+        test_x()  # Hypothesis runs the inner test; the registry's wrapper counts
+    snap = collector.snapshot()
+    assert snap["examples"] == registry.scaled_examples(30)
+    assert set(snap["rejections"]) == {"ends in 1"}
+    assert set(snap["inconclusive"]) == {"ends in 2"}
+    assert 0 <= snap["metrics"]["x"]["min"] <= snap["metrics"]["x"]["max"] <= 99
+    worst = snap["worst_slack"]["x/100"]
+    assert worst["ratio"] == worst["observed"] / 100 == snap["metrics"]["x"]["max"] / 100
+
+
+def test_the_last_failing_example_is_the_counterexample():
+    @claim(**GOOD)
+    @given(x=st.integers(0, 1000))
+    def test_x(x):
+        evidence.instance({"x": x})
+        assert x < 10
+
+    collector = evidence.Collector()
+    with evidence.collecting(collector), pytest.raises(AssertionError):
+        test_x()
+    assert collector.counterexample == {"x": 10}  # Hypothesis replays the shrunk one last
+
+
+def test_fixtures_pass_through_a_given_claim(pytestconfig):
+    seen = []
+
+    @claim(**{**GOOD, "examples": 5})
+    @given(x=st.integers())
+    def test_x(config, x):
+        seen.append(config)
+
+    collector = evidence.Collector()
+    with evidence.collecting(collector):
+        test_x(pytestconfig)
+    assert collector.examples == 5 and set(map(id, seen)) == {id(pytestconfig)}
+
+
+def test_evidence_outside_a_claim_is_a_no_op_except_reject():
+    evidence.instance({"x": 1})
+    evidence.slack("s", 1.0, 2.0)
+    evidence.metric("m", 1.0)
+    with pytest.raises(evidence.RejectedExample, match="outside a Hypothesis test"):
+        evidence.reject("no")
+    with pytest.raises(evidence.InconclusiveExample, match="ill-conditioned"):
+        evidence.inconclusive("ill-conditioned")
+
+
+def test_to_jsonable_handles_arrays_tensors_and_non_finite_floats():
+    torch = pytest.importorskip("torch")
+    data = {"t": torch.tensor([1.0, float("inf")]), "n": (1, float("nan")), 2: None}
+    assert evidence.to_jsonable(data) == {"t": [1.0, "inf"], "n": [1, "nan"], "2": None}
+
+
+@pytest.mark.parametrize(
+    "verdicts, merged",
+    [
+        (["holds", "holds"], "holds"),
+        (["holds", "inconclusive"], "inconclusive"),
+        (["inconclusive", "error"], "error"),
+        (["holds", "refuted"], "refuted"),
+        (["error", "refuted", "inconclusive"], "refuted"),
+    ],
+)
+def test_parametrized_verdicts_merge(verdicts, merged):
+    assert registry.merge_verdicts(verdicts) == merged
+
+
+def test_merge_rejects_unknown_verdicts():
+    with pytest.raises(ValueError):
+        registry.merge_verdicts(["holds", "passed"])
+
+
+@pytest.mark.parametrize(
+    "verdict, expected, ok",
+    [
+        ("holds", "holds", True),
+        ("refuted", "refuted", True),
+        ("holds", "refuted", False),
+        ("inconclusive", "holds", False),
+        ("inconclusive", "unknown", True),
+        ("refuted", "unknown", True),
+        ("error", "unknown", False),
+    ],
+)
+def test_as_expected(verdict, expected, ok):
+    assert registry.as_expected(verdict, expected) is ok
