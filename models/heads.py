@@ -1,0 +1,135 @@
+"""The nonlinear-head model f(X) = ψ(Xᵀ softmax(XWp)) of spec maxmargin §2.6 (Theorem NL).
+
+With a nonlinear ψ: R^d → R the margin Y_i ψ(u_i) of the attended mixture u_i = X_iᵀ s_i is no
+longer an average of per-token scores, so there is no PromptProblem (keys, scores) reduction.
+The recalled conclusion: when selecting one token strictly beats every attention mixture (e.g.
+Y_i ψ strictly convex along the simplex, with a unique best token), p_R/R converges to the
+ATT-SVM direction of the *ψ-optimal* tokens argmax_t Y_i ψ(x_it). A concave ψ (control F10) has a
+mixture better than every vertex, and p_R stays bounded.
+
+Float64 flatness (spec §2.6): the loss gap to the floor, ℓ(Y ψ(u)) − ℓ(Y ψ(x_opt)), cannot be
+formed in log space for a general ψ (ψ(x_opt + small) − ψ(x_opt) cancels), so
+``models.regpath`` minimises the plain loss for this model. Once the attention leak e^{−R·margin}
+falls below ~1e-16 of the margin, the loss is constant in float64 and grid searches come back
+uncertified. Keep ψ values and R moderate (R ≲ 20 at margin ~1), or use the exponential loss,
+whose floor ℓ(Y ψ(x_opt)) is largest relative to the leak when ψ values are small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from models.attention import DTYPE, as_float_tensor
+from models.losses import Loss, get_loss
+
+Tensor = torch.Tensor
+
+
+def squared_norm(u: Tensor) -> Tensor:
+    """ψ(u) = ‖u‖²: strictly convex, so a single token beats every mixture (Jensen)."""
+    return (u**2).sum(-1)
+
+
+def concave_bump(u: Tensor) -> Tensor:
+    """ψ(u) = 2 − ‖u‖²: the concave control F10, maximised by a mixture near 0."""
+    return 2.0 - (u**2).sum(-1)
+
+
+def small_mlp(d: int, hidden: int = 8, seed: int = 0) -> Callable[[Tensor], Tensor]:
+    """A fixed, seeded tanh MLP R^d → R in float64 (frozen: its parameters need no grad)."""
+    gen = torch.Generator().manual_seed(seed)
+    W1 = torch.randn(hidden, d, generator=gen, dtype=DTYPE)
+    b1 = torch.randn(hidden, generator=gen, dtype=DTYPE)
+    w2 = torch.randn(hidden, generator=gen, dtype=DTYPE) / hidden**0.5
+    return lambda u: torch.tanh(u @ W1.T + b1) @ w2
+
+
+class NonlinearHeadProblem:
+    """f(X) = ψ(Xᵀ softmax(XWp)) with ψ, X, y, W fixed and p trained.
+
+    ``psi`` maps (..., d) → (...) (a trailing axis of size 1 is squeezed), is differentiable by
+    torch autograd, and must accept batches: the regularization-path grids evaluate thousands
+    of p at once. ``keys`` = XW, so the logit of token t is k_tᵀp, as for the linear head.
+    """
+
+    def __init__(self, X, y, W=None, psi: Callable[[Tensor], Tensor] = squared_norm, loss="logistic"):
+        self.X = as_float_tensor(X, "X", 3)
+        self.y = as_float_tensor(y, "y", 1)
+        n, _, d = self.X.shape
+        if self.y.shape[0] != n or not torch.all((self.y == 1) | (self.y == -1)):
+            raise ValueError(f"y: expected {n} labels in {{-1, +1}}")
+        W = torch.eye(d, dtype=DTYPE) if W is None else as_float_tensor(W, "W", 2)
+        if W.shape[0] != d:
+            raise ValueError(f"W: expected {d} rows, got shape {tuple(W.shape)}")
+        self.W = W
+        self.keys = self.X @ W
+        self.psi = psi
+        self.loss: Loss = get_loss(loss)
+
+    # ---- sizes -----------------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def T(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def dim(self) -> int:
+        return self.keys.shape[2]
+
+    # ---- the model -------------------------------------------------------------------------
+    def psi_of(self, U: Tensor) -> Tensor:
+        """ψ on the last axis of U, with a trailing singleton output axis squeezed."""
+        out = self.psi(U)
+        if out.dim() == U.dim() and out.shape[-1] == 1:
+            out = out[..., 0]
+        if out.shape != U.shape[:-1]:
+            raise ValueError(f"psi: expected output shape {tuple(U.shape[:-1])}, got {out.shape}")
+        return out
+
+    def token_scores(self) -> Tensor:
+        """Y_i ψ(x_it) (n, T): what a one-hot attention on token t would achieve."""
+        return self.y[:, None] * self.psi_of(self.X)
+
+    def psi_optimal_tokens(self) -> np.ndarray:
+        """argmax_t Y_i ψ(x_it) per input: the selection Theorem NL points to (spec §2.6)."""
+        with torch.no_grad():
+            return torch.argmax(self.token_scores(), dim=-1).numpy()
+
+    def softmax_path(self, P: Tensor) -> Tensor:
+        """softmax(K_i p) for each row p of P (k, dim): shape (k, n, T)."""
+        return torch.softmax(torch.einsum("itd,kd->kit", self.keys, P), dim=-1)
+
+    def margins_path(self, P: Tensor) -> Tensor:
+        """Y_i ψ(X_iᵀ s_i) for each row of P: shape (k, n)."""
+        mixtures = torch.einsum("kit,itd->kid", self.softmax_path(P), self.X)
+        return self.y * self.psi_of(mixtures)
+
+    def loss_path(self, P: Tensor) -> Tensor:
+        """L at each row of P (k, dim), vectorised and differentiable (the grids use this)."""
+        return self.loss.value(self.margins_path(P)).mean(-1)
+
+    def loss_value(self, p: Tensor) -> Tensor:
+        """L(p) = (1/n) Σ_i ℓ(Y_i ψ(X_iᵀ softmax(K_i p))); differentiable by autograd."""
+        return self.loss_path(as_float_tensor(p, "p", 1)[None])[0]
+
+    def gradient(self, p: Tensor) -> Tensor:
+        """∇L(p) by the chain rule, with ∇ψ from autograd at the mixtures:
+
+        ∇L = (1/n) Σ_i ℓ'(m_i) Y_i K_iᵀ (diag(s_i) − s_i s_iᵀ) X_i ∇ψ(u_i),  u_i = X_iᵀ s_i.
+        Tests compare it with autograd through ``loss_value`` and with finite differences.
+        """
+        p = as_float_tensor(p, "p", 1).detach()
+        s = self.softmax_path(p[None])[0]
+        u = torch.einsum("it,itd->id", s, self.X).detach().requires_grad_(True)
+        psi = self.psi_of(u)
+        (dpsi,) = torch.autograd.grad(psi.sum(), u)
+        lp = self.loss.deriv(self.y * psi.detach())
+        a = torch.einsum("itd,id->it", self.X, dpsi)  # ⟨x_it, ∇ψ(u_i)⟩
+        c = s * (a - (s * a).sum(-1, keepdim=True))  # (diag(s) − ssᵀ) a
+        return torch.einsum("i,it,itk->k", lp * self.y, c, self.keys) / self.n
