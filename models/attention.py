@@ -227,21 +227,31 @@ def deriv_bounds(loss: Loss, lo: float, hi: float) -> tuple[float, float]:
     raise ValueError(f"no derivative bounds for loss {name!r}")
 
 
+def _unit(x) -> Tensor | None:
+    """x/‖x‖ flattened, or None for the zero vector.
+
+    Rescaled by max|x| before the norm: torch's vector_norm squares the entries, so it returns
+    0 for ‖x‖ ≲ 1e-160 (an underflowing gradient) and inf for ‖x‖ ≳ 1e154.
+    """
+    x = torch.as_tensor(x, dtype=DTYPE).reshape(-1)
+    peak = x.abs().max() if x.numel() else torch.zeros((), dtype=DTYPE)
+    if peak == 0:
+        return None
+    x = x / peak
+    return x / torch.linalg.vector_norm(x)
+
+
 def cosine(a, b) -> float:
     """cos(a, b); 0 when either is zero."""
-    a = torch.as_tensor(a, dtype=DTYPE).reshape(-1)
-    b = torch.as_tensor(b, dtype=DTYPE).reshape(-1)
-    na, nb = torch.linalg.vector_norm(a), torch.linalg.vector_norm(b)
-    if na == 0 or nb == 0:
+    ua, ub = _unit(a), _unit(b)
+    if ua is None or ub is None:
         return 0.0
-    return float((a / na) @ (b / nb))
+    return float(ua @ ub)
 
 
 def one_minus_cos(a, b) -> float:
     """1 − cos(a, b), computed as ‖â − b̂‖²/2 so values near 1e-12 keep their digits."""
-    a = torch.as_tensor(a, dtype=DTYPE).reshape(-1)
-    b = torch.as_tensor(b, dtype=DTYPE).reshape(-1)
-    na, nb = torch.linalg.vector_norm(a), torch.linalg.vector_norm(b)
-    if na == 0 or nb == 0:
+    ua, ub = _unit(a), _unit(b)
+    if ua is None or ub is None:
         return 1.0
-    return float(torch.sum((a / na - b / nb) ** 2) / 2)
+    return float(torch.sum((ua - ub) ** 2) / 2)

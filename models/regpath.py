@@ -46,6 +46,9 @@ DTYPE = torch.float64
 BIG = 1e6
 #: Grid chunk size (rows of P per vectorised call), to bound memory.
 CHUNK = 8192
+#: Relative size of float64 rounding noise in an objective: grid minima shallower than this
+#: (relative to the largest |value|) are not counted.
+NOISE = 1e-13
 #: Two restarts found the same minimum when 1 − cos of their end points is below this.
 SAME_POINT = 1e-9
 
@@ -443,7 +446,7 @@ def _circle(R: float, thetas: np.ndarray) -> Tensor:
     return R * torch.stack([torch.cos(th), torch.sin(th)], dim=-1)
 
 
-def _grid_minima(vals: np.ndarray, periodic: bool, prominence: float) -> np.ndarray:
+def grid_minima(vals: np.ndarray, periodic: bool, prominence: float) -> np.ndarray:
     """Indices of grid local minima that stand out of rounding noise by ``prominence``.
 
     A periodic grid is rotated to start at its maximum, so that no minimum straddles the seam;
@@ -460,7 +463,7 @@ def _grid_minima(vals: np.ndarray, periodic: bool, prominence: float) -> np.ndar
     return idx - 1
 
 
-def _possible_minimisers(vals: np.ndarray, f_best: float, periodic: bool) -> np.ndarray:
+def possible_minimisers(vals: np.ndarray, f_best: float, periodic: bool) -> np.ndarray:
     """Mask of grid intervals [θ_j, θ_j+1] whose values could dip below f_best.
 
     On an interval of a function with slope ≤ L, f ≥ min(f_j, f_j+1) − L·h/2. L is estimated
@@ -477,7 +480,7 @@ def _possible_minimisers(vals: np.ndarray, f_best: float, periodic: bool) -> np.
     return np.minimum(vals, nxt) - slack <= f_best
 
 
-def _runs(mask: np.ndarray, periodic: bool) -> int:
+def count_runs(mask: np.ndarray, periodic: bool) -> int:
     """Number of contiguous runs of True (a periodic all-True mask is one run)."""
     starts = mask & ~(np.roll(mask, 1) if periodic else np.concatenate([[False], mask[:-1]]))
     return int(starts.sum()) or int(mask.any())
@@ -514,7 +517,7 @@ def circle_search(
 ) -> _Found:
     """Global minimum of obj on the circle of radius R (or on an arc of it).
 
-    Grid-spacing certificate (``_possible_minimisers``): every grid interval that could hold a
+    Grid-spacing certificate (``possible_minimisers``): every grid interval that could hold a
     point below the best refined value f* is marked; certified when the marked intervals form
     one contiguous arc, at most ``max_width`` radians wide. The global minimiser is then in
     that arc, next to the winner. A float64-flat objective marks a wide arc and fails the test
@@ -527,16 +530,16 @@ def circle_search(
     h = float(thetas[1] - thetas[0])
     vals = obj.grid(_circle(R, thetas)).numpy()
     finite = vals[np.isfinite(vals)]
-    noise = 1e-10 * max(1.0, float(np.abs(finite).max())) if finite.size else 0.0
-    minima = _grid_minima(vals, periodic, noise)
+    noise = NOISE * max(1.0, float(np.abs(finite).max())) if finite.size else 0.0
+    minima = grid_minima(vals, periodic, noise)
     minima = minima[np.argsort(vals[minima], kind="stable")]
     bounds = (-math.inf, math.inf) if periodic else (lo, hi)
     angles, values = _refine_angles(obj, R, thetas[minima[:refine]], h, bounds)
     best = int(np.argmin(values))
     f_best, theta_best = float(values[best]), float(angles[best])
-    near = _possible_minimisers(vals, f_best, periodic)
+    near = possible_minimisers(vals, f_best, periodic)
     width = float(near.sum()) * h
-    certified = bool(math.isfinite(f_best) and _runs(near, periodic) == 1 and width <= max_width)
+    certified = bool(math.isfinite(f_best) and count_runs(near, periodic) == 1 and width <= max_width)
     others = np.delete(np.concatenate([values, vals[minima[refine:]]]), best)
     gap = float(others.min() - f_best) if others.size else math.inf
     details = {"grid": grid, "h": h, "certified_arc": width}

@@ -46,7 +46,12 @@ from theorems.registry import (
     current_profile,
     load_profile,
     merge_verdicts,
+    register_profiles,
 )
+
+# Registered at import, so that --hypothesis-profile can name them even without the root
+# conftest (Hypothesis loads that profile in its own pytest_configure).
+register_profiles()
 
 REPORT_ENV = "ATTN_CLAIMS_REPORT"
 DEFAULT_REPORT = Path("reports") / "claims.json"
