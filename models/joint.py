@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from models.attention import DTYPE, PromptProblem, as_float_tensor
 from models.logspace import combine_np
 from models.losses import Loss, get_loss
-from models.regpath import NOISE, count_runs, grid_minima, one_thread, possible_minimisers
+from models.regpath import NOISE, grid_minima, one_thread, rival_minima
 from models.svm import SVMSolution, att_svm, v_svm
 
 Tensor = torch.Tensor
@@ -363,7 +363,6 @@ def joint_reg_path_point(
     *,
     grid: int = 720,
     refine: int = 4,
-    max_width: float = 0.1,
 ) -> JointRegPoint:
     """argmin over ‖v‖ ≤ r, ‖p‖ ≤ R (spec §2.7), for dim_v = dim_p = 2, on the boundary torus.
 
@@ -372,7 +371,7 @@ def joint_reg_path_point(
        grid step. This matters: when R ≫ r the p-angle moves log L by ~1e-11 while one v-grid
        step moves it by ~1e-3, so a plain 2-D grid cannot see the p-direction at all;
     3. the best ``refine`` minima of g are zoomed jointly; certified by the one-dimensional grid
-       argument of ``models.regpath`` on g (one contiguous arc, at most ``max_width`` wide).
+       argument of ``models.regpath.rival_minima`` on g.
     The interior is not searched: ``radial_descent`` reports whether the winner is consistent
     with a boundary minimiser.
     """
@@ -393,8 +392,7 @@ def joint_reg_path_point(
     k = int(np.argmin(f_ref))
     f_best = float(f_ref[k])
     others = np.concatenate([np.delete(f_ref, k), g[minima[refine:]]])
-    near = possible_minimisers(g, f_best, True)
-    width = float(near.sum()) * h
+    rivals = rival_minima(g, f_best, int(top[k]), True)
     v = _on_circle(r, np.array([a_ref[k]]))[0]
     p = _on_circle(R, np.array([b_ref[k]]))[0]
     return JointRegPoint(
@@ -406,8 +404,8 @@ def joint_reg_path_point(
         objective_kind=obj.kind,
         n_local_minima=int(minima.size),
         gap=float(others.min() - f_best) if others.size else math.inf,
-        certified=bool(math.isfinite(f_best) and count_runs(near, True) == 1 and width <= max_width),
+        certified=bool(math.isfinite(f_best) and rivals == 0),
         radial_descent=_radial_descent(problem, v, p),
         seconds=time.perf_counter() - t0,
-        details={"grid": grid, "certified_arc": width},
+        details={"grid": grid, "rival_minima": rivals},
     )

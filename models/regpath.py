@@ -463,27 +463,34 @@ def grid_minima(vals: np.ndarray, periodic: bool, prominence: float) -> np.ndarr
     return idx - 1
 
 
-def possible_minimisers(vals: np.ndarray, f_best: float, periodic: bool) -> np.ndarray:
-    """Mask of grid intervals [θ_j, θ_j+1] whose values could dip below f_best.
-
-    On an interval of a function with slope ≤ L, f ≥ min(f_j, f_j+1) − L·h/2. L is estimated
-    locally, as twice the largest finite-difference slope of the interval and its two
-    neighbours: a smoothness assumption, but a local one, so that the exponentially small
-    slopes near a max-margin direction are not swamped by the steep flanks elsewhere.
-    """
+def _steps(vals: np.ndarray, periodic: bool) -> np.ndarray:
+    """|f_j+1 − f_j| for each grid interval (the last one is 0 on an arc); inf where undefined."""
     nxt = np.roll(vals, -1) if periodic else np.append(vals[1:], vals[-1])
     steps = np.abs(nxt - vals)
-    steps = np.where(np.isfinite(steps), steps, np.inf)
-    before = np.roll(steps, 1) if periodic else np.concatenate([[0.0], steps[:-1]])
-    after = np.roll(steps, -1) if periodic else np.append(steps[1:], 0.0)
-    slack = np.maximum(np.maximum(before, steps), after)
-    return np.minimum(vals, nxt) - slack <= f_best
+    return np.where(np.isfinite(steps), steps, np.inf)
 
 
-def count_runs(mask: np.ndarray, periodic: bool) -> int:
-    """Number of contiguous runs of True (a periodic all-True mask is one run)."""
-    starts = mask & ~(np.roll(mask, 1) if periodic else np.concatenate([[False], mask[:-1]]))
-    return int(starts.sum()) or int(mask.any())
+def rival_minima(vals: np.ndarray, f_best: float, winner: int, periodic: bool) -> int:
+    """How many grid local minima, other than the winner's, could hide a value below f_best.
+
+    The grid-spacing argument: a point below f_best lies in the basin of some grid local
+    minimum m, within h of it, where f ≥ f_m − L·h/2 with L·h estimated locally by the largest
+    value change over the four intervals around m. That is a smoothness assumption at grid
+    scale (no minimum hides inside a monotone run of grid values), and a local one, so that the
+    exponentially small slopes near a max-margin direction are not swamped by steep flanks
+    elsewhere. Minima within two grid steps of the winner belong to its basin.
+    """
+    v = np.where(np.isfinite(vals), vals, np.inf)
+    left = np.roll(v, 1) if periodic else np.concatenate([[np.inf], v[:-1]])
+    right = np.roll(v, -1) if periodic else np.append(v[1:], np.inf)
+    steps = _steps(v, periodic)
+    window = [np.roll(steps, k) for k in (-1, 0, 1, 2)]
+    slack = np.max(window, axis=0)
+    candidates = np.flatnonzero((v <= left) & (v <= right) & (v - 0.5 * slack <= f_best))
+    dist = np.abs(candidates - winner)
+    if periodic:
+        dist = np.minimum(dist, v.size - dist)
+    return int((dist > 2).sum())
 
 
 def _refine_angles(obj: Objective, R: float, thetas: np.ndarray, h: float, bounds, zooms=4):
@@ -513,16 +520,13 @@ def circle_search(
     grid: int = 20_000,
     refine: int = 5,
     arc: tuple[float, float] | None = None,
-    max_width: float = 0.1,
 ) -> _Found:
     """Global minimum of obj on the circle of radius R (or on an arc of it).
 
-    Grid-spacing certificate (``possible_minimisers``): every grid interval that could hold a
-    point below the best refined value f* is marked; certified when the marked intervals form
-    one contiguous arc, at most ``max_width`` radians wide. The global minimiser is then in
-    that arc, next to the winner. A float64-flat objective marks a wide arc and fails the test
-    instead of returning a guess. (A second minimum inside the winner's own arc is not
-    excluded.)
+    Certified by the grid-spacing argument of ``rival_minima``: no other grid minimum can hide a
+    value below the best refined one. A float64-flat objective has many equal grid minima and
+    fails the test instead of returning a guess. (A second minimum inside the winner's own grid
+    basin is not excluded.)
     """
     periodic = arc is None
     lo, hi = (0.0, 2 * math.pi) if periodic else arc
@@ -537,12 +541,11 @@ def circle_search(
     angles, values = _refine_angles(obj, R, thetas[minima[:refine]], h, bounds)
     best = int(np.argmin(values))
     f_best, theta_best = float(values[best]), float(angles[best])
-    near = possible_minimisers(vals, f_best, periodic)
-    width = float(near.sum()) * h
-    certified = bool(math.isfinite(f_best) and count_runs(near, periodic) == 1 and width <= max_width)
+    rivals = rival_minima(vals, f_best, int(minima[best]), periodic)
+    certified = bool(math.isfinite(f_best) and rivals == 0)
     others = np.delete(np.concatenate([values, vals[minima[refine:]]]), best)
     gap = float(others.min() - f_best) if others.size else math.inf
-    details = {"grid": grid, "h": h, "certified_arc": width}
+    details = {"grid": grid, "h": h, "rival_minima": rivals}
     p = _circle(R, np.array([theta_best]))[0]
     return _Found(p, f_best, int(minima.size), gap, certified, details)
 

@@ -1,13 +1,24 @@
 """The claims plugin, end to end: inner pytest sessions on small throwaway claims."""
 
+import builtins
 import json
 from pathlib import Path
 
 import pytest
+from hypothesis import errors
+
+from theorems import evidence, plugin
+from theorems.registry import ClaimInfo
 
 pytest_plugins = ["pytester"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The builtin from Python 3.11; the backport (a Hypothesis dependency) before.
+Group = (
+    getattr(builtins, "ExceptionGroup", None)
+    or pytest.importorskip("exceptiongroup").ExceptionGroup
+)
+INFO = ClaimInfo("T-X", "p", "theorem", "s", "[D]", "holds", 10, max_inconclusive=0.2)
 
 HEADER = """
 import os
@@ -320,3 +331,44 @@ def test_repo_root_conftest_loads_the_plugin():
     """The root conftest registers the plugin (pytest theorems/ and plain pytest)."""
     text = (REPO_ROOT / "conftest.py").read_text()
     assert 'pytest_plugins = ("theorems.plugin",)' in text
+
+
+@pytest.mark.parametrize(
+    "exc, verdict",
+    [
+        (None, "holds"),
+        (AssertionError("x"), "refuted"),
+        (Group("two bugs", [AssertionError("a"), AssertionError("b")]), "refuted"),
+        (Group("two bugs", [AssertionError("a"), ValueError("b")]), "error"),
+        (errors.FlakyFailure("flaky", [AssertionError("a")]), "error"),
+        (errors.Unsatisfiable("no examples"), "error"),  # no inconclusive counted: strategy
+        (errors.FailedHealthCheck("HealthCheck.too_slow"), "error"),
+        (ZeroDivisionError("oops"), "error"),
+        (evidence.InconclusiveExample("ill-conditioned"), "inconclusive"),
+        (evidence.RejectedExample("no margin"), "error"),
+    ],
+)
+def test_judge_classifies_outcomes(exc, verdict):
+    collector = evidence.Collector()
+    collector._outcomes["passed"] = 10
+    assert plugin.judge(exc, collector, INFO)[0] == verdict
+
+
+def test_judge_too_many_rejections_depends_on_why():
+    collector = evidence.Collector()
+    collector.inconclusive["solver"] = 40
+    collector.rejections["no margin"] = 10
+    unsatisfiable = errors.Unsatisfiable("Unable to satisfy assumptions")
+    assert plugin.judge(unsatisfiable, collector, INFO)[0] == "inconclusive"
+    collector.rejections["no margin"] = 50
+    verdict, error, _ = plugin.judge(unsatisfiable, collector, INFO)
+    assert verdict == "error" and "does not meet the claim's assumptions" in error
+
+
+def test_judge_counts_inconclusive_against_the_threshold():
+    collector = evidence.Collector()
+    collector._outcomes["passed"] = 8
+    collector.inconclusive["solver"] = 2  # 20%: at the threshold, still holds
+    assert plugin.judge(None, collector, INFO)[0] == "holds"
+    collector.inconclusive["solver"] = 3
+    assert plugin.judge(None, collector, INFO)[0] == "inconclusive"

@@ -264,3 +264,21 @@ def test_merge_rejects_unknown_verdicts():
 )
 def test_as_expected(verdict, expected, ok):
     assert registry.as_expected(verdict, expected) is ok
+
+
+def test_nightly_slack_becomes_a_hypothesis_target(restore_profile, monkeypatch):
+    registry.load_profile("nightly")
+    targeted = []
+    monkeypatch.setattr(evidence.hypothesis, "target", lambda v, label: targeted.append(label))
+
+    @claim(**{**GOOD, "examples": 1})  # 20 examples under nightly
+    @settings(database=None)
+    @given(x=st.integers(0, 10**6))
+    def test_x(x):
+        evidence.slack("x", x, 10**6)
+        evidence.slack("x", x + 1, 10**6)  # twice per example: one target per label
+
+    collector = evidence.Collector()
+    with evidence.collecting(collector):
+        test_x()
+    assert collector.examples == 20 and targeted == ["x"] * 20

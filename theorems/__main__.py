@@ -1,5 +1,15 @@
 """`python -m theorems list|check ...`: see theorems.cli."""
 
+import os
+import sys
+
 from theorems.cli import main
 
-raise SystemExit(main())
+try:
+    code = main()
+    sys.stdout.flush()
+except BrokenPipeError:
+    # Output piped into a reader that stopped early (`| head`): not an error of ours.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    code = 0
+raise SystemExit(code)

@@ -1,0 +1,447 @@
+"""Render reports/claims.json (written by theorems.plugin) as the human report.
+
+`index.html` is self-contained: inline CSS, figures embedded as data URIs, no script and no
+external URL, so it opens from disk even when copied alone. `claims.md` holds the same tables
+and links the figures by relative path.
+
+    python -m reports.build [claims.json] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import json
+import mimetypes
+import os
+import re
+from collections import Counter
+from pathlib import Path
+from urllib.parse import quote
+
+# The papers in report order, with their titles; any other paper (a user's conjecture) follows.
+PAPERS = {
+    "2306.13596": "Max-Margin Token Selection in Attention Mechanism",
+    "2505.17282": "Attention with Trained Embeddings Provably Selects Important Tokens",
+}
+FIGURES_ENV = "ATTN_FIGURES_DIR"  # theorems.figures writes there when it is set
+DEFAULT_CLAIMS = Path(__file__).resolve().parent / "claims.json"
+TOP_FIELDS = ("generated", "profile", "versions", "claims")
+CLAIM_FIELDS = (
+    "id",
+    "paper",
+    "kind",
+    "statement",
+    "provenance",
+    "expected",
+    "verdict",
+    "as_expected",
+    "examples",
+    "rejections",
+    "inconclusive",
+    "worst_slack",
+    "metrics",
+    "seconds",
+    "counterexample",
+    "falsifying_example",
+    "error",
+    "figures",
+    "note",
+    "nodeid",
+)
+COLUMNS = (
+    "id",
+    "kind",
+    "statement",
+    "provenance",
+    "expected",
+    "verdict",
+    "examples",
+    "worst slack",
+    "seconds",
+    "figures",
+)
+TAG = re.compile(r"\[[^\]]+\]")
+# Badge colour by the tag's first letter: [V]/[V-frag] green, [R+]/[R] blue, [U] orange,
+# [D] purple; [R?] is orange like [U]; [N] and anything else grey.
+BADGE_BY_LETTER = {"V": "verified", "R": "recalled", "U": "unsure", "D": "derived"}
+# An innermost array of numbers as json.dumps(indent=...) lays it out (strings hold no newline).
+NUMBER_ROW = re.compile(r"\[(\n[-+\d.eE,\s]+)\]")
+MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~])")
+
+
+# --------------------------------------------------------------------------- the data
+
+
+def load(claims_json: Path) -> dict:
+    """The report document; ValueError naming the file (and claim, field) if malformed."""
+    try:
+        doc = json.loads(claims_json.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{claims_json}: not valid JSON: {exc}") from None
+    missing = [f for f in TOP_FIELDS if f not in doc]
+    if missing:
+        raise ValueError(f"{claims_json}: missing top-level field(s): {', '.join(missing)}")
+    for i, claim in enumerate(doc["claims"]):
+        missing = [f for f in CLAIM_FIELDS if f not in claim]
+        if missing:
+            name = claim.get("id", f"#{i}")
+            raise ValueError(f"{claims_json}: claim {name}: missing field(s): {', '.join(missing)}")
+    return doc
+
+
+def summary_line(claims: list[dict]) -> str:
+    """'N claims: H held, R refuted as expected, U unexpected, I inconclusive[, E errors]'."""
+    verdicts = Counter(c["verdict"] for c in claims)
+    refuted = sum(c["verdict"] == "refuted" and c["as_expected"] for c in claims)
+    unexpected = sum(not c["as_expected"] for c in claims)
+    line = (
+        f"{len(claims)} claims: {verdicts['holds']} held, {refuted} refuted as expected, "
+        f"{unexpected} unexpected, {verdicts['inconclusive']} inconclusive"
+    )
+    errors = verdicts["error"]
+    return f"{line}, {errors} error{'s' * (errors != 1)}" if errors else line
+
+
+def by_paper(claims: list[dict]) -> list[tuple[str, list[dict]]]:
+    """(paper, its claims in the given order): the known papers first, then the others."""
+    groups: dict[str, list[dict]] = {paper: [] for paper in PAPERS}
+    for claim in claims:
+        groups.setdefault(claim["paper"], []).append(claim)
+    return [(paper, group) for paper, group in groups.items() if group]
+
+
+def paper_title(paper: str) -> str:
+    title = PAPERS.get(paper)
+    return f"arXiv {paper}: {title}" if title else f"Other claims: {paper}"
+
+
+def meta_line(doc: dict) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v)
+    return f"generated {doc['generated']} · profile {doc['profile']} · {versions}"
+
+
+def number(x) -> str:
+    """3 significant digits; non-finite ratios arrive as the strings 'inf' / 'nan'."""
+    return f"{x:.3g}" if isinstance(x, (int, float)) else str(x)
+
+
+def slack_items(claim: dict) -> list[str]:
+    return [f"{name}: {number(e['ratio'])}" for name, e in claim["worst_slack"].items()]
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    return "; ".join(f"{reason} ×{n}" for reason, n in counts.items())
+
+
+def metric_items(claim: dict) -> list[str]:
+    return [
+        f"{name} ∈ [{number(m['min'])}, {number(m['max'])}]" for name, m in claim["metrics"].items()
+    ]
+
+
+def counterexample_json(claim: dict) -> str:
+    """The counterexample as indented JSON, a row of numbers per line; "" if there is none."""
+    found = claim["counterexample"]
+    if found is None:
+        return ""
+    text = json.dumps(found, indent=2, ensure_ascii=False)
+    return NUMBER_ROW.sub(lambda row: "[" + " ".join(row[1].split()) + "]", text)
+
+
+def figures_dir(claims_json: Path) -> Path:
+    """Where the run wrote its figures: $ATTN_FIGURES_DIR, else figures/ beside claims.json."""
+    return Path(os.environ.get(FIGURES_ENV) or claims_json.parent / "figures")
+
+
+# --------------------------------------------------------------------------- HTML
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f2328;
+  margin:1.5rem auto;max-width:1600px;padding:0 1rem}
+h1{font-size:1.45rem;margin:0 0 .5rem}
+.summary{font-size:1.1rem;font-weight:600;margin:0;padding:.6rem .9rem;background:#f3f4f6;
+  border-left:4px solid #2563eb;border-radius:4px}
+.meta{color:#6b7280;font-size:.8rem;margin:.4rem 0 0}
+h2{font-size:1.1rem;margin:2rem 0 .2rem}
+h2+p{color:#4b5563;margin:0 0 .5rem}
+table{border-collapse:collapse;width:100%;table-layout:fixed}
+th:nth-child(1){width:130px}th:nth-child(2){width:90px}th:nth-child(4){width:110px}
+th:nth-child(5){width:75px}th:nth-child(6){width:110px}th:nth-child(7){width:80px}
+th:nth-child(8){width:130px}th:nth-child(9){width:65px}th:nth-child(10){width:176px}
+th{background:#f6f8fa;text-align:left;font-weight:600;position:sticky;top:0;z-index:1}
+th,td{padding:.35rem .5rem;vertical-align:top}
+tbody.claim{border-bottom:1px solid #d0d7de}
+tbody.unexpected{background:#fff1f0}
+tbody.unexpected td:first-child{box-shadow:inset 4px 0 #dc2626}
+td.id{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85rem;overflow-wrap:anywhere}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.slack{font-size:.85rem}
+td.slack div{overflow-wrap:anywhere}
+td.details{padding-top:0}
+.badge{display:inline-block;padding:0 .45em;margin:0 .15em .15em 0;border-radius:.7em;
+  font-size:.8rem;font-weight:600;color:#fff;background:#6b7280;white-space:nowrap}
+.badge.verified{background:#15803d}.badge.recalled{background:#1d4ed8}
+.badge.unsure{background:#d97706}.badge.derived{background:#7e22ce}
+.prov{font-size:.8rem;color:#4b5563}
+.verdict{font-weight:700}
+.v-holds{color:#15803d}.v-refuted{color:#be123c}.v-inconclusive{color:#b45309}
+.v-error{color:#fff;background:#1f2328;padding:0 .3em;border-radius:3px}
+.ok{color:#6b7280;font-size:.8rem}.bad{color:#dc2626;font-size:.8rem;font-weight:700}
+.note{color:#374151;font-style:italic;margin:.15rem 0}
+.reasons{margin:.15rem 0;color:#92400e}
+details{margin:.15rem 0}
+summary{cursor:pointer;color:#374151;font-size:.85rem}
+pre{background:#f6f8fa;padding:.5rem;margin:.2rem 0;overflow:auto;max-height:24rem;
+  font-size:.8rem;white-space:pre-wrap;word-break:break-word}
+ul{margin:.2rem 0;padding-left:1.2rem;font-size:.85rem}
+img.fig{display:block;width:160px;margin:0 0 .3rem;border:1px solid #d0d7de;
+  border-radius:4px;background:#fff;cursor:zoom-in}
+img.fig:focus{position:fixed;inset:0;margin:auto;width:auto;max-width:94vw;max-height:94vh;
+  z-index:10;box-shadow:0 0 0 100vmax rgba(0,0,0,.6);outline:none;cursor:zoom-out}
+.missing{display:inline-block;padding:.3rem .5rem;border:1px dashed #dc2626;color:#b91c1c;
+  font-size:.8rem;margin-bottom:.3rem}
+"""
+
+
+def esc(value) -> str:
+    return html.escape(str(value))
+
+
+def badge_class(tag: str) -> str:
+    return "unsure" if tag == "[R?]" else BADGE_BY_LETTER.get(tag[1:2], "other")
+
+
+def provenance_html(text: str) -> str:
+    badges = "".join(
+        f'<span class="badge {badge_class(t)}">{esc(t)}</span>' for t in TAG.findall(text)
+    )
+    rest = TAG.sub("", text).strip()
+    return badges + (f' <span class="prov">{esc(rest)}</span>' if rest else "")
+
+
+def verdict_html(claim: dict) -> str:
+    verdict = esc(claim["verdict"])
+    mark = (
+        '<span class="ok">as expected</span>'
+        if claim["as_expected"]
+        else '<span class="bad">UNEXPECTED</span>'
+    )
+    return f'<span class="verdict v-{verdict}">{verdict}</span><br>{mark}'
+
+
+def figure_html(folder: Path, name: str) -> str:
+    try:
+        data = base64.b64encode((folder / name).read_bytes()).decode("ascii")
+    except OSError:
+        return f'<span class="missing">figure missing: {esc(name)}</span>'
+    mime = mimetypes.guess_type(name)[0] or "image/png"
+    return (
+        f'<img class="fig" tabindex="0" alt="{esc(name)}" title="{esc(name)} (click to enlarge)" '
+        f'src="data:{mime};base64,{data}">'
+    )
+
+
+def fold(summary: str, body: str) -> str:
+    return f"<details><summary>{esc(summary)}</summary>{body}</details>"
+
+
+def items_html(items: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{esc(item)}</li>" for item in items) + "</ul>"
+
+
+def details_html(claim: dict) -> str:
+    """What does not fit a table cell: note, reasons, counterexample, error, evidence."""
+    parts = []
+    if claim["note"]:
+        parts.append(f'<p class="note">{esc(claim["note"])}</p>')
+    if claim["inconclusive"]:
+        parts.append(
+            f'<p class="reasons">inconclusive: {esc(counts_text(claim["inconclusive"]))}</p>'
+        )
+    found = counterexample_json(claim)
+    if found:
+        parts.append(fold("minimal counterexample", f"<pre>{esc(found)}</pre>"))
+    if claim["falsifying_example"]:
+        parts.append(fold("falsifying example", f"<pre>{esc(claim['falsifying_example'])}</pre>"))
+    if claim["error"]:
+        first = claim["error"].splitlines()[0]
+        parts.append(fold(f"error: {first}", f"<pre>{esc(claim['error'])}</pre>"))
+    if claim["rejections"]:
+        total = sum(claim["rejections"].values())
+        parts.append(
+            fold(
+                f"{total} rejected examples",
+                items_html([f"{r} ×{n}" for r, n in claim["rejections"].items()]),
+            )
+        )
+    if claim["metrics"]:
+        parts.append(fold("metrics", items_html(metric_items(claim))))
+    return "".join(parts)
+
+
+def claim_html(claim: dict, folder: Path) -> str:
+    """One <tbody>: the claim's row, and a row of details under it if it has any."""
+    details = details_html(claim)
+    span = 2 if details else 1
+    figures = "".join(figure_html(folder, name) for name in claim["figures"])
+    slack = "".join(f"<div>{esc(s)}</div>" for s in slack_items(claim))
+    anchor = esc(f"claim-{claim['id']}")
+    cells = (
+        f'<td class="id" title="{esc(claim["nodeid"])}">'
+        f'<a href="#{anchor}">{esc(claim["id"])}</a></td>'
+        f"<td>{esc(claim['kind'])}</td>"
+        f"<td>{esc(claim['statement'])}</td>"
+        f"<td>{provenance_html(claim['provenance'])}</td>"
+        f"<td>{esc(claim['expected'])}</td>"
+        f"<td>{verdict_html(claim)}</td>"
+        f'<td class="num">{esc(claim["examples"])}</td>'
+        f'<td class="slack">{slack}</td>'
+        f'<td class="num">{claim["seconds"]:.2f}</td>'
+        f'<td rowspan="{span}">{figures}</td>'
+    )
+    below = (
+        f'<tr><td class="details" colspan="{len(COLUMNS) - 1}">{details}</td></tr>'
+        if details
+        else ""
+    )
+    unexpected = "" if claim["as_expected"] else " unexpected"
+    return f'<tbody id="{anchor}" class="claim{unexpected}"><tr>{cells}</tr>{below}</tbody>'
+
+
+def paper_html(paper: str, claims: list[dict], folder: Path) -> str:
+    head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
+    rows = "".join(claim_html(c, folder) for c in claims)
+    return (
+        f'<section id="{esc(f"paper-{paper}")}"><h2>{esc(paper_title(paper))}</h2>'
+        f"<p>{esc(summary_line(claims))}</p>"
+        f"<table><thead><tr>{head}</tr></thead>{rows}</table></section>"
+    )
+
+
+def render_html(doc: dict, folder: Path) -> str:
+    claims = doc["claims"]
+    sections = "".join(paper_html(p, group, folder) for p, group in by_paper(claims))
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>attention-theorems: claims report</title><style>{CSS}</style></head><body>"
+        "<h1>attention-theorems: claims report</h1>"
+        f'<p class="summary">{esc(summary_line(claims))}</p>'
+        f'<p class="meta">{esc(meta_line(doc))}</p>{sections}</body></html>\n'
+    )
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def md(value) -> str:
+    """Text for one Markdown table cell or line: specials escaped, on one line."""
+    return MD_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
+
+
+def md_block(text: str, lang: str) -> list[str]:
+    """A fenced code block whose fence is longer than any backtick run inside."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{lang}", text, fence, ""]
+
+
+def md_figure(folder: Path, out_dir: Path, name: str) -> str:
+    path = folder / name
+    if not path.is_file():
+        return f"figure missing: {md(name)}"
+    link = quote(Path(os.path.relpath(path, out_dir)).as_posix())
+    return f"[{md(name)}]({link})"
+
+
+def md_row(claim: dict, folder: Path, out_dir: Path) -> str:
+    mark = "" if claim["as_expected"] else " **UNEXPECTED**"
+    cells = (
+        f"[{md(claim['id'])}](#{claim['id'].lower()})",
+        md(claim["kind"]),
+        md(claim["statement"]),
+        md(claim["provenance"]),
+        md(claim["expected"]),
+        f"**{md(claim['verdict'])}**{mark}",
+        str(claim["examples"]),
+        "<br>".join(md(s) for s in slack_items(claim)),
+        f"{claim['seconds']:.2f}",
+        "<br>".join(md_figure(folder, out_dir, name) for name in claim["figures"]),
+    )
+    return "| " + " | ".join(cells) + " |"
+
+
+def md_details(claim: dict) -> list[str]:
+    """A section under the paper's table: test id, note, counts, code blocks."""
+    lines = [f"### {claim['id']}", "", f"test: {md(claim['nodeid'])}", ""]
+    if claim["note"]:
+        lines += [f"*{md(claim['note'])}*", ""]
+    facts = {
+        "inconclusive": counts_text(claim["inconclusive"]),
+        "rejected": counts_text(claim["rejections"]),
+        "metrics": "; ".join(metric_items(claim)),
+    }
+    bullets = [f"- {label}: {md(text)}" for label, text in facts.items() if text]
+    lines += [*bullets, ""] if bullets else []
+    blocks = (
+        ("Minimal counterexample", counterexample_json(claim), "json"),
+        ("Falsifying example", claim["falsifying_example"], "text"),
+        ("Error", claim["error"], "text"),
+    )
+    for title, text, lang in blocks:
+        if text:
+            lines += [f"{title}:", "", *md_block(text, lang)]
+    return lines
+
+
+def render_md(doc: dict, folder: Path, out_dir: Path) -> str:
+    claims = doc["claims"]
+    lines = ["# attention-theorems: claims report", "", f"**{summary_line(claims)}**", ""]
+    lines += [md(meta_line(doc)), ""]
+    for paper, group in by_paper(claims):
+        lines += [f"## {md(paper_title(paper))}", "", summary_line(group), ""]
+        lines += ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+        lines += [md_row(c, folder, out_dir) for c in group]
+        lines += [""]
+        for claim in group:
+            lines += md_details(claim)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def build(claims_json: Path, out_dir: Path) -> tuple[Path, Path]:
+    """Write out_dir/index.html and out_dir/claims.md from claims_json; return their paths."""
+    claims_json, out_dir = Path(claims_json), Path(out_dir)
+    doc = load(claims_json)
+    folder = figures_dir(claims_json)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    html_path, md_path = out_dir / "index.html", out_dir / "claims.md"
+    html_path.write_text(render_html(doc, folder), encoding="utf-8")
+    md_path.write_text(render_md(doc, folder, out_dir), encoding="utf-8")
+    return html_path, md_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m reports.build",
+        description="Render claims.json as index.html and claims.md.",
+    )
+    parser.add_argument(
+        "claims", nargs="?", type=Path, default=DEFAULT_CLAIMS, help="default: reports/claims.json"
+    )
+    parser.add_argument("--out", type=Path, help="output folder (default: that of claims.json)")
+    args = parser.parse_args(argv)
+    try:
+        paths = build(args.claims, args.out or args.claims.parent)
+    except (OSError, ValueError) as exc:
+        parser.error(str(exc))
+    print(*paths, sep="\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
