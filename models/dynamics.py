@@ -97,7 +97,7 @@ def gd(problem: PromptProblem, p0=None, *, eta: float, steps: int, record_every:
     rec = _Recorder(problem, record_every)
     ls, vec = problem.gradient_log_np(p)
     rec.add(p, 0, _log_norm(ls, vec), force=True)
-    stop = "step budget"
+    stop, evals = "step budget", 1
     for k in range(1, steps + 1):
         if ls == -math.inf:
             stop = "stationary point (gradient exactly zero)"
@@ -105,8 +105,9 @@ def gd(problem: PromptProblem, p0=None, *, eta: float, steps: int, record_every:
         # The update is the gradient's true size: it underflows when ∇L does, as real GD does.
         p = p - eta * math.exp(min(ls, 700.0)) * vec
         ls, vec = problem.gradient_log_np(p)
+        evals += 1
         rec.add(p, k, _log_norm(ls, vec), force=(k == steps), k=k)
-    return rec.build(stop, steps + 1, t0)
+    return rec.build(stop, evals, t0)
 
 
 def ngd(problem: PromptProblem, p0=None, *, lr: float = 0.1, steps: int = 1000, record_every=1):
@@ -117,15 +118,16 @@ def ngd(problem: PromptProblem, p0=None, *, lr: float = 0.1, steps: int = 1000, 
     rec = _Recorder(problem, record_every)
     u, lgn = _field(problem, p)
     rec.add(p, 0.0, lgn, force=True)
-    stop = "step budget"
+    stop, evals = "step budget", 1
     for k in range(1, steps + 1):
         if lgn == -math.inf:
             stop = "stationary point (gradient exactly zero)"
             break
         p = p + lr * u
         u, lgn = _field(problem, p)
+        evals += 1
         rec.add(p, lr * k, lgn, force=(k == steps), k=k)
-    return rec.build(stop, steps + 1, t0)
+    return rec.build(stop, evals, t0)
 
 
 # Bogacki–Shampine 3(2) tableau (FSAL): third-order solution, second-order error estimate.

@@ -392,7 +392,7 @@ def test_log_loss_gap_rejects_a_non_top_alpha():
 # Smoothness constant
 # --------------------------------------------------------------------------------------------
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(
     seed=st.integers(0, 2**31 - 1),
     n=st.integers(1, 3),
@@ -406,8 +406,8 @@ def test_smoothness_bound_dominates_the_hessian(seed, n, T, dim, loss, target, k
     problem, gen = random_problem(seed, n, T, dim, make_loss(loss, target), key_scale=key_scale)
     bound = problem.smoothness_bound()
     assert math.isfinite(bound) and bound >= 0
-    for radius in (0.0, 0.3, 1.0, 3.0):
-        for _ in range(3):
+    for radius in (0.0, 0.5, 2.0):
+        for _ in range(2):
             p = radius * torch.randn(dim, generator=gen, dtype=DTYPE)
             H = torch.autograd.functional.hessian(problem.loss_value, p)
             top = float(torch.linalg.eigvalsh(H).abs().max())

@@ -1,0 +1,359 @@
+"""Unit tests of the training dynamics (models/dynamics.py, spec maxmargin §2.1, §2.2, §3, §4).
+
+Gradient flow, small-step GD and normalized GD follow one path: the arc-length tracer is
+checked against small-step NGD on the stretch both run, and against NGD with the notebooks'
+lr 0.1 for the qualitative end (the selection). Then the monotone quantities (L under GD with
+η ≤ 1/L_p and along the flow; ‖p‖ after a burn-in; ⟨p, p^mm⟩ under equal non-optimal scores),
+``converge`` on Figure 2, named stops (stationary start, a finite minimiser, an infeasible
+selection), flow time, and bad input.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from models.attention import PromptProblem, one_minus_cos
+from models.dynamics import Trajectory, converge, gd, ngd, trace_flow
+from models.losses import square
+from models.svm import att_svm
+
+DTYPE = torch.float64
+NAMED_STOPS = (
+    "reached max_norm",
+    "reached max_arc",
+    "stationary point",
+    "integrator stalled",
+    "step budget",
+    "direction reached the SVM of the selection",
+)
+
+
+def figure2() -> PromptProblem:
+    """Spec §4, Figure 2: n = 3, T = 7, 2-D keys = shift + N(0, 0.2²) noise (torch.Generator,
+    seed 0); shifts (1, 0) for token 0, (−1, 1) for tokens 1–3, (−0.5, −0.5) for tokens 4–6;
+    scores 1 for token 0 and 0.5 for the rest; logistic loss."""
+    gen = torch.Generator().manual_seed(0)
+    shifts = torch.tensor([[1.0, 0.0]] + [[-1.0, 1.0]] * 3 + [[-0.5, -0.5]] * 3, dtype=DTYPE)
+    keys = shifts + 0.2 * torch.randn((3, 7, 2), generator=gen, dtype=DTYPE)
+    scores = torch.full((3, 7), 0.5, dtype=DTYPE)
+    scores[:, 0] = 1.0
+    return PromptProblem(keys, scores, "logistic")
+
+
+FIG2_INITS = (1.0, 0.5, 0.0, -0.5, -1.0, -1.5)
+
+
+def random_problem(seed: int, n: int, T: int, loss="logistic", scores="equal", dim=None):
+    """Gaussian keys (dim = n(T−1) by default, so every ATT-SVM is feasible almost surely)
+    and scores: "equal" (token 0 scores 1, the rest 0.5) or "uniform" (U[−2, 2])."""
+    gen = torch.Generator().manual_seed(seed)
+    dim = n * (T - 1) if dim is None else dim
+    keys = torch.randn((n, T, dim), generator=gen, dtype=DTYPE)
+    if scores == "equal":
+        gam = torch.full((n, T), 0.5, dtype=DTYPE)
+        gam[:, 0] = 1.0
+    else:
+        gam = 4 * torch.rand((n, T), generator=gen, dtype=DTYPE) - 2
+    p0 = torch.randn(dim, generator=gen, dtype=DTYPE)
+    return PromptProblem(keys, gam, loss), p0
+
+
+def pmm_of(problem: PromptProblem, alpha=None) -> np.ndarray:
+    alpha = np.zeros(problem.n, dtype=np.int64) if alpha is None else alpha
+    sol = att_svm(problem.keys, alpha)
+    assert sol.ok, sol.reason
+    return sol.x
+
+
+def assert_clean(traj: Trajectory):
+    """Every run: no NaN anywhere, arc length non-decreasing, a named stop."""
+    assert torch.isfinite(traj.ps).all()
+    assert np.isfinite(traj.s).all() and (np.diff(traj.s) >= 0).all()
+    assert np.isfinite(traj.losses).all()
+    assert not np.isnan(traj.log_grad_norms).any()
+    assert len(traj.ps) == len(traj.s) == len(traj.losses) == len(traj.log_grad_norms)
+    assert traj.stop.startswith(NAMED_STOPS), traj.stop
+    assert traj.evals >= 1
+
+
+def distinct(ps: np.ndarray) -> np.ndarray:
+    """Drop consecutive repeats (the final point is recorded twice)."""
+    keep = np.concatenate([[True], np.any(np.diff(ps, axis=0) != 0, axis=1)])
+    return ps[keep]
+
+
+# --------------------------------------------------------------------------------------------
+# (1) The tracer against normalized GD
+# --------------------------------------------------------------------------------------------
+
+NGD_CASES = {
+    "figure2": lambda: (figure2(), torch.tensor([-1.5, 0.0], dtype=DTYPE)),
+    "n1 T3 logistic": lambda: random_problem(0, 1, 3, "logistic"),
+    "n2 T3 exponential": lambda: random_problem(1, 2, 3, "exponential"),
+    "n2 T4 uniform scores": lambda: random_problem(3, 2, 4, "logistic", "uniform"),
+}
+
+
+@pytest.mark.parametrize("case", NGD_CASES, ids=list(NGD_CASES))
+def test_tracer_follows_small_step_ngd(case):
+    """NGD with lr 1e-3 is the tracer's explicit Euler scheme: on s ∈ [0, 5] both give the
+    same curve to O(lr). The dense NGD path is interpolated at the tracer's arc lengths."""
+    problem, p0 = NGD_CASES[case]()
+    lr, arc = 1e-3, 5.0
+    flow = trace_flow(problem, p0, max_arc=arc)
+    euler = ngd(problem, p0, lr=lr, steps=int(round(arc / lr)))
+    assert_clean(flow)
+    assert_clean(euler)
+    assert flow.stop == "reached max_arc" and flow.s[-1] == pytest.approx(arc, rel=1e-12)
+    assert euler.stop == "step budget" and euler.s[-1] == pytest.approx(arc, rel=1e-12)
+    assert euler.evals == 5001
+    flow_ps, euler_ps = flow.ps.numpy(), euler.ps.numpy()
+    scale = 1 + np.linalg.norm(flow_ps, axis=1)
+    end_dev = np.linalg.norm(flow_ps[-1] - euler_ps[-1]) / scale[-1]
+    assert end_dev <= 1e-3
+    at_s = np.stack([np.interp(flow.s, euler.s, euler_ps[:, j]) for j in range(problem.dim)], 1)
+    assert (np.linalg.norm(at_s - flow_ps, axis=1) / scale).max() <= 1e-3
+    # and the tracer needs far fewer field evaluations than the 5,000 Euler steps
+    assert flow.evals < 1000
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["figure2", "n2 T4 uniform scores", "n3 T2 uniform scores"],
+)
+def test_ngd_lr_0p1_reaches_the_tracers_selection(case):
+    """The notebooks' protocol (NGD, lr 0.1, 1000 steps = arc length 100) ends where the
+    flow does: the same selected tokens and the same direction to ~1e-6."""
+    cases = dict(NGD_CASES)
+    cases["n3 T2 uniform scores"] = lambda: random_problem(4, 3, 2, "logistic", "uniform")
+    problem, p0 = cases[case]()
+    flow = trace_flow(problem, p0, max_arc=100.0)
+    euler = ngd(problem, p0, lr=0.1, steps=1000)
+    assert_clean(flow)
+    assert_clean(euler)
+    assert torch.equal(problem.selected(flow.final), problem.selected(euler.final))
+    assert one_minus_cos(flow.final, euler.final) <= 1e-6
+
+
+# --------------------------------------------------------------------------------------------
+# (2) GD with η = 1/L_p never increases the loss
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss", ["logistic", "exponential", "correlation"])
+@pytest.mark.parametrize("seed,n,T,scores", [(10, 2, 3, "uniform"), (11, 3, 4, "equal")])
+def test_gd_with_eta_one_over_L_never_increases_the_loss(loss, seed, n, T, scores):
+    problem, p0 = random_problem(seed, n, T, loss, scores, dim=3)
+    eta = 1.0 / problem.smoothness_bound()
+    run = gd(problem, p0, eta=eta, steps=2000)
+    assert_clean(run)
+    assert run.stop == "step budget" and len(run.s) == 2001 and run.evals == 2001
+    assert np.diff(run.losses).max() <= 1e-14
+    assert run.losses[-1] < run.losses[0]
+
+
+def test_gd_on_figure2_grows_norm_and_pmm_projection():
+    """Spec §2.1 consequences for plain GD with η ≤ 1/L_p: L decreases, ‖p‖ grows after a
+    burn-in and ⟨p(t), p^mm⟩ increases at every step."""
+    problem = figure2()
+    pmm = pmm_of(problem)
+    run = gd(problem, None, eta=1.0 / problem.smoothness_bound(), steps=2000)
+    assert_clean(run)
+    ps = run.ps.numpy()
+    assert np.diff(run.losses).max() <= 1e-14
+    assert (np.diff(ps @ pmm) > 0).all()
+    assert (np.diff(run.norms)[10:] > 0).all()
+
+
+# --------------------------------------------------------------------------------------------
+# (3) converge on Figure 2
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fig2_outcomes():
+    problem = figure2()
+    return problem, {a: converge(problem, torch.tensor([a, 0.0], dtype=DTYPE)) for a in FIG2_INITS}
+
+
+@pytest.mark.parametrize("a", FIG2_INITS)
+def test_converge_on_figure2(fig2_outcomes, a):
+    problem, outcomes = fig2_outcomes
+    out = outcomes[a]
+    pmm = pmm_of(problem)
+    assert out.status == "converged", out.reason
+    assert out.converged
+    assert out.selected.tolist() == [0, 0, 0]
+    assert out.one_minus_cos <= 1e-6
+    assert one_minus_cos(out.p, pmm) <= 1e-6
+    assert np.allclose(out.svm.x, pmm, rtol=0, atol=1e-9)
+    assert out.max_other_prob <= 1e-6
+    assert float(problem.softmax(out.p)[:, 0].min()) >= 1 - 1e-6
+    assert_clean(out.trajectory)
+    norms = out.trajectory.norms
+    assert norms[-1] > 100 * max(1.0, abs(a))
+    assert out.trajectory.evals < 3000
+
+
+# --------------------------------------------------------------------------------------------
+# (4, 6, 7) Along the traced path: no NaN, ‖p‖ and ⟨p, p^mm⟩ grow, L decreases
+# --------------------------------------------------------------------------------------------
+
+PATH_CASES = {
+    **{f"figure2 a={a}": (lambda a=a: (figure2(), torch.tensor([a, 0.0]))) for a in FIG2_INITS},
+    "n1 T4": lambda: random_problem(20, 1, 4, "logistic"),
+    "n2 T3 exponential": lambda: random_problem(21, 2, 3, "exponential"),
+    "n3 T3 correlation": lambda: random_problem(22, 3, 3, "correlation"),
+}
+
+
+@pytest.mark.parametrize("case", PATH_CASES, ids=list(PATH_CASES))
+def test_monotone_quantities_along_the_traced_path(case):
+    problem, p0 = PATH_CASES[case]()
+    pmm = pmm_of(problem)
+    flow = trace_flow(problem, p0, max_norm=1e4)
+    assert_clean(flow)
+    assert flow.stop == "reached max_norm"
+    ps = distinct(flow.ps.numpy())
+    # Lemma 2.1: d⟨p, p^mm⟩/ds = ⟨−∇L, p^mm⟩/‖∇L‖ > 0 everywhere, not only eventually.
+    assert (np.diff(ps @ pmm) > 0).all()
+    # ‖p‖ may shrink at first (p0 can point away); after it has doubled it only grows.
+    norms = np.linalg.norm(ps, axis=1)
+    burn = np.argmax(norms >= 2 * (1 + float(torch.linalg.vector_norm(p0))))
+    assert burn > 0 and (np.diff(norms[burn:]) > 0).all()
+    # gradient flow decreases L; far out L − L* is below an ulp of L, so allow rounding.
+    losses = flow.losses
+    assert np.diff(losses).max() <= 4e-16 * np.abs(losses).max()
+    assert losses[-1] < losses[0]
+    assert one_minus_cos(flow.final, pmm) <= 1e-6
+
+
+def test_tracer_reaches_huge_norm_cheaply_and_exactly():
+    """The stiff far field: ‖p‖ = 1e6 on Figure 2 in hundreds of evaluations, with the
+    direction of p^mm to 1e-12 (the offset ρ* is ~1/‖p‖ of the direction)."""
+    problem = figure2()
+    flow = trace_flow(problem, None, max_norm=1e6)
+    assert_clean(flow)
+    assert flow.stop == "reached max_norm"
+    assert float(torch.linalg.vector_norm(flow.final)) >= 1e6
+    assert flow.evals <= 3000
+    assert one_minus_cos(flow.final, pmm_of(problem)) <= 1e-12
+    assert np.isfinite(flow.log_grad_norms).all() and flow.log_grad_norms[-1] < -1e5
+
+
+# --------------------------------------------------------------------------------------------
+# (5) Every stop is named
+# --------------------------------------------------------------------------------------------
+
+
+def _flat_problem():
+    problem, p0 = random_problem(30, 2, 3, "logistic", dim=2)
+    return PromptProblem(problem.keys, torch.full((2, 3), 0.5, dtype=DTYPE), "logistic"), p0
+
+
+@pytest.mark.parametrize("runner", ["trace_flow", "ngd", "gd"])
+def test_stationary_start_is_a_named_stop(runner):
+    problem, p0 = _flat_problem()
+    run = {
+        "trace_flow": lambda: trace_flow(problem, p0),
+        "ngd": lambda: ngd(problem, p0, lr=0.1, steps=1000),
+        "gd": lambda: gd(problem, p0, eta=1.0, steps=1000),
+    }[runner]()
+    assert_clean(run)
+    assert run.stop.startswith("stationary point")
+    assert np.all(run.ps.numpy() == p0.numpy())
+    assert run.log_grad_norms[0] == -math.inf
+    assert run.evals <= 2
+
+
+def test_converge_from_a_stationary_start_is_not_converged():
+    problem, p0 = _flat_problem()
+    out = converge(problem, p0)
+    assert out.status == "inconclusive" and out.reason
+    assert out.trajectory.stop.startswith("stationary point")
+
+
+def _square_control():
+    """Spec F9: square loss with target 0.5 inside the score range [0, 1]: a finite mixture
+    attains the target, so L has finite minimisers and ‖p‖ does not diverge."""
+    keys = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]]], dtype=DTYPE)
+    return PromptProblem(keys, torch.tensor([[1.0, 0.0, 0.2]], dtype=DTYPE), square(0.5))
+
+
+@pytest.mark.parametrize("p0", [None, [3.0, -2.0], [0.5, 0.5], [-4.0, 4.0]])
+def test_finite_minimiser_stops_with_a_name_and_bounded_norm(p0):
+    problem = _square_control()
+    flow = trace_flow(problem, p0, max_steps=300)
+    assert_clean(flow)
+    assert flow.stop == "step budget" or flow.stop.startswith("integrator stalled")
+    assert float(flow.norms.max()) <= 20.0  # it wanders (to ‖p‖ ≈ 11 from (−4, 4)), then stops
+    assert flow.losses[-1] <= 1e-12  # it found the minimiser (L = 0)
+    out = converge(problem, p0, max_steps=300)
+    assert out.status == "inconclusive" and out.reason
+    assert float(torch.linalg.vector_norm(out.p)) <= 20.0
+
+
+def test_infeasible_selection_is_never_converged():
+    """Spec F11: n = 1, the optimal key is the midpoint of the two others; attention can
+    never concentrate on it and ATT-SVM(opt) is infeasible."""
+    keys = torch.tensor([[[0.0, 0.0], [-1.0, 0.3], [1.0, -0.3]]], dtype=DTYPE)
+    problem = PromptProblem(keys, torch.tensor([[1.0, 0.0, 0.0]], dtype=DTYPE), "logistic")
+    assert att_svm(problem.keys, [0]).status == "infeasible"
+    for p0 in ([2.0, 0.0], [0.0, 3.0], [-4.0, 1.0]):
+        out = converge(problem, p0, max_steps=300)
+        assert out.status in ("infeasible", "inconclusive"), out.status
+        assert not out.converged and out.reason
+        assert_clean(out.trajectory)
+        assert float(torch.linalg.vector_norm(out.p)) <= 10.0
+
+
+# --------------------------------------------------------------------------------------------
+# (8) Flow time
+# --------------------------------------------------------------------------------------------
+
+
+def test_log_time_is_finite_and_grows_with_max_norm():
+    problem = figure2()
+    times, norms = [], []
+    for max_norm in (3.0, 10.0, 1e2, 1e3, 1e5):
+        flow = trace_flow(problem, None, max_norm=max_norm)
+        assert_clean(flow)
+        assert flow.stop == "reached max_norm"
+        log_time = flow.extra["log_time"]
+        assert math.isfinite(log_time)
+        # t = ∫ ds/‖∇L‖ ≥ s_end / max‖∇L‖ along the path
+        assert log_time >= math.log(flow.s[-1]) - float(flow.log_grad_norms.max()) - 1e-6
+        times.append(log_time)
+        norms.append(float(flow.norms[-1]))
+    assert all(b > a for a, b in zip(times, times[1:], strict=False))
+    assert all(b > a for a, b in zip(norms, norms[1:], strict=False))
+    # far out ‖∇L‖ ~ e^{−‖p‖/‖p^mm‖}: the time to get there is astronomically large
+    assert times[-1] > 1e4
+
+
+# --------------------------------------------------------------------------------------------
+# (9) Bad input
+# --------------------------------------------------------------------------------------------
+
+BAD_P0 = {
+    "wrong dimension": ([0.0, 0.0, 0.0], r"^p0: expected dimension 2, got 3"),
+    "2-D": ([[0.0, 0.0]], r"^p0: expected 1 dimensions"),
+    "NaN": ([math.nan, 0.0], r"^p0: contains NaN"),
+    "inf": ([0.0, math.inf], r"^p0: contains NaN or infinity"),
+}
+RUNNERS = {
+    "gd": lambda problem, p0: gd(problem, p0, eta=0.1, steps=5),
+    "ngd": lambda problem, p0: ngd(problem, p0, steps=5),
+    "trace_flow": lambda problem, p0: trace_flow(problem, p0),
+    "converge": lambda problem, p0: converge(problem, p0),
+}
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("bad", BAD_P0, ids=list(BAD_P0))
+def test_bad_initial_point_is_a_clear_error(runner, bad):
+    p0, message = BAD_P0[bad]
+    with pytest.raises(ValueError, match=message):
+        RUNNERS[runner](figure2(), p0)

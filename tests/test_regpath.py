@@ -1,0 +1,236 @@
+"""Unit tests of models/regpath.py: global and local regularization paths (spec maxmargin §2.4,
+§2.5, §2.6; controls F6, F9, F10 of §5; calibration runs of §7)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from models.attention import PromptProblem, one_minus_cos
+from models.heads import NonlinearHeadProblem, concave_bump, squared_norm
+from models.losses import square
+from models.regpath import (
+    Objective,
+    circle_search,
+    local_reg_path_point,
+    log_gap_batch,
+    objective_for,
+    reg_path,
+    reg_path_point,
+    single_thread,
+)
+from models.svm import att_svm
+
+LOSSES = ("logistic", "exponential", "correlation")
+F64 = torch.float64
+
+# Spec §7 two-input toy, decoupled, keys 2-D: inputs [(0,0; 0), (1,1; 1)] and [(0,0; 0), (1,−1; 1)].
+TOY_KEYS = torch.tensor([[[0.0, 0.0], [1.0, 1.0]], [[0.0, 0.0], [1.0, -1.0]]], dtype=F64)
+TOY_SCORES = torch.tensor([[0.0, 1.0], [0.0, 1.0]], dtype=F64)
+TOY_PMM = np.array([1.0, 0.0])  # (1,1)·p ≥ 1 and (1,−1)·p ≥ 1, both tight
+# Fig. 1(b): keys (−0.1, 1), (1, 0), (0, 0) with scores 1, 0.9, 0; token 1 is locally optimal.
+FIG1_KEYS = torch.tensor([[[-0.1, 1.0], [1.0, 0.0], [0.0, 0.0]]], dtype=F64)
+FIG1B_SCORES = torch.tensor([[1.0, 0.9, 0.0]], dtype=F64)
+# Nonlinear heads (spec §2.6): all Y = +1, W = I. Convex ψ: the ψ-optimal token is the longest.
+HEAD_X = torch.tensor(
+    [[[1.0, 0.2], [0.1, 0.5], [-0.4, -0.2]], [[0.3, 1.0], [0.5, -0.3], [-0.2, 0.3]]], dtype=F64
+)
+# Concave ψ: 0 lies inside each input's triangle, so a mixture beats every vertex.
+CONCAVE_X = torch.tensor(
+    [[[1.0, 0.0], [-0.6, 0.7], [-0.6, -0.7]], [[0.2, 1.1], [0.7, -0.6], [-0.8, -0.5]]], dtype=F64
+)
+
+
+def toy(loss: str, top_score: float = 1.0) -> PromptProblem:
+    scores = TOY_SCORES.clone()
+    scores[0, 1] = top_score
+    return PromptProblem(TOY_KEYS, scores, loss)
+
+
+# ------------------------------------------------------------------------------ the objective
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_log_gap_batch_matches_engine(loss):
+    """The batched, differentiable log-gap equals PromptProblem.log_loss_gap (the engine) from
+    unsaturated points to ‖p‖ = 400, where L − L* ≈ e^{-400}."""
+    problem = toy(loss, top_score=2.0)
+    gen = torch.Generator().manual_seed(0)
+    P = torch.randn(40, 2, generator=gen, dtype=F64)
+    P *= torch.logspace(-1, math.log10(400), 40, dtype=F64)[:, None]
+    opt = np.array([1, 1])
+    log_gap, sign = log_gap_batch(problem, P, opt)
+    engine = np.array([problem.log_loss_gap(p, opt) for p in P])
+    assert (sign == 1).all()
+    # The engine switches to first order at δ < 1e-8, here at ~e^{-600}: 1e-8 relative apart.
+    np.testing.assert_allclose(log_gap.numpy(), engine, rtol=0, atol=2e-8)
+
+
+def test_log_gap_batch_is_signed_for_a_local_alpha():
+    """For α = token 1 of Fig. 1(b), attention on the higher-scoring token 0 puts L below the
+    floor of α: the gap is negative there and positive near p^mm(α)."""
+    problem = PromptProblem(FIG1_KEYS, FIG1B_SCORES, "logistic")
+    P = torch.tensor([[0.0, 5.0], [2.0, 0.0]], dtype=F64)
+    log_gap, sign = log_gap_batch(problem, P, [1])
+    plain = problem.loss_path(P) - problem.loss_floor([1])
+    assert sign.tolist() == [-1.0, 1.0]
+    np.testing.assert_allclose(sign * torch.exp(log_gap), plain, rtol=1e-12)
+
+
+def test_objective_kind_follows_the_problem():
+    assert objective_for(toy("logistic")).kind == "log_gap"
+    assert objective_for(PromptProblem(TOY_KEYS, TOY_SCORES, square(0.5))).kind == "loss"
+    assert objective_for(NonlinearHeadProblem(HEAD_X, torch.ones(2))).kind == "loss"
+
+
+def test_plain_loss_is_flat_in_float64_and_comes_back_uncertified():
+    """Spec §3: at R = 60, L − L* ≈ e^{-60} is below float64 resolution of L, so a grid on L is
+    constant near p^mm; the certificate must say so rather than return a guess."""
+    problem = toy("logistic")
+    with single_thread():
+        plain = circle_search(Objective(problem.loss_path, "loss"), 60.0, grid=2000)
+        logged = circle_search(objective_for(problem), 60.0, grid=2000)
+    assert not plain.certified
+    assert logged.certified and one_minus_cos(logged.p, TOY_PMM) < 1e-12
+
+
+# --------------------------------------------------------------------- Theorem RP (§2.4, §7)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_toy_reg_path_converges_to_pmm(loss):
+    """Spec §2.4/§7: 1 − cos(p_R, p^mm) ≤ 1e-3 by R = 10 and ≤ 2e-5 by R = 50, ‖p_R‖ = R,
+    non-increasing in R. (This toy is symmetric under reflection, which swaps its inputs, so
+    p_R lies exactly on p^mm: the bounds hold with room to spare.)"""
+    radii = (10.0, 20.0, 50.0, 100.0)
+    path = reg_path(toy(loss), radii)
+    gaps = [one_minus_cos(pt.p, TOY_PMM) for pt in path]
+    assert gaps[0] <= 1e-3 and gaps[2] <= 2e-5
+    assert all(b <= a + 1e-15 for a, b in zip(gaps, gaps[1:], strict=False))
+    for pt, R in zip(path, radii, strict=True):
+        assert pt.norm == pytest.approx(R, rel=1e-12)
+        assert pt.on_boundary and pt.certified and pt.objective_kind == "log_gap"
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_asymmetric_toy_reg_path_is_a_ray(loss):
+    """With top score 2 in the first input the path is p_R ≈ R·p̂ + ρ*: 1 − cos decreases
+    strictly, like |ρ*⊥|²/(2R²), so R²·(1 − cos) stays in a narrow band."""
+    radii = np.array([10.0, 20.0, 50.0, 100.0])
+    path = reg_path(toy(loss, top_score=2.0), radii)
+    gaps = np.array([one_minus_cos(pt.p, TOY_PMM) for pt in path])
+    assert (np.diff(gaps) < 0).all() and gaps[0] <= 1e-3
+    scaled = radii**2 * gaps
+    assert scaled.max() / scaled.min() < 1.5
+    assert all(pt.certified for pt in path)
+
+
+def test_grid_agrees_with_projected_newton_restarts():
+    """Dim 2: the 20,000-angle grid and the Riemannian restarts find the same minimiser."""
+    problem = toy("logistic", top_score=2.0)
+    for R in (10.0, 50.0):
+        grid = reg_path_point(problem, R, method="grid")
+        runs = reg_path_point(problem, R, method="restarts", restarts=16)
+        assert one_minus_cos(grid.p, runs.p) < 1e-12
+        assert grid.objective == pytest.approx(runs.objective, rel=1e-10)
+        assert runs.certified and runs.details["agreeing"] >= 3
+
+
+def test_three_dimensional_keys_use_restarts():
+    """Dim 3 (restarts from Fibonacci points and SVM directions): p_R → p^mm, certified."""
+    extra = torch.tensor([[[0.0], [0.3]], [[0.0], [-0.2]]], dtype=F64)
+    problem = PromptProblem(torch.cat([TOY_KEYS, extra], -1), TOY_SCORES, "logistic")
+    pmm = att_svm(problem.keys, [1, 1]).x
+    path = reg_path(problem, (10.0, 50.0, 200.0), restarts=32)
+    gaps = [one_minus_cos(pt.p, pmm) for pt in path]
+    assert gaps[0] < 1e-4 and gaps[2] < 1e-7
+    assert all(b < a for a, b in zip(gaps, gaps[1:], strict=False))
+    assert all(pt.certified and pt.method == "restarts" and pt.n_local_minima == 1 for pt in path)
+
+
+# ------------------------------------------------------------- Theorem RP-loc (§2.5) and F6
+
+
+def test_global_path_goes_global_and_local_path_goes_local_fig1b():
+    """F6 is false: the global path tends to p^mm(opt), never to the local p^mm(α = token 1);
+    the cap-restricted path tends to p^mm(α)."""
+    problem = PromptProblem(FIG1_KEYS, FIG1B_SCORES, "logistic")
+    p_glob, p_loc = att_svm(FIG1_KEYS, [0]).x, att_svm(FIG1_KEYS, [1]).x
+    glob = [reg_path_point(problem, R) for R in (20.0, 50.0, 100.0)]
+    assert one_minus_cos(glob[-1].p, p_glob) < 1e-9
+    assert all(one_minus_cos(pt.p, p_loc) > 0.9 for pt in glob)
+    local = [local_reg_path_point(problem, [1], R, 1e-3) for R in (20.0, 50.0, 100.0)]
+    gaps = [one_minus_cos(pt.p, p_loc) for pt in local]
+    assert gaps[1] < 1e-6 and gaps[2] < 1e-10
+    assert all(b < a for a, b in zip(gaps, gaps[1:], strict=False))
+    assert not any(pt.details["on_edge"] for pt in local)
+
+
+def test_wide_cap_minimiser_sits_on_its_edge():
+    """A finding about the cone's width (spec §1.6 [R?]): with cos ≥ 0.95 the token of score 1
+    outweighs α's support token inside the cap, L drops below α's floor, and the minimiser
+    sits on the cap's edge facing the global direction, at every R."""
+    problem = PromptProblem(FIG1_KEYS, FIG1B_SCORES, "logistic")
+    p_glob = att_svm(FIG1_KEYS, [0]).x
+    for R in (20.0, 100.0):
+        pt = local_reg_path_point(problem, [1], R, 0.05)
+        assert pt.details["on_edge"] and pt.objective < -1e5  # the negative-gap branch
+        assert one_minus_cos(pt.p, p_glob) < one_minus_cos(pt.details["center"], p_glob)
+
+
+# ----------------------------------------------------------------------------- controls
+
+
+def test_square_loss_control_has_an_interior_minimiser():
+    """F9: (0.5 − x)² is attained by a finite mixture; p_R stops growing and is interior."""
+    problem = PromptProblem(TOY_KEYS, TOY_SCORES * torch.tensor([2.0, 1.0])[:, None], square(0.5))
+    points = [reg_path_point(problem, R) for R in (1.0, 10.0, 100.0)]
+    for pt in points:
+        assert not pt.on_boundary and pt.loss < 1e-20
+        np.testing.assert_allclose(pt.p, points[0].p, atol=1e-8)
+    assert points[0].norm < 1.0
+
+
+def test_concave_head_control_stays_bounded():
+    """F10: with ψ = 2 − ‖u‖² a mixture beats every token; ‖p_R‖ ≲ 0.75 for R ≤ 100 (§2.6)."""
+    problem = NonlinearHeadProblem(CONCAVE_X, torch.ones(2), psi=concave_bump)
+    points = [reg_path_point(problem, R) for R in (1.0, 10.0, 100.0)]
+    assert all(not pt.on_boundary and pt.norm <= 0.75 for pt in points)
+    np.testing.assert_allclose(points[-1].p, points[0].p, atol=1e-7)
+
+
+@pytest.mark.parametrize("loss", ("logistic", "exponential"))
+def test_convex_head_path_converges_to_psi_optimal_svm(loss):
+    """Theorem NL (§2.6): with ψ = ‖u‖², p_R/R → the ATT-SVM of the ψ-optimal tokens.
+    Spec [N] on its own instance: cos 0.99827 (R=1), 0.99964 (R=3), 0.99998 (R=10)."""
+    problem = NonlinearHeadProblem(HEAD_X, torch.ones(2), psi=squared_norm, loss=loss)
+    pmm = att_svm(problem.keys, problem.psi_optimal_tokens()).x
+    path = [reg_path_point(problem, R) for R in (3.0, 10.0, 30.0)]
+    gaps = [one_minus_cos(pt.p, pmm) for pt in path]
+    assert all(b < a for a, b in zip(gaps, gaps[1:], strict=False))
+    assert gaps[1] < 1e-3 and gaps[2] < 2e-4
+    assert all(pt.on_boundary and pt.objective_kind == "loss" for pt in path)
+
+
+# ---------------------------------------------------------------------------- bad input
+
+
+def test_bad_arguments_name_the_field():
+    problem = toy("logistic")
+    with pytest.raises(ValueError, match="R:"):
+        reg_path_point(problem, -1.0)
+    with pytest.raises(ValueError, match="method:"):
+        reg_path_point(problem, 1.0, method="annealing")
+    with pytest.raises(ValueError, match="eps:"):
+        local_reg_path_point(problem, [1, 1], 1.0, 1.5)
+    k3 = PromptProblem(torch.cat([TOY_KEYS, TOY_KEYS[..., :1]], -1), TOY_SCORES, "logistic")
+    with pytest.raises(ValueError, match="dim 2"):
+        reg_path_point(k3, 1.0, method="grid")
+    infeasible = PromptProblem(
+        torch.tensor([[[0.0, 0.0], [1.0, 0.0], [2.0, 0.0]]], dtype=F64),
+        torch.tensor([[0.0, 1.0, 0.0]], dtype=F64),
+        "logistic",
+    )
+    with pytest.raises(ValueError, match="alpha:.*infeasible"):
+        local_reg_path_point(infeasible, [1], 1.0, 0.01)
