@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models.logspace import ScaledVector, combine_np, signed_logsumexp_np
+from models.logspace import ScaledVector
 from models.losses import Loss, get_loss
 
 Tensor = torch.Tensor
@@ -59,7 +59,13 @@ class PromptProblem:
         object.__setattr__(self, "keys", keys)
         object.__setattr__(self, "scores", scores)
         object.__setattr__(self, "loss", get_loss(self.loss))
-        object.__setattr__(self, "_np", (keys.detach().numpy(), scores.detach().numpy()))
+        # numpy copies and the per-problem constants of the hot path (gradient_log_np)
+        gam = scores.detach().numpy()
+        pair = gam[:, :, None] - gam[:, None, :]
+        with np.errstate(divide="ignore"):
+            log_pair = np.log(np.abs(pair))
+        rows = np.arange(keys.shape[0])
+        object.__setattr__(self, "_np", (keys.detach().numpy(), gam, log_pair, np.sign(pair), rows))
 
     @classmethod
     def from_data(cls, X, y, v, W=None, loss="logistic") -> PromptProblem:
@@ -169,34 +175,42 @@ class PromptProblem:
         """The log-space gradient on numpy arrays: (log_scale, vec) with ∇L = e^{log_scale}·vec.
 
         This is the engine's hot path (hundreds of calls per trajectory on tiny arrays), so it
-        is written in numpy, whose per-call overhead is a fraction of torch's; the torch model
-        (``loss_value``) is the independent reference it is tested against.
+        is written in numpy with as few calls as possible, and the score differences
+        log|γ_it − γ_iu| are computed once per problem; the torch model (``loss_value``) is the
+        independent reference it is tested against.
         """
-        keys, gam = self._np
-        n = keys.shape[0]
-        logits = keys @ p
-        top = logits.max(axis=-1, keepdims=True)
-        log_s = logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
-        r = logits.argmax(axis=-1)
-        # d_it = γ_it − m_i = Σ_u s_iu (γ_it − γ_iu), a signed log-sum-exp over u.
-        pair = gam[:, :, None] - gam[:, None, :]
-        with np.errstate(divide="ignore"):
-            log_d, sign_d = signed_logsumexp_np(
-                log_s[:, None, :] + np.log(np.abs(pair)), np.sign(pair)
-            )
-        m = (np.exp(log_s) * gam).sum(-1)
-        if self.loss.strictly_decreasing:
-            log_lp = self.loss.log_neg_deriv(torch.from_numpy(m)).numpy()
-            sign_lp = -1.0
-        else:
-            lp = self.loss.deriv(torch.from_numpy(m)).numpy()
-            with np.errstate(divide="ignore"):
+        keys, gam, log_pair, sign_pair, rows = self._np
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            logits = keys @ p
+            r = logits.argmax(1)
+            z = logits - logits[rows, r][:, None]  # ≤ 0, zero at the top token r
+            e = np.exp(z)
+            total = e.sum(1)
+            log_s = z - np.log(total)[:, None]
+            # d_it = γ_it − m_i = Σ_u s_iu (γ_it − γ_iu): a signed log-sum-exp over u.
+            a = log_s[:, None, :] + log_pair
+            top = a.max(2)
+            top = np.where(top > -np.inf, top, 0.0)
+            acc = (sign_pair * np.exp(a - top[:, :, None])).sum(2)
+            log_d = np.log(np.abs(acc)) + top
+            m = (e * gam).sum(1) / total
+            if self.loss.strictly_decreasing:
+                log_lp, sign_lp = self.loss.log_neg_deriv_np(m), -1.0
+            else:
+                lp = self.loss.deriv(torch.from_numpy(m)).numpy()
                 log_lp, sign_lp = np.log(np.abs(lp)), np.sign(lp)[:, None]
-        log_w = (log_lp[:, None] + log_s + log_d).reshape(-1)
-        sign_w = (sign_lp * sign_d).reshape(-1)
-        centred = (keys - keys[np.arange(n), r][:, None, :]).reshape(-1, keys.shape[2])
-        log_scale, vec = combine_np(log_w, sign_w, centred)
-        return log_scale - math.log(n), vec
+            log_w = (log_lp[:, None] + log_s + log_d).ravel()
+            sign_w = (sign_lp * np.sign(acc)).ravel()
+            peak_w = log_w.max()
+            if not peak_w > -np.inf:
+                return -math.inf, np.zeros(keys.shape[2])
+            # Σ_t c_it (k_it − k_ir): centring at r is free (Σ_t c_it = 0) and exact.
+            centred = (keys - keys[rows, r][:, None, :]).reshape(-1, keys.shape[2])
+            vec = (sign_w * np.exp(log_w - peak_w)) @ centred
+        peak = np.abs(vec).max()
+        if peak == 0.0:
+            return -math.inf, vec
+        return peak_w + math.log(peak) - math.log(keys.shape[0]), vec / peak
 
     def smoothness_bound(self) -> float:
         """A rigorous Lipschitz constant of ∇L (spec §1.9, in keys/scores form).

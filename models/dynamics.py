@@ -16,6 +16,7 @@ infeasible. Runs never return NaN and never stop silently: each stop has a named
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -35,12 +36,17 @@ class Trajectory:
 
     ps: Tensor  # (k, d)
     s: np.ndarray  # (k,)
-    losses: np.ndarray  # (k,)
     log_grad_norms: np.ndarray  # (k,) log‖∇L‖ at each recorded point
     stop: str  # why the run ended
     evals: int  # gradient evaluations
-    seconds: float
+    seconds: float  # time of the dynamics alone
     extra: dict = field(default_factory=dict)
+    problem: PromptProblem | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def losses(self) -> np.ndarray:
+        """L at every recorded point, computed on first use (not part of the timed run)."""
+        return self.problem.loss_path(self.ps).numpy()
 
     @property
     def final(self) -> Tensor:
@@ -63,16 +69,16 @@ class _Recorder:
             self.lgn.append(log_grad_norm)
 
     def build(self, stop: str, evals: int, t0: float, **extra) -> Trajectory:
-        ps = torch.from_numpy(np.stack(self.ps))
+        seconds = time.perf_counter() - t0
         return Trajectory(
-            ps=ps,
+            ps=torch.from_numpy(np.stack(self.ps)),
             s=np.asarray(self.s),
-            losses=self.problem.loss_path(ps).numpy(),
             log_grad_norms=np.asarray(self.lgn),
             stop=stop,
             evals=evals,
-            seconds=time.perf_counter() - t0,
+            seconds=seconds,
             extra=extra,
+            problem=self.problem,
         )
 
 
@@ -254,36 +260,49 @@ def converge(
     After each accepted step, once every input's top logit leads the others by log(T/select_tol)
     (each non-selected token then has softmax mass ≤ select_tol), the selection α̂ is read,
     ATT-SVM(α̂) is solved (once per distinct α̂, cached) and the trace stops as soon as
-    1 − cos(p, p^mm(α̂)) ≤ target. Otherwise it goes on to max_norm; the outcome says what
-    was reached.
+    1 − cos(p, p^mm(α̂)) ≤ target and the flow itself heads along p^mm(α̂) (1 − cos of −∇L(p)
+    with p^mm(α̂) ≤ target; on the asymptotic ray the flow direction tends to p̂^mm faster than
+    p does). The second test keeps a path that merely passes through an aligned point, or a
+    stationary point that happens to lie on the ray, from counting as converged. Otherwise it
+    goes on to max_norm; the outcome says what was reached.
     """
     from models.svm import att_svm  # the oracle is only needed here
 
     keys = problem.keys.numpy()
-    cache: dict[tuple, object] = {}
+    cache: dict[tuple, tuple] = {}  # selection → (SVMSolution, unit direction or None)
+    lead = math.log(problem.T / select_tol)
 
     def svm_for(sel: np.ndarray):
         key = tuple(int(a) for a in sel)
         if key not in cache:
-            cache[key] = att_svm(problem.keys, sel)
+            sol = att_svm(problem.keys, sel)
+            cache[key] = (sol, sol.x / np.linalg.norm(sol.x) if sol.ok and sol.norm > 0 else None)
         return cache[key]
 
+    def heading(p: np.ndarray, unit: np.ndarray) -> float:
+        """1 − cos(−∇L(p), p^mm); 1 at a stationary point, where the flow goes nowhere."""
+        u, lgn = _field(problem, p)
+        return 1.0 if lgn == -math.inf else 0.5 * float(np.sum((u - unit) ** 2))
+
     def reached(p: np.ndarray):
+        # Called after every accepted step: numpy only, and the SVM is solved once per selection.
         logits = keys @ p
         if problem.T > 1:
-            two = np.sort(logits, axis=-1)[:, -2:]
-            if float(np.min(two[:, 1] - two[:, 0])) < math.log(problem.T / select_tol):
+            two = np.partition(logits, -2, axis=-1)[:, -2:]
+            if float(np.min(two[:, 1] - two[:, 0])) < lead:
                 return None
-        sol = svm_for(logits.argmax(-1))
-        if sol.ok and one_minus_cos(p, sol.x) <= target:
-            return "direction reached the SVM of the selection"
+        _, unit = svm_for(logits.argmax(-1))
+        if unit is not None and 0.5 * float(np.sum((p / np.linalg.norm(p) - unit) ** 2)) <= target:
+            if heading(p, unit) <= target:
+                return "direction reached the SVM of the selection"
         return None
 
     traj = trace_flow(problem, p0, max_norm=max_norm, stop_when=reached, rtol=rtol, **trace_kwargs)
     p = traj.final
     sel = problem.selected(p).numpy()
-    svm = svm_for(sel)
+    svm, unit = svm_for(sel)
     omc = one_minus_cos(p, torch.as_tensor(svm.x)) if svm.ok else 1.0
+    flow_omc = heading(p.numpy(), unit) if unit is not None else 1.0
     probs = problem.softmax(p)
     other = probs.clone()
     other[torch.arange(problem.n), torch.as_tensor(sel)] = 0.0
@@ -295,9 +314,12 @@ def converge(
     elif max_other > select_tol:
         status = "inconclusive"
         reason = f"ambiguous selection: a non-selected token keeps softmax mass {max_other:.2e}"
-    elif omc <= target:
+    elif omc <= target and flow_omc <= target:
         status, reason = "converged", traj.stop
     else:
         status = "inconclusive"
-        reason = f"{traj.stop} at ‖p‖={float(torch.linalg.vector_norm(p)):.3g}, 1−cos={omc:.2e}"
+        reason = (
+            f"{traj.stop} at ‖p‖={float(torch.linalg.vector_norm(p)):.3g}, 1−cos={omc:.2e}, "
+            f"flow heading 1−cos={flow_omc:.2e}"
+        )
     return Outcome(status, reason, p, sel, omc, svm, traj, max_other)

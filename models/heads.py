@@ -55,7 +55,9 @@ class NonlinearHeadProblem:
     of p at once. ``keys`` = XW, so the logit of token t is k_tᵀp, as for the linear head.
     """
 
-    def __init__(self, X, y, W=None, psi: Callable[[Tensor], Tensor] = squared_norm, loss="logistic"):
+    def __init__(
+        self, X, y, W=None, psi: Callable[[Tensor], Tensor] = squared_norm, loss="logistic"
+    ):
         self.X = as_float_tensor(X, "X", 3)
         self.y = as_float_tensor(y, "y", 1)
         n, _, d = self.X.shape

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -38,6 +39,10 @@ class Loss:
         """log(−ℓ'(x)); only defined where ℓ' < 0."""
         return torch.log(-self.deriv(x))
 
+    def log_neg_deriv_np(self, x: np.ndarray) -> np.ndarray:
+        """The same on numpy arrays, for the engine's hot path (no torch round trip)."""
+        return self.log_neg_deriv(torch.from_numpy(np.asarray(x, dtype=np.float64))).numpy()
+
     def increment(self, x: Tensor, delta: Tensor) -> Tensor:
         """ℓ(x − δ) − ℓ(x), accurate for tiny δ."""
         return self.value(x - delta) - self.value(x)
@@ -60,6 +65,9 @@ class _Logistic(Loss):
         # size 1, so on the engine's tiny tensors every call wakes the intra-op thread pool.
         return -F.softplus(x, threshold=_SOFTPLUS_EXACT)
 
+    def log_neg_deriv_np(self, x):
+        return -np.logaddexp(0.0, x)  # −softplus(x), exact for every x
+
     def increment(self, x, delta):
         # log((1 + e^{δ−x}) / (1 + e^{−x})) = log1p(σ(−x)·expm1(δ))
         return torch.log1p(torch.sigmoid(-x) * torch.expm1(delta))
@@ -75,6 +83,9 @@ class _Exponential(Loss):
     def log_neg_deriv(self, x):
         return -x
 
+    def log_neg_deriv_np(self, x):
+        return -x
+
     def increment(self, x, delta):
         return torch.exp(-x) * torch.expm1(delta)
 
@@ -88,6 +99,9 @@ class _Correlation(Loss):
 
     def log_neg_deriv(self, x):
         return torch.zeros_like(x)
+
+    def log_neg_deriv_np(self, x):
+        return np.zeros_like(x)
 
     def increment(self, x, delta):
         return delta.expand_as(x) if delta.dim() < x.dim() else delta + 0 * x

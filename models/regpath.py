@@ -4,10 +4,12 @@ Theorem RP (§2.4) says p_R/R → p^mm/‖p^mm‖ for the *global* ATT-SVM, so t
 global over the ball, not a local descent result (F6 of §5 is exactly "the path goes local").
 For small key dimensions we therefore search the whole sphere ‖p‖ = R:
 
-- dim 2: a dense, vectorised angle grid, then a vectorised zoom on the best few grid minima; "certified" by a grid-spacing argument (below);
+- dim 2: a dense, vectorised angle grid, then a vectorised zoom on the best few grid minima;
+  "certified" by a grid-spacing argument (``rival_minima``);
 - dim ≥ 3: many restarts (Fibonacci-sphere points plus the ATT-SVM directions of candidate
-  selections) of Riemannian gradient descent with backtracking, batched over the restarts, on a
-  torch-autograd objective; "certified" when the best point is reached by ≥ ``agree`` restarts.
+  selections) of Riemannian (saddle-free Newton) descent with backtracking, batched over the
+  restarts, on a torch-autograd objective; "certified" when the best point, a strict local
+  minimum, is reached by ≥ ``agree`` restarts.
 
 An unconstrained descent from 0 (and a few small random points) covers the interior: a loss
 with a finite minimiser (the square-loss control F9, the concave head F10) keeps it inside the
@@ -365,7 +367,8 @@ def descend(
     (thousands at R = 200) where Newton needs a handful. A row stops when its predicted
     decrease −∇f·d falls below float64 resolution of f (converged, or on a plateau), when a
     Newton and then a gradient step both fail, or (unconstrained) when it leaves the ball of
-    ``radius`` (``exited``).
+    ``radius`` (``exited``). Steps are capped at 0.25 rad on the sphere and at max(1, ‖p‖)
+    off it, so that a divergent descent from 0 leaves a ball of radius R in ~log₂R steps.
     """
     on_sphere = project is not None
     P = project(P0) if on_sphere else P0.clone()
@@ -384,7 +387,7 @@ def descend(
         active &= decrease > 1e-15 * f.abs().clamp_min(1.0)
         if not bool(active.any()):
             break
-        max_step = 0.25 * float(scale.max())
+        max_step = (0.25 if on_sphere else 1.0) * float(scale.max())
         P, f, ok, out = _line_search(obj, P, f, g, direction, active, project, radius, max_step)
         exited |= out
         stalled = ~ok & use_grad
@@ -406,8 +409,11 @@ class RegPoint:
     ``objective`` is the value of ``objective_kind`` at p (for "log_gap" on the global opt, the
     engine's ``PromptProblem.log_loss_gap``); ``loss`` is the plain float64 L(p). ``gap`` is the
     objective of the second-best distinct local minimum minus the best (inf if only one was
-    found). ``certified``: dim 2, no other grid minimum lies within the grid's Lipschitz slack of
-    the best; restarts, the best point was reached by ≥ ``agree`` restarts.
+    found). ``certified``: grid, no other grid minimum could hide a lower value
+    (``rival_minima``); restarts, the best point is a strict minimum reached by ≥ ``agree``
+    restarts; interior winner (``on_boundary`` False), ≥ min(agree, starts) interior descents
+    stop at it. ``details`` holds the evidence (rival minima, agreeing and flat restarts, and
+    for an interior winner the sphere's best objective).
     """
 
     p: Tensor

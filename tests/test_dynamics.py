@@ -275,6 +275,18 @@ def test_converge_from_a_stationary_start_is_not_converged():
     assert out.trajectory.stop.startswith("stationary point")
 
 
+def test_converge_does_not_call_a_stationary_point_on_the_svm_ray_converged():
+    """All scores equal: L is constant and the flow never moves. Starting on the ray of
+    p^mm(0) (selection decisive, 1 − cos = 0) is still not directional convergence."""
+    problem, _ = random_problem(31, 2, 3, dim=4)
+    flat = PromptProblem(problem.keys, torch.full((2, 3), 0.5, dtype=DTYPE), "logistic")
+    out = converge(flat, 60 * torch.as_tensor(pmm_of(flat)))
+    assert out.trajectory.stop.startswith("stationary point")
+    assert out.one_minus_cos <= 1e-12  # the snapshot alone would pass
+    assert out.status == "inconclusive" and not out.converged
+    assert out.reason
+
+
 def _square_control():
     """Spec F9: square loss with target 0.5 inside the score range [0, 1]: a finite mixture
     attains the target, so L has finite minimisers and ‖p‖ does not diverge."""
@@ -290,6 +302,9 @@ def test_finite_minimiser_stops_with_a_name_and_bounded_norm(p0):
     assert flow.stop == "step budget" or flow.stop.startswith("integrator stalled")
     assert float(flow.norms.max()) <= 20.0  # it wanders (to ‖p‖ ≈ 11 from (−4, 4)), then stops
     assert flow.losses[-1] <= 1e-12  # it found the minimiser (L = 0)
+    # From (−4, 4) the path passes p ≈ (−7.09, −7.10), where token 2 holds all but 6e-10 of
+    # the attention and 1 − cos(p, p^mm([2])) = 5.6e-7, while the flow heads away (its
+    # direction has negative cosine with p^mm([2])). That transient is not convergence.
     out = converge(problem, p0, max_steps=300)
     assert out.status == "inconclusive" and out.reason
     assert float(torch.linalg.vector_norm(out.p)) <= 20.0

@@ -167,6 +167,17 @@ def test_global_path_goes_global_and_local_path_goes_local_fig1b():
     assert not any(pt.details["on_edge"] for pt in local)
 
 
+def test_local_path_in_three_dimensions_uses_cap_restarts():
+    """Dim 3: projected Newton restarts inside the cap reach p^mm(α) of a 3-D Fig. 1(b)."""
+    keys = torch.tensor([[[-0.1, 1.0, 0.2], [1.0, 0.0, -0.1], [0.0, 0.0, 0.0]]], dtype=F64)
+    problem = PromptProblem(keys, FIG1B_SCORES, "logistic")
+    p_loc = att_svm(keys, [1]).x
+    local = [local_reg_path_point(problem, [1], R, 1e-3, restarts=16) for R in (50.0, 100.0)]
+    assert [pt.method for pt in local] == ["restarts", "restarts"]
+    assert one_minus_cos(local[0].p, p_loc) < 1e-6 and one_minus_cos(local[1].p, p_loc) < 1e-11
+    assert all(pt.certified and not pt.details["on_edge"] for pt in local)
+
+
 def test_wide_cap_minimiser_sits_on_its_edge():
     """A finding about the cone's width (spec §1.6 [R?]): with cos ≥ 0.95 the token of score 1
     outweighs α's support token inside the cap, L drops below α's floor, and the minimiser
