@@ -150,7 +150,7 @@ class PromptProblem:
             inc = self.loss.increment(top, delta)
             # For tiny δ the increment is −ℓ'(γ)·δ to first order; use that form in log space.
             log_inc = torch.where(
-                delta < 1e-8,
+                log_delta < -600.0,  # first order is exact to e^-600 there; below, inc is exact
                 self.loss.log_neg_deriv(top) + log_delta,
                 torch.log(inc.clamp_min(0)),
             )

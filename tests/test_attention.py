@@ -554,3 +554,16 @@ def test_cosine_edge_cases():
     assert cosine([3.0, 0.0], [0.0, 1e-300]) == 0.0
     assert one_minus_cos([1e-300, 0.0], [1e300, 1e300]) == pytest.approx(1 - math.sqrt(0.5))
     assert one_minus_cos(np.array([[1.0, 2.0]]), np.array([1.0, 2.0])) <= 1e-32
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-200, 1e-160, 1e160, 1e200, 1e300])
+def test_cosine_rescales_before_the_norm(scale):
+    """Regression: the norms were taken as sqrt(Σx²), which is 0 for ‖x‖ ≲ 1e-160 (an
+    underflowing gradient then looked orthogonal to everything: cos 0, 1 − cos = 1) and inf
+    for ‖x‖ ≳ 1e154 (spec §3, "Norm underflow": rescale before taking the norm)."""
+    a = torch.tensor([3.0, -1.0, 2.0], dtype=DTYPE)
+    b = torch.tensor([2.9, -1.1, 2.05], dtype=DTYPE)
+    assert cosine(scale * a, b) == pytest.approx(cosine(a, b), rel=1e-15)
+    assert cosine(scale * a, scale * b) == pytest.approx(cosine(a, b), rel=1e-15)
+    assert one_minus_cos(scale * a, b) == pytest.approx(one_minus_cos(a, b), rel=1e-12)
+    assert one_minus_cos(scale * a, scale * a) <= 1e-32

@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from models.attention import cosine
-from models.joint import JointProblem, joint_ngd, joint_reg_path_point, relaxed_svm_for
+from models.joint import (
+    JointProblem,
+    joint_ngd,
+    joint_objective,
+    joint_reg_path_point,
+    relaxed_svm_for,
+)
 
 F64 = torch.float64
 Y = torch.tensor([1.0, -1.0, 1.0], dtype=F64)
@@ -93,6 +99,21 @@ def test_v_gradient_direction_survives_underflow():
     log_scale, vec = problem.gradient_v_log(v, p)
     assert log_scale < -700
     np.testing.assert_allclose(vec / np.linalg.norm(vec), mp_gradient_v(problem, v, p), atol=1e-12)
+
+
+def test_joint_objective_is_log_loss_without_underflow():
+    """log L from the grid objective equals log(loss_value) where L is representable, and stays
+    finite (≈ −margin) at margins of ~1000, where L itself underflows to 0."""
+    problem = fig3(NONTIGHT)
+    obj = joint_objective(problem)
+    V = torch.tensor([[0.3, 1.0], [0.0, 3.0], [0.0, 1000.0]], dtype=F64)
+    P = torch.tensor([[1.0, 0.2], [5.0, 0.0], [30.0, 0.0]], dtype=F64)
+    logs = obj.pairs(V, P)
+    for k in range(2):
+        assert float(logs[k]) == pytest.approx(math.log(problem.loss_value(V[k], P[k])), rel=1e-12)
+    assert float(problem.loss_value(V[2], P[2])) == 0.0
+    expected = torch.logsumexp(-problem.margins(V[2], P[2]), 0) - math.log(3)  # ℓ(m) ≈ e^{-m}
+    assert float(logs[2]) == pytest.approx(float(expected), rel=1e-12)
 
 
 # ------------------------------------------------------------------------- Figure 3 (§4)

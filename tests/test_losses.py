@@ -6,6 +6,7 @@ import statistics
 import time
 
 import mpmath as mp
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -126,6 +127,23 @@ def test_log_neg_deriv_finite_where_deriv_underflows(loss, x):
     with mp.workdps(50):
         ref = mp.log(mp_neg_deriv(loss, x))
     assert abs(float(got) - ref) <= 4e-16 * abs(ref)
+
+
+@pytest.mark.parametrize("loss", MONOTONE, ids=lambda x: x.name)
+def test_log_neg_deriv_np_equals_the_torch_version(loss):
+    """The numpy twin used by the hot path (gradient_log_np) agrees with the torch one, and
+    stays finite where ℓ' underflows."""
+    x = t([*GRID, 100.0, 745.5, 800.0, 1e4])
+    got = loss.log_neg_deriv_np(x.numpy())
+    assert isinstance(got, np.ndarray) and np.isfinite(got).all()
+    np.testing.assert_allclose(got, loss.log_neg_deriv(x).numpy(), rtol=2e-16, atol=1e-300)
+
+
+def test_log_neg_deriv_np_base_class_fallback():
+    """A loss without a numpy twin (here the square loss where ℓ' < 0) goes through torch."""
+    loss = square(2.0)
+    x = np.array([-3.0, 0.0, 1.5])
+    np.testing.assert_allclose(loss.log_neg_deriv_np(x), np.log(2 * (2.0 - x)), rtol=1e-15)
 
 
 def test_log_neg_deriv_of_correlation_is_zero():
