@@ -2,6 +2,7 @@
 
     python -m theorems list [--paper P] [--json]
     python -m theorems check INSTANCE.json [--out FILE]
+    python -m theorems lock [--update] [--from REPORT] [--lock PATH]
 
 Instance files (all arrays as nested lists):
     prompt:    {"model": "prompt", "X": n×T×d, "y": n (±1), "v": d,
@@ -10,7 +11,14 @@ Instance files (all arrays as nested lists):
     embedding: {"model": "embedding", "sequences": n×T token ids (ints >= 0, < |S|),
                 "y": n (±1), "E0": |S|×d, "v": d, "eta0": float > 0}
 
+A saved counterexample (theorems/counterexamples/ID.json) is an instance file too: its
+"counterexample" header and "replay" arguments are ignored by `check`.
+
 Every problem with an instance is one line on stderr naming the field, and exit code 2.
+
+`lock` compares a report (default reports/claims.json) with the verdict lock (default
+theorems/verdicts.lock) and prints the differences (exit 1 if any); `lock --update` rewrites
+the lock from the report after a deliberate change.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ FIELDS = {
     "prompt": {"model", "X", "y", "v", "W", "loss", "p0"},
     "embedding": {"model", "sequences", "y", "E0", "v", "eta0"},
 }
+HEADER_KEYS = ("counterexample", "replay")  # of a saved counterexample (theorems.replay)
 
 
 class InstanceError(ValueError):
@@ -159,6 +168,8 @@ def load_instance(path_or_dict: str | Path | dict) -> tuple[str, dict[str, Any]]
     doc = path_or_dict if isinstance(path_or_dict, dict) else _read(path_or_dict)
     if not isinstance(doc, dict):
         raise InstanceError(None, f"an instance must be a JSON object, got {_kind(doc)}")
+    if any(key in doc for key in HEADER_KEYS):  # a saved counterexample: drop its header
+        doc = {k: v for k, v in doc.items() if k not in HEADER_KEYS}
     model = doc.get("model")
     if model is None:
         raise InstanceError("model", 'missing (expected "prompt" or "embedding")')
@@ -289,6 +300,91 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _known_claims() -> tuple[dict[str, str] | None, list[str], str | None]:
+    """(id -> expected of every claim, ids in definition order, why unknown)."""
+    from theorems import registry
+
+    try:
+        if registry.current_profile() not in registry.PROFILES:
+            registry.load_profile()
+        failed = import_claim_modules()
+    except (registry.ClaimRegistrationError, ValueError) as exc:
+        return None, [], str(exc)
+    if failed:
+        return None, [], "; ".join(f"could not import {name}: {why}" for name, why in failed)
+    claims = registry.ordered(registry.REGISTRY.values())
+    folder = (REPO_ROOT / "theorems").resolve()
+    mine = []
+    for c in claims:
+        try:
+            Path(c.file).resolve().relative_to(folder)
+        except (ValueError, OSError):
+            continue
+        mine.append(c)
+    return {c.id: c.expected for c in mine}, [c.id for c in mine], None
+
+
+def cmd_lock(args: argparse.Namespace) -> int:
+    from theorems import lock as locks
+
+    report_path = Path(args.report)
+    lock_path = Path(args.lock)
+    try:
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+        claims = report["claims"]
+        if not isinstance(claims, list) or not all("id" in c and "verdict" in c for c in claims):
+            raise KeyError("claims")
+    except FileNotFoundError:
+        return _error(f"{report_path}: no report; run `python -m pytest theorems/` first", 2)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return _error(f"{report_path}: not a claims report ({exc!r})", 2)
+    try:
+        lock = locks.read(lock_path)
+    except locks.LockError as exc:
+        if not args.update:
+            return _error(str(exc), 2)
+        print(f"replacing the malformed lock {lock_path}:\n{exc}", file=sys.stderr)
+        lock = None
+    if lock_path.resolve().parent == (REPO_ROOT / "theorems").resolve():
+        known, order, why = _known_claims()
+    else:  # a lock of another checkout: this one's claims say nothing about it
+        known, order, why = None, [c["id"] for c in claims], None
+    if why:
+        print(f"note: {why}; lock lines of claims not in the report are kept", file=sys.stderr)
+    if args.update:
+        rows, changes = locks.update(lock, claims, known=known, order=order)
+        text = locks.render(rows, report.get("profile"))
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock_path.write_text(text, encoding="utf-8")
+        for line in changes:
+            print(line)
+        pinned = {r[0] for r in rows}
+        unpinned = [i for i in order if known and known[i] != "unknown" and i not in pinned]
+        for claim_id in unpinned:
+            print(f"! {claim_id}: not in the report, so not pinned (run the full suite first)")
+        print(f"{lock_path}: {len(rows)} claims pinned, {len(changes)} changed")
+        return 1 if unpinned else 0
+    if lock is None:
+        return _error(f"{lock_path}: no verdict lock; create it with `{locks.UPDATE_COMMAND}`", 2)
+    reported = {c["id"] for c in claims}
+    not_run = set(known or {}) - reported
+    result = locks.gate(
+        lock,
+        claims,
+        known=known,
+        collected=reported,
+        partial=bool(not_run),
+        profile=report.get("profile"),
+    )
+    for problem in result.problems:
+        print(problem)
+    for note in result.notes:
+        print(f"note: {note}")
+    status = "matches" if result.ok else f"differs ({len(result.problems)} problems)"
+    print(f"{report_path} {status} {lock_path}: {result.checked} claims checked")
+    return 0 if result.ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m theorems", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -300,5 +396,25 @@ def main(argv: list[str] | None = None) -> int:
     p_check.add_argument("instance", help="instance JSON file")
     p_check.add_argument("--out", help="write the JSON result to this file instead of stdout")
     p_check.set_defaults(run=cmd_check)
+    from theorems.lock import DEFAULT_LOCK
+
+    p_lock = sub.add_parser(
+        "lock", help="compare a report with the verdict lock, or rewrite the lock (--update)"
+    )
+    p_lock.add_argument(
+        "--update", action="store_true", help="rewrite the lock from the report's verdicts"
+    )
+    p_lock.add_argument(
+        "--from",
+        dest="report",
+        default=str(REPO_ROOT / "reports" / "claims.json"),
+        help="the claims report (default reports/claims.json)",
+    )
+    p_lock.add_argument(
+        "--lock",
+        default=str(REPO_ROOT / DEFAULT_LOCK),
+        help=f"the lock file (default {DEFAULT_LOCK})",
+    )
+    p_lock.set_defaults(run=cmd_lock)
     args = parser.parse_args(argv)
     return args.run(args)

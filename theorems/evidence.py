@@ -22,11 +22,14 @@ __all__ = [
     "Collector",
     "InconclusiveExample",
     "RejectedExample",
+    "converged",
+    "finite",
     "inconclusive",
     "instance",
     "metric",
     "reject",
     "slack",
+    "solved",
     "to_jsonable",
 ]
 
@@ -74,6 +77,14 @@ class Collector:
         self._current: Any = None
         self._counted = False  # reject()/inconclusive() already counted this example
         self._targets: dict[str, float] = {}
+        # The @given arguments and the non-finite evidence names of the current example, and
+        # of the last example per outcome; the last exception an example body raised.
+        self._arguments: dict[str, Any] | None = None
+        self._last_arguments: dict[str, dict[str, Any] | None] = {}
+        self._nonfinite: set[str] = set()
+        self._last_nonfinite: dict[str, set[str]] = {}
+        self.last_body_exception: BaseException | None = None
+        self.is_hypothesis = False  # set by the plugin: the claim is a Hypothesis test
 
     @property
     def examples(self) -> int:
@@ -86,17 +97,34 @@ class Collector:
         failing example last, so this is the minimal counterexample."""
         return self._last_instance.get("raised")
 
-    def begin(self) -> None:
+    @property
+    def counterexample_nonfinite(self) -> list[str]:
+        """Names of metrics/slacks that were NaN or infinite in the counterexample."""
+        return sorted(self._last_nonfinite.get("raised", ()))
+
+    def replay(self) -> dict[str, Any]:
+        """The counterexample's @given arguments in the typed JSON encoding of
+        theorems.replay ({"args": ...} or {"unrepresentable": ...}; {} if none)."""
+        from theorems.replay import encode_arguments  # replay imports this module
+
+        return encode_arguments(self._last_arguments.get("raised"))
+
+    def begin(self, arguments: dict[str, Any] | None = None) -> None:
         self._current = None
         self._counted = False
         self._targets = {}
+        self._arguments = arguments
+        self._nonfinite = set()
 
-    def end(self, exc_type: type[BaseException] | None) -> None:
+    def end(self, exc_type: type[BaseException] | None, exc: BaseException | None = None) -> None:
         # No branch here depends on whether the example failed: Hypothesis' explain phase
         # would otherwise list these lines as "always and only run by failing examples".
         outcome = _outcome(exc_type)
         self._outcomes[outcome] += 1
         self._last_instance[outcome] = self._current
+        self._last_arguments[outcome] = self._arguments
+        self._last_nonfinite[outcome] = self._nonfinite
+        self.last_body_exception = exc
         # An assume() in the body, not routed through reject(), is a rejection too.
         self.rejections["assume()"] += int(outcome == "rejected" and not self._counted)
         for label, ratio in self._targets.items():
@@ -111,6 +139,8 @@ class Collector:
             "metrics": {k: dict(v) for k, v in sorted(self.metrics.items())},
             "seconds": self.seconds,
             "counterexample": self.counterexample,
+            "counterexample_nonfinite": self.counterexample_nonfinite,
+            "replay": self.replay(),
         }
 
 
@@ -129,17 +159,21 @@ def collecting(collector: Collector) -> Iterator[Collector]:
 
 
 class example:
-    """Bracket one example body (a Hypothesis example, or a whole non-Hypothesis claim)."""
+    """Bracket one example body (a Hypothesis example, or a whole non-Hypothesis claim);
+    `arguments` are the example's @given arguments (kept for the counterexample store)."""
+
+    def __init__(self, arguments: dict[str, Any] | None = None):
+        self.arguments = arguments
 
     def __enter__(self) -> None:
         collector = _active
         if collector is not None:
-            collector.begin()
+            collector.begin(self.arguments)
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         collector = _active
         if collector is not None:
-            collector.end(exc_type)
+            collector.end(exc_type, exc)
         return False
 
 
@@ -172,6 +206,7 @@ def slack(name: str, observed: float, bound: float) -> None:
         ratio = 1.0 if observed == 0.0 else math.copysign(math.inf, observed)
     else:
         ratio = observed / bound
+    collector._nonfinite.update([name] * (not math.isfinite(ratio)))  # no failure-only branch
     worst = collector.worst_slack.get(name)
     if worst is None or _worse(ratio, worst["ratio"]):
         collector.worst_slack[name] = {"observed": observed, "bound": bound, "ratio": ratio}
@@ -189,6 +224,7 @@ def metric(name: str, value: float) -> None:
     if collector is None:
         return
     value = float(value)
+    collector._nonfinite.update([name] * (not math.isfinite(value)))  # no failure-only branch
     entry = collector.metrics.setdefault(name, {"min": value, "max": value, "count": 0})
     entry["count"] += 1
     if not math.isnan(value):
@@ -216,6 +252,63 @@ def inconclusive(reason: str) -> NoReturn:
     """The numerics could not decide this example: discard it (counted by reason). It never
     counts as support; too many of them make the claim's verdict inconclusive."""
     _stop("inconclusive", "inconclusive", reason, InconclusiveExample)
+
+
+# --------------------------------------------------------------------------- numerics guards
+
+
+def _first_line(text: Any) -> str:
+    return str(text).strip().splitlines()[0] if str(text).strip() else ""
+
+
+def solved(solution: Any, what: str = "SVM") -> Any:
+    """Return a certified SVM solution (models.svm.SVMSolution with status "optimal").
+
+    "infeasible" means the instance does not meet the claim's assumption (feasibility):
+    reject it. "inaccurate" or "solver_error" means the numerics could not decide: the
+    example is inconclusive (reason "<what>: solver <status>"; the solver's own message
+    goes to a Hypothesis note). Never counts a failed solve as support.
+    """
+    status = getattr(solution, "status", None)
+    if status == "optimal":
+        return solution
+    detail = _first_line(getattr(solution, "reason", ""))
+    if currently_in_test_context() and detail:
+        hypothesis.note(f"{what} {status}: {detail}")
+    if status == "infeasible":
+        reject(f"{what}: infeasible")
+    inconclusive(f"{what}: solver {status}")
+
+
+def converged(outcome: Any, what: str = "gradient flow") -> Any:
+    """Return a models.dynamics.Outcome that converged; an "infeasible" one is rejected
+    (the selection's SVM has no solution), anything else is inconclusive with its status."""
+    status = getattr(outcome, "status", None)
+    if status == "converged":
+        finite(what, getattr(outcome, "one_minus_cos", 0.0))
+        return outcome
+    detail = _first_line(getattr(outcome, "reason", ""))
+    if currently_in_test_context() and detail:
+        hypothesis.note(f"{what} {status}: {detail}")
+    if status == "infeasible":
+        reject(f"{what}: the selection's SVM is infeasible")
+    inconclusive(f"{what}: {status}")
+
+
+def finite(what: str, *values: Any) -> None:
+    """Make the example inconclusive ("non-finite <what>") if any value (a number, an
+    array, a tensor, a trajectory of them) holds a NaN or an infinity."""
+    for value in values:
+        if callable(getattr(value, "detach", None)):
+            value = value.detach().cpu().numpy()
+        try:
+            import numpy as np
+
+            ok = bool(np.all(np.isfinite(np.asarray(value, dtype=float))))
+        except (TypeError, ValueError):
+            ok = False  # not even a number
+        if not ok:
+            inconclusive(f"non-finite {what}")
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -9,6 +9,14 @@ the verdict is the expected one", and appends a record to this process's evidenc
 `<report dir>/.evidence/<run id>/<worker>.json` (rewritten atomically after every claim, so a
 crash keeps what was recorded). At session end the controller (or the only process) merges
 every file of the run, one entry per claim id, and writes the report atomically.
+
+Then, on the merged report (never losing it): each refuted claim's minimal counterexample is
+saved to `theorems/counterexamples/<ID>.json` (theorems.replay; replayed first next run),
+and the verdict gate (theorems.lock) compares every claim's verdict with
+`theorems/verdicts.lock`; a difference, a claim missing from the lock, a lock line naming no
+claim or a malformed lock makes the run fail (exit status 1) with a diff naming the claim,
+both verdicts and the counterexample. `--no-gate` (or ATTN_NO_GATE=1, ignored under CI)
+turns the gate off for local exploration.
 """
 
 from __future__ import annotations
@@ -36,10 +44,12 @@ from typing import Any
 
 import pytest
 from _pytest._code.code import TerminalRepr
-from hypothesis.errors import FailedHealthCheck, Flaky, Unsatisfiable
+from hypothesis.errors import FailedHealthCheck, Flaky, HypothesisException, Unsatisfiable
 
-from theorems import evidence
+from theorems import evidence, replay
+from theorems import lock as locks
 from theorems.registry import (
+    REGISTRY,
     ClaimInfo,
     as_expected,
     claim_of,
@@ -55,6 +65,8 @@ register_profiles()
 
 REPORT_ENV = "ATTN_CLAIMS_REPORT"
 DEFAULT_REPORT = Path("reports") / "claims.json"
+LOCK_ENV = "ATTN_VERDICT_LOCK"
+NO_GATE_ENV = "ATTN_NO_GATE"
 TEXT_LIMIT = 4000  # characters kept of an error or a falsifying-example text
 
 # BaseExceptionGroup is a builtin from Python 3.11; Hypothesis uses the backport before.
@@ -88,12 +100,37 @@ class _State:
     is_worker: bool
     records: dict[str, dict] = field(default_factory=dict)  # item nodeid -> record
     summary: dict | None = None
+    # The verdict gate: on/off (and why off), the lock (None: no file) or why it is malformed.
+    gate_on: bool = True
+    gate_off: str = ""
+    lock_path: Path | None = None
+    lock: locks.Lock | None = None
+    lock_error: str | None = None
+    store: Path | None = None  # where counterexamples are saved
+    # What this process collected: claim ids, deselected claim ids, and every claim that
+    # exists under <rootdir>/theorems (id -> expected; None when unknown).
+    collection: dict | None = None
+    gate: locks.GateResult | None = None
+    gate_lines: list[str] = field(default_factory=list)
+    saved: list[dict] = field(default_factory=list)
 
     def flush(self) -> None:
-        if not self.records:
+        if not self.records and not self.collection:
             return
-        doc = {"run_id": self.run_id, "worker": self.worker, "records": list(self.records.values())}
+        doc = {
+            "run_id": self.run_id,
+            "worker": self.worker,
+            "records": list(self.records.values()),
+            "collection": self.collection,
+        }
         _write_json(self.run_dir / f"{self.worker}.json", doc)
+
+    def target(self, info: ClaimInfo) -> str:
+        """The verdict a claim item must reach to pass: its lock line when the gate is on
+        and the lock pins it (conjectures never), else the claim's `expected`."""
+        if not self.gate_on or self.lock is None or info.expected == "unknown":
+            return info.expected
+        return self.lock.verdict(info.id) or info.expected
 
 
 _STATE = pytest.StashKey[_State]()
@@ -115,12 +152,42 @@ def _write_json(path: Path, doc: Any) -> None:
         raise
 
 
-def _report_path(config: pytest.Config) -> Path:
-    given = config.getoption("claims_report", default=None) or os.environ.get(REPORT_ENV)
+def _option_path(config: pytest.Config, option: str, env: str, default: Path) -> Path:
+    given = config.getoption(option, default=None) or os.environ.get(env)
     if given:
         path = Path(given).expanduser()
         return path if path.is_absolute() else Path(config.invocation_params.dir) / path
-    return Path(config.rootpath) / DEFAULT_REPORT
+    return Path(config.rootpath) / default
+
+
+def _report_path(config: pytest.Config) -> Path:
+    return _option_path(config, "claims_report", REPORT_ENV, DEFAULT_REPORT)
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _under_ci() -> bool:
+    return _truthy(os.environ.get("CI"))
+
+
+def _gate_switch(config: pytest.Config) -> tuple[bool, str]:
+    """(gate on, why it is off). --no-gate always wins; ATTN_NO_GATE only outside CI."""
+    if config.getoption("no_gate", default=False):
+        return False, "--no-gate"
+    if _truthy(os.environ.get(NO_GATE_ENV)):
+        if _under_ci():
+            return True, f"{NO_GATE_ENV} is ignored under CI"
+        return False, f"{NO_GATE_ENV}={os.environ[NO_GATE_ENV]}"
+    return True, ""
+
+
+def _load_lock(state: _State) -> None:
+    try:
+        state.lock = locks.read(state.lock_path)
+    except locks.LockError as exc:
+        state.lock, state.lock_error = None, str(exc)
 
 
 # --------------------------------------------------------------------------- configuration
@@ -136,6 +203,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"where to write the claims report (env {REPORT_ENV}; "
         f"default {DEFAULT_REPORT} under the rootdir)",
     )
+    group.addoption(
+        "--verdict-lock",
+        dest="verdict_lock",
+        metavar="PATH",
+        default=None,
+        help=f"the verdict lock the gate checks (env {LOCK_ENV}; "
+        f"default {locks.DEFAULT_LOCK} under the rootdir)",
+    )
+    group.addoption(
+        "--no-gate",
+        dest="no_gate",
+        action="store_true",
+        default=False,
+        help=f"do not fail the run on verdicts that differ from the lock (env {NO_GATE_ENV}=1, "
+        "which CI ignores); for local exploration",
+    )
+    group.addoption(
+        "--counterexamples",
+        dest="counterexamples",
+        metavar="DIR",
+        default=None,
+        help=f"where refuted claims' counterexamples are saved and replayed from "
+        f"(env {replay.STORE_ENV}; default {replay.DEFAULT_STORE} under the rootdir)",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -148,26 +239,105 @@ def pytest_configure(config: pytest.Config) -> None:
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
     workerinput = getattr(config, "workerinput", None)
+    gate_on, gate_off = _gate_switch(config)
+    lock_path = _option_path(config, "verdict_lock", LOCK_ENV, locks.DEFAULT_LOCK)
+    store = _option_path(config, "counterexamples", replay.STORE_ENV, replay.DEFAULT_STORE)
     if workerinput is not None:
         run_id = workerinput.get("attn_run_id") or workerinput["testrunuid"]
         report_path = Path(workerinput.get("attn_report") or _report_path(config))
         worker, is_worker = workerinput["workerid"], True
+        gate_on = workerinput.get("attn_gate_on", gate_on)
+        lock_path = Path(workerinput.get("attn_lock") or lock_path)
+        store = Path(workerinput.get("attn_store") or store)
     else:
         stamp = time.strftime("%Y%m%dT%H%M%S")
         run_id = f"{stamp}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         report_path, worker, is_worker = _report_path(config), "main", False
     run_dir = report_path.parent / ".evidence" / run_id
-    config.stash[_STATE] = _State(report_path, run_id, run_dir, worker, is_worker)
+    state = _State(report_path, run_id, run_dir, worker, is_worker)
+    state.gate_on, state.gate_off = gate_on, gate_off
+    state.lock_path, state.store = lock_path, store
+    _load_lock(state)
+    replay.set_store(store)  # before collection: @claim looks up saved counterexamples there
+    config.stash[_STATE] = state
     if not is_worker:
         config.pluginmanager.register(_Terminal(config), "attention-theorems-terminal")
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
-    """xdist controller: hand the run id and report path to each worker."""
+    """xdist controller: hand the run id, report path, lock and store to each worker."""
     state = node.config.stash[_STATE]
     node.workerinput["attn_run_id"] = state.run_id
     node.workerinput["attn_report"] = str(state.report_path)
+    node.workerinput["attn_gate_on"] = state.gate_on
+    node.workerinput["attn_lock"] = str(state.lock_path)
+    node.workerinput["attn_store"] = str(state.store)
+
+
+# --------------------------------------------------------------------------- collection
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """`-k CLAIM-ID` selects a claim by its id (keywords match substrings)."""
+    info = _claim(item)
+    if info is not None:
+        item.extra_keyword_matches.add(info.id)
+
+
+def pytest_deselected(items) -> None:
+    for item in items:
+        info = _claim(item)
+        if info is None:
+            continue
+        state = item.config.stash.get(_STATE, None)
+        if state is not None:
+            state.collection = state.collection or _empty_collection()
+            state.collection["deselected"] = sorted({*state.collection["deselected"], info.id})
+
+
+def _empty_collection() -> dict:
+    return {"collected": [], "deselected": [], "known": None, "known_note": None}
+
+
+def known_claims(root: Path) -> tuple[dict[str, str] | None, str | None]:
+    """Every claim defined under <root>/theorems (id -> expected), importing the claim
+    modules that this run did not; (None, why) when that cannot be known."""
+    import theorems
+
+    folder = (root / "theorems").resolve()
+    if not folder.is_dir() or Path(theorems.__file__).resolve().parent != folder:
+        return None, None
+    from theorems.cli import import_claim_modules
+    from theorems.registry import ClaimRegistrationError
+
+    try:
+        failed = import_claim_modules(root)
+    except ClaimRegistrationError as exc:
+        return None, f"cannot list every claim: {exc}"
+    if failed:
+        names = ", ".join(f"{name} ({why})" for name, why in failed)
+        return None, f"cannot list every claim: could not import {names}"
+    known = {}
+    for info in REGISTRY.values():
+        with contextlib.suppress(ValueError, OSError):
+            Path(info.file).resolve().relative_to(folder)
+            known[info.id] = info.expected
+    return known, None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    state = session.config.stash.get(_STATE, None)
+    if state is None:
+        return
+    collected = sorted({info.id for item in session.items if (info := _claim(item))})
+    if not collected:
+        return
+    collection = state.collection or _empty_collection()
+    collection["collected"] = collected
+    collection["known"], collection["known_note"] = known_claims(Path(session.config.rootpath))
+    state.collection = collection
+    state.flush()
 
 
 # --------------------------------------------------------------------------- running a claim
@@ -186,6 +356,7 @@ def pytest_runtest_call(item: pytest.Item):
     # A Hypothesis test counts its examples through the registry's inner_test wrapper; any
     # other claim is one example, bracketed here.
     is_hypothesis = getattr(item.obj, "is_hypothesis_test", False)
+    collector.is_hypothesis = bool(is_hypothesis)
     start = time.perf_counter()
     try:
         with evidence.collecting(collector):
@@ -230,6 +401,12 @@ def falsifying_text(exc: BaseException | None) -> str | None:
     return _trim(_ADDRESS.sub("", "\n".join(parts))) if parts else None
 
 
+def _from_the_body(exc: BaseException, collector: evidence.Collector) -> bool:
+    """Whether `exc` (or a leaf of it) was raised inside the example body; an exception
+    raised while Hypothesis drew the arguments never passed through it."""
+    return any(leaf is collector.last_body_exception for leaf in _leaves(exc))
+
+
 def judge(
     exc: BaseException | None, collector: evidence.Collector, info: ClaimInfo
 ) -> tuple[str, str | None, str]:
@@ -251,6 +428,14 @@ def judge(
     if isinstance(exc, Flaky):  # before the group test: FlakyFailure is an ExceptionGroup
         return "error", _describe(exc), "Hypothesis reports a flaky (non-deterministic) test"
     if all(isinstance(leaf, AssertionError) for leaf in _leaves(exc)):
+        broken = snap["counterexample_nonfinite"]
+        if broken:  # a NaN failing an assertion is the numerics breaking, not the claim
+            return (
+                "inconclusive",
+                None,
+                f"the failing example has non-finite evidence ({', '.join(broken)}): "
+                "the numerics broke down, so it is no counterexample",
+            )
         return "refuted", None, "a counterexample was found"
     if isinstance(exc, evidence.InconclusiveExample):
         return "inconclusive", None, f"the numerics could not decide: {exc.reason}"
@@ -272,6 +457,11 @@ def judge(
             f"{snap['rejections'] or 'in the strategy itself'})\n{_describe(exc)}"
         )
         return "error", _trim(message), message.splitlines()[0]
+    drawn = collector.is_hypothesis and not isinstance(exc, HypothesisException)
+    if drawn and not _from_the_body(exc, collector):
+        text = _describe(exc)
+        message = f"the strategy failed to build an instance: {text.splitlines()[-1]}"
+        return "error", _trim(f"{message}\n{text}"), message
     return "error", _describe(exc), f"{type(exc).__name__} raised"
 
 
@@ -282,7 +472,7 @@ def _base_nodeid(item: pytest.Item) -> str:
     return nodeid[: -len(suffix)] if suffix and nodeid.endswith(suffix) else nodeid
 
 
-def _record(item, info, collector, verdict, error, falsifying) -> dict:
+def _record(item, info, collector, verdict, error, falsifying, reason="") -> dict:
     return {
         "id": info.id,
         "paper": info.paper,
@@ -291,6 +481,7 @@ def _record(item, info, collector, verdict, error, falsifying) -> dict:
         "provenance": info.provenance,
         "expected": info.expected,
         "verdict": verdict,
+        "reason": reason,
         "budget": info.budget,
         **collector.snapshot(),
         "falsifying_example": falsifying,
@@ -337,10 +528,12 @@ def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestR
     state = item.config.stash[_STATE]
     if error:  # paths relative to the rootdir: the report reads the same on any checkout
         error = error.replace(f"{item.config.rootpath}{os.sep}", "")
-    state.records[item.nodeid] = _record(item, info, collector, verdict, error, falsifying)
+    record = _record(item, info, collector, verdict, error, falsifying, reason)
+    state.records[item.nodeid] = record
     state.flush()
 
-    ok = as_expected(verdict, info.expected)
+    target = state.target(info)  # the lock's verdict when it pins the claim
+    ok = as_expected(verdict, target)
     # On the item, so that later reports (teardown, which junitxml reads) carry them too.
     props = [
         ("claim", info.id),
@@ -360,7 +553,13 @@ def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestR
         if falsifying:
             report.sections.append((f"claim {info.id}: refuted as expected", falsifying))
     elif not ok:
-        header = f"claim {info.id}: verdict {verdict}, expected {info.expected} ({reason})"
+        if target == info.expected:
+            header = f"claim {info.id}: verdict {verdict}, expected {info.expected} ({reason})"
+        else:
+            header = (
+                f"claim {info.id}: verdict {verdict}, lock says {target} "
+                f"(the paper expects {info.expected}; {reason})"
+            )
         report.outcome = "failed"
         report.longrepr = _ClaimRepr(header, report.longrepr)
 
@@ -418,8 +617,9 @@ def _merge_metric(into: dict, name: str, entry: dict) -> None:
     old["count"] += entry["count"]
 
 
-def merge_records(records: Iterable[dict]) -> list[dict]:
-    """One report entry per claim id from per-item records (any order, any worker)."""
+def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list[dict]:
+    """One report entry per claim id from per-item records (any order, any worker);
+    `keep_replay` keeps the counterexample's arguments under "_replay" (not reported)."""
     groups: dict[str, list[dict]] = {}
     for record in sorted(records, key=lambda r: r["item"]):
         groups.setdefault(record["id"], []).append(record)
@@ -438,6 +638,9 @@ def merge_records(records: Iterable[dict]) -> list[dict]:
                 _merge_metric(metrics, name, entry)
         # The counterexample of the merged verdict: from the first item that has it.
         witness = next((r for r in group if r["verdict"] == verdict), first)
+        reason = witness.get("reason", "")
+        if len(group) > 1 and verdict == "holds":
+            reason = f"held on {sum(r['examples'] for r in group)} examples ({len(group)} items)"
         errors = [r["error"] for r in group if r["error"]]
         if len(group) > 1:
             errors = [f"{r['item']}: {r['error']}" for r in group if r["error"]]
@@ -450,6 +653,7 @@ def merge_records(records: Iterable[dict]) -> list[dict]:
                 "provenance": first["provenance"],
                 "expected": first["expected"],
                 "verdict": verdict,
+                "reason": reason,
                 "as_expected": as_expected(verdict, first["expected"]),
                 "examples": sum(r["examples"] for r in group),
                 "budget": sum(r["budget"] for r in group),
@@ -464,10 +668,13 @@ def merge_records(records: Iterable[dict]) -> list[dict]:
                 "figures": first["figures"],
                 "note": first["note"],
                 "nodeid": first["nodeid"],
+                "_replay": witness.get("replay") or {},
                 "_order": (first["paper"], first["module"], first["line"], claim_id),
             }
         )
     claims.sort(key=lambda c: c.pop("_order"))
+    for claim in claims if not keep_replay else ():
+        claim.pop("_replay")
     return claims
 
 
@@ -498,8 +705,10 @@ def build_report(claims: list[dict], profile: str) -> dict:
     }
 
 
-def _read_run(run_dir: Path) -> list[dict]:
+def _read_run(run_dir: Path) -> tuple[list[dict], dict | None]:
+    """Every record of the run, and what the processes collected (merged)."""
     records: dict[str, dict] = {}
+    collection: dict | None = None
     for path in sorted(run_dir.glob("*.json")):
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
@@ -508,7 +717,77 @@ def _read_run(run_dir: Path) -> list[dict]:
             continue
         for record in doc.get("records", []):
             records[record["item"]] = record
-    return list(records.values())
+        part = doc.get("collection")
+        if part:
+            if collection is None:
+                collection = {**_empty_collection(), "known": part.get("known")}
+            collection["collected"] = sorted({*collection["collected"], *part["collected"]})
+            collection["deselected"] = sorted({*collection["deselected"], *part["deselected"]})
+            collection["known_note"] = collection["known_note"] or part.get("known_note")
+            if part.get("known") is None:
+                collection["known"] = None
+    return list(records.values()), collection
+
+
+def _relative(path: Path, config: pytest.Config) -> str:
+    for base in (Path(config.invocation_params.dir), Path(config.rootpath)):
+        with contextlib.suppress(ValueError):
+            return str(path.relative_to(base))
+    return str(path)
+
+
+def _save_counterexamples(state: _State, claims: list[dict], replays: dict, config) -> None:
+    for claim in claims:
+        if claim["verdict"] != "refuted":
+            continue
+        try:
+            saved = replay.save(
+                claim, replays.get(claim["id"]), profile=current_profile(), store=state.store
+            )
+        except (OSError, ValueError, TypeError) as exc:
+            warnings.warn(
+                f"attention-theorems: could not save the counterexample of {claim['id']}: {exc}",
+                stacklevel=1,
+            )
+            continue
+        if saved is not None:
+            saved["id"], saved["shown"] = claim["id"], _relative(saved["path"], config)
+            state.saved.append(saved)
+
+
+def _run_gate(state: _State, claims: list[dict], collection: dict | None, config) -> None:
+    """Compare the merged verdicts with the lock; fill state.gate and state.gate_lines."""
+    where = _relative(state.lock_path, config)
+    if not state.gate_on:
+        state.gate_lines = [f"verdict gate off ({state.gate_off}): {where} not checked"]
+        return
+    if state.gate_off:  # e.g. ATTN_NO_GATE ignored under CI
+        state.gate_lines.append(f"note: {state.gate_off}")
+    collection = collection or _empty_collection()
+    known = collection.get("known")
+    if state.lock_error is not None:
+        state.gate = locks.GateResult(problems=[state.lock_error])
+        return
+    if state.lock is None:
+        create = f"create it with `{locks.UPDATE_COMMAND}` after a full run"
+        if _under_ci() and known:
+            state.gate = locks.GateResult(problems=[f"no verdict lock at {where}: {create}"])
+        else:
+            state.gate_lines.append(f"verdict gate not applied: no lock at {where} ({create})")
+        return
+    collected = set(collection["collected"]) or {c["id"] for c in claims}
+    not_run = ({*(known or {}), *collection["deselected"]}) - collected
+    if collection.get("known_note"):
+        state.gate_lines.append(f"note: {collection['known_note']}")
+    state.gate = locks.gate(
+        state.lock,
+        claims,
+        known=known,
+        collected=collected,
+        partial=bool(not_run),
+        saved={s["id"]: s["shown"] for s in state.saved},
+        profile=current_profile(),
+    )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -518,20 +797,31 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state.flush()
     if state.is_worker:
         return
-    records = _read_run(state.run_dir)
-    if not records:
-        return
-    report = build_report(merge_records(records), current_profile())
-    _write_json(state.report_path, report)
-    state.summary = dict(
-        report["summary"],
-        refuted_as_expected=sum(
-            c["verdict"] == "refuted" and c["as_expected"] for c in report["claims"]
-        ),
-    )
+    config = session.config
+    records, collection = _read_run(state.run_dir)
+    if records:
+        claims = merge_records(records, keep_replay=True)
+        replays = {c["id"]: c.pop("_replay", {}) for c in claims}
+        report = build_report(claims, current_profile())
+        _write_json(state.report_path, report)  # first: nothing below may lose the report
+        state.summary = dict(
+            report["summary"],
+            refuted_as_expected=sum(
+                c["verdict"] == "refuted" and c["as_expected"] for c in report["claims"]
+            ),
+        )
+        _save_counterexamples(state, claims, replays, config)
+        try:
+            _run_gate(state, claims, collection, config)
+        except Exception as exc:  # a bug in the gate must fail the run, not pass it
+            state.gate = locks.GateResult(problems=[f"the verdict gate itself failed: {exc!r}"])
+        if state.gate is not None and not state.gate.ok and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     shutil.rmtree(state.run_dir, ignore_errors=True)
     with contextlib.suppress(OSError):
         state.run_dir.parent.rmdir()  # only if no other run left evidence there
+    if not records:
+        return
     for callback in list(_AFTER_REPORT):
         try:
             callback(state.report_path)
@@ -544,12 +834,40 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     if state is None or state.summary is None:
         return
     s = state.summary
-    try:
-        shown = state.report_path.relative_to(config.invocation_params.dir)
-    except ValueError:
-        shown = state.report_path
-    terminalreporter.write_line(
+    write = terminalreporter.write_line
+    write(
         f"attention-theorems: {s['claims']} claims: {s['holds']} held, "
         f"{s['refuted_as_expected']} refuted as expected, {s['unexpected']} unexpected, "
-        f"{s['inconclusive']} inconclusive, {s['error']} error — {shown}"
+        f"{s['inconclusive']} inconclusive, {s['error']} error — "
+        f"{_relative(state.report_path, config)}"
     )
+    for saved in state.saved:
+        if not saved["changed"]:
+            continue
+        write(f"attention-theorems: counterexample of {saved['id']} saved to {saved['shown']}")
+        if saved["replayable"]:
+            write("    replayed first on the next run; to keep it in the claim for good, paste:")
+            helper = next((h for h in ("saved_arguments", "saved") if h in saved["example"]), None)
+            write(f"        from theorems import example{', ' + helper if helper else ''}")
+            write(f"        {saved['example']}")
+        elif saved["note"]:
+            write(f"    not replayed automatically: {saved['note']}")
+    for line in state.gate_lines:
+        write(f"attention-theorems: {line}")
+    gate = state.gate
+    if gate is None:
+        return
+    where = _relative(state.lock_path, config)
+    if gate.ok:
+        conj = f"; {gate.conjectures} conjectures not gated" if gate.conjectures else ""
+        write(f"attention-theorems: verdict gate passed: {gate.checked} claims match {where}{conj}")
+    else:
+        terminalreporter.write_sep(
+            "=", f"verdict gate FAILED: {len(gate.problems)} problems ({where})", red=True
+        )
+        for problem in gate.problems:
+            for line in problem.splitlines():
+                write(line, red=line.startswith(("claim ", "lock ", "malformed", "no verdict")))
+        write(f"to accept these verdicts on purpose: {locks.UPDATE_COMMAND}, and commit {where}")
+    for note in gate.notes:
+        write(f"attention-theorems: note: {note}")

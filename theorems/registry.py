@@ -46,6 +46,7 @@ ID_PATTERN = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)+$")
 PROFILE_ENV = "ATTN_HYPOTHESIS_PROFILE"
 DEFAULT_PROFILE = "ci"
 PROFILES = ("dev", "ci", "nightly", "debug")
+DATABASE_ENV = "ATTN_HYPOTHESIS_DB"
 
 
 class ClaimRegistrationError(ValueError):
@@ -86,16 +87,83 @@ REGISTRY: dict[str, ClaimInfo] = {}
 # --------------------------------------------------------------------------- profiles
 
 
+def database_from_env(value: str | None = None):
+    """The shared Hypothesis example database named by ATTN_HYPOTHESIS_DB, or None (then
+    Hypothesis' default, .hypothesis/examples in the working directory).
+
+    A comma-separated list; each entry is a directory (DirectoryBasedExampleDatabase; on a
+    shared filesystem, any number of workers on any number of machines may use it at once),
+    `redis://host:port/db` (RedisExampleDatabase, needs `pip install "hypothesis[redis]"`),
+    or either prefixed `ro:` (ReadOnlyDatabase: replay its examples, never write, e.g. a copy
+    of the nightly database in CI). Several entries form one MultiplexedDatabase that reads
+    from all and writes to the writable ones. ValueError names a bad entry.
+    """
+    from hypothesis.database import (
+        DirectoryBasedExampleDatabase,
+        MultiplexedDatabase,
+        ReadOnlyDatabase,
+    )
+
+    value = os.environ.get(DATABASE_ENV, "") if value is None else value
+    entries = [e.strip() for e in value.split(",") if e.strip()]
+    if not entries:
+        return None
+    dbs = []
+    for entry in entries:
+        readonly = entry.startswith("ro:")
+        target = entry[3:] if readonly else entry
+        if not target:
+            raise ValueError(f"{DATABASE_ENV}: empty entry in {value!r}")
+        if target.startswith(("redis://", "rediss://")):
+            try:
+                import redis
+                from hypothesis.extra.redis import RedisExampleDatabase
+            except ImportError:
+                raise ValueError(
+                    f"{DATABASE_ENV}: {target!r} needs the redis client: "
+                    'pip install "hypothesis[redis]"'
+                ) from None
+            db = RedisExampleDatabase(redis.Redis.from_url(target))
+        elif "://" in target:
+            raise ValueError(f"{DATABASE_ENV}: unknown database URL {target!r}")
+        else:
+            db = DirectoryBasedExampleDatabase(os.path.expanduser(target))
+        dbs.append(ReadOnlyDatabase(db) if readonly else db)
+    return dbs[0] if len(dbs) == 1 else MultiplexedDatabase(*dbs)
+
+
+_DATABASE_ERROR: str | None = None
+
+
 def register_profiles() -> None:
-    """Register the four profiles (idempotent: re-registering replaces them)."""
+    """Register the four profiles (idempotent: re-registering replaces them).
+
+    nightly: 20x the ci budgets, every phase (target() included), not derandomized, and the
+    example database of ATTN_HYPOTHESIS_DB (see `database_from_env`). At scale: one shared
+    database for every worker of every machine, e.g. 4 machines x `pytest -n 16` = 64
+    workers on one directory of a shared filesystem or one Redis, each worker replaying what
+    the others found; CI keeps `database=None` (derandomized, reproducible) and may add the
+    nightly database read-only through the dev profile. See docs/scale-out.md.
+    """
+    global _DATABASE_ERROR
     # GD-in-the-loop examples are slow and their timing varies: no deadline, and no
     # timing-based health checks (prior-art C.1).
     quiet = [HealthCheck.too_slow, HealthCheck.data_too_large]
     common = dict(deadline=None, print_blob=True, suppress_health_check=quiet)
+    try:
+        database, _DATABASE_ERROR = database_from_env(), None
+    except ValueError as exc:
+        database, _DATABASE_ERROR = None, str(exc)
+    shared = {} if database is None else {"database": database}
     settings.register_profile("ci", derandomize=True, database=None, max_examples=100, **common)
-    settings.register_profile("dev", derandomize=False, max_examples=20, **common)
+    settings.register_profile("dev", derandomize=False, max_examples=20, **shared, **common)
     settings.register_profile(
-        "nightly", derandomize=False, max_examples=2000, phases=tuple(Phase), **common
+        "nightly",
+        derandomize=False,
+        max_examples=2000,
+        phases=tuple(Phase),
+        **shared,
+        **common,
     )
     settings.register_profile(
         "debug",
@@ -120,6 +188,8 @@ def load_profile(name: str | None = None) -> str:
     """Register the profiles and load `name` (default: from the environment)."""
     register_profiles()
     name = name or profile_from_env()
+    if _DATABASE_ERROR and name in ("dev", "nightly"):
+        raise ValueError(_DATABASE_ERROR)
     settings.load_profile(name)
     return name
 
@@ -247,18 +317,59 @@ def _register(info: ClaimInfo) -> None:
     REGISTRY[info.id] = info
 
 
-def _count_examples(inner: Callable) -> Callable:
+def _count_examples(inner: Callable, given: tuple[str, ...] = ()) -> Callable:
     # Hypothesis calls `inner_test` once per example; the context manager classifies each
     # run (passed / rejected / raised) without branching here, so Hypothesis' "explain"
-    # phase never reports lines of this file as "only run by failing examples".
+    # phase never reports lines of this file as "only run by failing examples". The
+    # example's @given arguments go along, for the counterexample store.
     @functools.wraps(inner)
     def counted(*args, **kwargs):
         __tracebackhide__ = True  # pytest: show the claim's frames, not this one
-        with evidence.example():
+        arguments = {name: kwargs[name] for name in given if name in kwargs}
+        with evidence.example(arguments):
+            _check_replay(arguments)
             return inner(*args, **kwargs)
 
     counted.__attn_counted__ = True
     return counted
+
+
+def _check_replay(arguments: dict) -> None:
+    """A saved counterexample that could not be rebuilt stands in as BrokenReplay values:
+    raise its reason, so the claim errors with it instead of silently skipping the replay."""
+    from theorems.replay import BrokenReplay, ReplayError
+
+    broken = [value.reason for value in arguments.values() if isinstance(value, BrokenReplay)]
+    for reason in broken[:1]:
+        raise ReplayError(f"saved counterexample not replayed: {reason}")
+
+
+def _given_names(fn: Callable) -> tuple[str, ...]:
+    """The @given argument names of a Hypothesis test, in signature order (those it removes
+    from the signature pytest sees)."""
+    handle = fn.hypothesis
+    try:
+        inner = list(inspect.signature(handle.inner_test).parameters)
+        outer = set(inspect.signature(fn).parameters)
+        return tuple(name for name in inner if name not in outer)
+    except (TypeError, ValueError):  # pragma: no cover - an unusual callable
+        return tuple(getattr(handle, "_given_kwargs", {}) or {})
+
+
+def _add_replay(fn: Callable, info: ClaimInfo, given: tuple[str, ...]) -> Callable:
+    """Replay the claim's saved counterexample first (theorems.replay), as an explicit
+    example added outermost (Hypothesis runs the outermost @example first)."""
+    from hypothesis import example
+
+    from theorems import replay
+
+    if not given:
+        return fn
+    arguments = replay.replay_example(info.id, set(given))
+    if arguments is None:
+        return fn
+    fn.__attn_replay__ = replay.path_for(info.id)
+    return example(**arguments)(fn)
 
 
 def claim(
@@ -316,8 +427,10 @@ def claim(
             fn._hypothesis_internal_use_settings = settings(
                 parent=current, max_examples=info.budget
             )
+            given = _given_names(fn)
             if not getattr(handle.inner_test, "__attn_counted__", False):
-                handle.inner_test = _count_examples(handle.inner_test)
+                handle.inner_test = _count_examples(handle.inner_test, given)
+            fn = _add_replay(fn, info, given)
         fn.__claim__ = info
         return pytest.mark.claim(id)(fn)
 
