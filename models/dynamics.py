@@ -3,11 +3,11 @@
 Gradient flow ṗ = −∇L(p), plain GD with small η and normalized GD all follow one curve; they
 differ only in how fast they move along it. The tracer follows that curve in arc length s,
     dp/ds = −∇L(p)/‖∇L(p)‖,
-with an adaptive embedded Runge–Kutta pair (Bogacki–Shampine 3(2)). The direction comes from
-the log-space gradient, so it stays exact at ‖p‖ = 1e8, where ∇L itself is 1e-(millions). Far
-out the path becomes a straight ray p ≈ λ·p̂ + ρ*: the field stops changing along it, the local
-error vanishes, and steps grow geometrically, so reaching ‖p‖ = 1e6 costs a few dozen steps.
-Normalized GD with step η is this curve's explicit Euler scheme with h = η.
+with scipy's LSODA (the flow is stiff: see ``trace_flow``). The direction comes from the
+log-space gradient, so it stays exact at ‖p‖ = 1e8, where ∇L itself is 1e-(millions). Far out
+the path becomes a straight ray p ≈ λ·p̂ + ρ*, the implicit steps grow with ‖p‖, and reaching
+‖p‖ = 1e6 costs a few hundred field evaluations. Normalized GD with step η is this curve's
+explicit Euler scheme with h = η.
 
 Every run returns a ``Trajectory`` and, for ``converge``, an ``Outcome``: converged (with the
 achieved 1 − cos to the SVM of the tokens it selects), inconclusive (with the reason) or
@@ -136,9 +136,10 @@ def ngd(problem: PromptProblem, p0=None, *, lr: float = 0.1, steps: int = 1000, 
     return rec.build(stop, evals, t0)
 
 
-# Bogacki–Shampine 3(2) tableau (FSAL): third-order solution, second-order error estimate.
-_BS_B3 = (2 / 9, 1 / 3, 4 / 9, 0.0)
-_BS_B2 = (7 / 24, 1 / 4, 1 / 3, 1 / 8)
+# A run whose accepted steps stay this short (relative to max(1, ‖p‖)) this many times in a row
+# has stalled: LSODA creeps around a finite minimiser with steps of ~1e-8 instead of failing.
+STALL_RATIO = 1e-6
+STALL_STEPS = 200
 
 
 def _field(problem: PromptProblem, p: np.ndarray) -> tuple[np.ndarray, float]:
@@ -173,7 +174,8 @@ def trace_flow(
 
     ``stop_when`` is an optional callable (p) → reason | None checked after every accepted
     step. Stops are named: "reached max_norm", "reached max_arc", "stationary point …",
-    "integrator stalled …" (e.g. at a finite minimiser, where the arc-length field flips),
+    "integrator stalled …" (at a finite minimiser the arc-length field flips and the steps
+    collapse: STALL_STEPS steps in a row shorter than STALL_RATIO·max(1, ‖p‖) end the run),
     "step budget", or the reason returned by ``stop_when``. Gradient-flow time is tracked in
     log space (dt = ds/‖∇L‖) and returned in ``extra["log_time"]``.
     """
@@ -188,7 +190,7 @@ def trace_flow(
 
     _, lgn = _field(problem, p)
     rec.add(p, 0.0, lgn, force=True)
-    stop, s, log_time, steps = "step budget", 0.0, -math.inf, 0
+    stop, s, log_time, steps, short = "step budget", 0.0, -math.inf, 0, 0
     if lgn == -math.inf:
         stop = "stationary point (gradient exactly zero)"
     else:
@@ -207,11 +209,18 @@ def trace_flow(
             evals[0] += 1
             if lgn_new > -math.inf:
                 log_time = np.logaddexp(log_time, math.log(s_new - s) - 0.5 * (lgn + lgn_new))
+            norm = float(np.linalg.norm(p_new))
+            short = short + 1 if s_new - s < STALL_RATIO * max(1.0, norm) else 0
             p, s, lgn = p_new, s_new, lgn_new
             rec.add(p, s, lgn, k=steps)
             if lgn == -math.inf:
                 stop = "stationary point (gradient exactly zero)"
-            elif float(np.linalg.norm(p)) >= max_norm:
+            elif short >= STALL_STEPS:
+                stop = (
+                    f"integrator stalled ({STALL_STEPS} steps shorter than "
+                    f"{STALL_RATIO:g}·‖p‖ at ‖p‖={norm:.3g}): a finite stationary point?"
+                )
+            elif norm >= max_norm:
                 stop = "reached max_norm"
             elif solver.status == "finished":
                 stop = "reached max_arc"
