@@ -113,6 +113,7 @@ class _State:
     gate: locks.GateResult | None = None
     gate_lines: list[str] = field(default_factory=list)
     saved: list[dict] = field(default_factory=list)
+    replayed: dict[str, dict] = field(default_factory=dict)  # claims that replayed a saved one
 
     def flush(self) -> None:
         if not self.records and not self.collection:
@@ -490,6 +491,7 @@ def _record(item, info, collector, verdict, error, falsifying, reason="") -> dic
         "note": info.note,
         "nodeid": _base_nodeid(item),
         "item": item.nodeid,
+        "replayed": getattr(getattr(item, "obj", None), "__attn_replay__", None) is not None,
         "module": info.module,
         "line": info.line,
     }
@@ -669,12 +671,14 @@ def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list
                 "note": first["note"],
                 "nodeid": first["nodeid"],
                 "_replay": witness.get("replay") or {},
+                "_replayed": any(r.get("replayed") for r in group),
                 "_order": (first["paper"], first["module"], first["line"], claim_id),
             }
         )
     claims.sort(key=lambda c: c.pop("_order"))
     for claim in claims if not keep_replay else ():
         claim.pop("_replay")
+        claim.pop("_replayed")
     return claims
 
 
@@ -802,6 +806,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if records:
         claims = merge_records(records, keep_replay=True)
         replays = {c["id"]: c.pop("_replay", {}) for c in claims}
+        state.replayed = {c["id"]: c for c in claims if c.pop("_replayed", False)}
         report = build_report(claims, current_profile())
         _write_json(state.report_path, report)  # first: nothing below may lose the report
         state.summary = dict(
@@ -852,6 +857,19 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
             write(f"        {saved['example']}")
         elif saved["note"]:
             write(f"    not replayed automatically: {saved['note']}")
+    verbose = config.getoption("verbose") > 0
+    for claim_id, claim in state.replayed.items():
+        if not verbose and claim["expected"] == "refuted":
+            continue  # controls replay theirs every run: say so only when asked (-v)
+        explicit = "Falsifying explicit example" in (claim["falsifying_example"] or "")
+        if claim["verdict"] == "refuted" and explicit:
+            outcome = "still refutes it"
+        elif claim["verdict"] == "refuted":
+            outcome = "passed, and the search found another counterexample"
+        else:
+            outcome = f"no longer refutes it (verdict {claim['verdict']})"
+        shown = _relative(replay.path_for(claim_id, state.store), config)
+        write(f"attention-theorems: {claim_id}: the saved counterexample ({shown}) {outcome}")
     for line in state.gate_lines:
         write(f"attention-theorems: {line}")
     gate = state.gate

@@ -235,9 +235,9 @@ def save(claim: Mapping, replay: Mapping | None, *, profile: str, store: Path) -
         "expected": claim.get("expected", ""),
         "profile": profile,
         "saved": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "falsifying_example": claim.get("falsifying_example"),
         "example": example_line(claim["id"], args) if args else None,
         **rest,
+        "falsifying_example": (claim.get("falsifying_example") or "").splitlines(),
     }
     if not args:
         header["not_replayed"] = (

@@ -1,0 +1,81 @@
+"""A throwaway copy of the suite for tests that run `pytest theorems/` or `python -m theorems`
+end to end (the verdict gate, the conjecture walkthrough, xdist on real claims).
+
+The copy holds models/, strategies/, theorems/ without the claim modules (claims_*.py and
+test_*.py: their suite is slow, and a test adds the few claims it needs), conftest.py and
+pyproject.toml; never the real verdict lock, counterexamples or reports.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_IGNORE = shutil.ignore_patterns(
+    "__pycache__", "*.pyc", "claims_*.py", "test_*.py", "counterexamples", "verdicts.lock"
+)
+# Variables of the outer run that must not leak into the copy's runs.
+_CLEAR = (
+    "CI",
+    "PYTEST_XDIST_WORKER",
+    "PYTEST_XDIST_WORKER_COUNT",
+    "PYTEST_ADDOPTS",
+    "ATTN_CLAIMS_REPORT",
+    "ATTN_HYPOTHESIS_PROFILE",
+    "ATTN_HYPOTHESIS_DB",
+    "ATTN_VERDICT_LOCK",
+    "ATTN_NO_GATE",
+    "ATTN_COUNTEREXAMPLES",
+    "ATTN_FIGURES_DIR",
+    "ATTN_DEVICE",
+)
+
+
+def make(dest: Path, claims: dict[str, str] | None = None, *, docs: bool = False) -> Path:
+    """Copy the suite into `dest` and add `claims` ({file name in theorems/: source})."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for folder in ("models", "strategies", "theorems"):
+        shutil.copytree(REPO_ROOT / folder, dest / folder, ignore=_IGNORE)
+    for name in ("conftest.py", "pyproject.toml"):
+        shutil.copy2(REPO_ROOT / name, dest / name)
+    if docs:
+        shutil.copytree(REPO_ROOT / "docs", dest / "docs", ignore=_IGNORE)
+    for name, source in (claims or {}).items():
+        (dest / "theorems" / name).write_text(source, encoding="utf-8")
+    return dest
+
+
+def environment(root: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _CLEAR}
+    env.update(PYTHONPATH=str(root), COLUMNS="100", PYTHONHASHSEED="0", **extra)
+    return env
+
+
+def run(root: Path, *args: str, timeout: float = 120, **extra: str):
+    """`python *args` in the copy; returns the CompletedProcess (stdout and stderr merged)."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=root,
+        env=environment(root, **extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def shell(root: Path, command: str, timeout: float = 120, **extra: str):
+    """A shell command line in the copy (as a reader would type it)."""
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=root,
+        env=environment(root, **extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=timeout,
+    )
