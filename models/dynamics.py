@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -191,12 +192,18 @@ def trace_flow(
     _, lgn = _field(problem, p)
     rec.add(p, 0.0, lgn, force=True)
     stop, s, log_time, steps, short = "step budget", 0.0, -math.inf, 0, 0
+    notes: list[str] = []
     if lgn == -math.inf:
         stop = "stationary point (gradient exactly zero)"
     else:
         solver = LSODA(rhs, 0.0, p, max_arc, rtol=rtol, atol=atol)
         while steps < max_steps:
-            message = solver.step()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                message = solver.step()
+            # LSODA warns (e.g. "repeated convergence failures") near ridges and finite
+            # minimisers; keep what it said with the run instead of printing it.
+            notes.extend(str(w.message) for w in caught if str(w.message) not in notes)
             steps += 1
             if solver.status == "failed":
                 stop = f"integrator stalled ({message}): a finite stationary point?"
@@ -229,7 +236,9 @@ def trace_flow(
             if stop != "step budget":
                 break
     rec.add(p, s, lgn, force=True)
-    return rec.build(stop, evals[0], t0, log_time=float(log_time), steps=steps)
+    return rec.build(
+        stop, evals[0], t0, log_time=float(log_time), steps=steps, integrator_warnings=notes
+    )
 
 
 @dataclass
