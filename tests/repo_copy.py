@@ -43,7 +43,8 @@ def make(dest: Path, claims: dict[str, str] | None = None, *, docs: bool = False
     for name in ("conftest.py", "pyproject.toml"):
         shutil.copy2(REPO_ROOT / name, dest / name)
     if docs:
-        shutil.copytree(REPO_ROOT / "docs", dest / "docs", ignore=_IGNORE)
+        pycache = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(REPO_ROOT / "docs", dest / "docs", ignore=pycache)
     for name, source in (claims or {}).items():
         (dest / "theorems" / name).write_text(source, encoding="utf-8")
     return dest
@@ -79,3 +80,32 @@ def shell(root: Path, command: str, timeout: float = 120, **extra: str):
         text=True,
         timeout=timeout,
     )
+
+
+# A small real claim: the descent lemma (spec maxmargin §2.1) for one input of two tokens,
+# where ATT-SVM(opt) has the closed form p^mm = d / ‖d‖², d = k_opt − k_t (no solver: fast).
+DESCENT = """
+import torch
+from hypothesis import strategies as st
+
+from strategies import equal_nonopt_instances
+from theorems import claim, evidence, given
+
+
+@claim(
+    id="GATE-DESCENT",
+    paper="2306.13596",
+    kind="lemma",
+    statement="n = 1, T = 2, equal non-optimal scores: <grad L(p), p_mm> < 0 along p_mm.",
+    provenance="[D]",
+    examples=10,
+)
+@given(inst=equal_nonopt_instances(n=1, T=2), r=st.floats(0, 3))
+def test_descent(inst, r):
+    evidence.instance(inst.to_json())
+    opt = int(inst.alpha[0])
+    d = inst.keys[0, opt] - inst.keys[0, 1 - opt]
+    p_mm = d / torch.dot(d, d)
+    grad = inst.problem.gradient_scaled(r * p_mm / torch.linalg.vector_norm(p_mm))
+    assert float(grad.vec @ p_mm) < 0
+"""

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import example, given
+from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 from models.attention import PromptProblem, cosine, one_minus_cos
@@ -49,8 +49,9 @@ from theorems.claims_mm_gd import (
     settle,
     train_w,
     undecided,
+    with_init,
 )
-from theorems.claims_mm_svm import random_points, seeded
+from theorems.claims_mm_svm import SEEDS, random_points, seeded
 
 PAPER = "2306.13596"
 DTYPE = torch.float64
@@ -69,7 +70,13 @@ F13_RANK_FRACTION = 0.1
 F14_C = 10.0
 F14_CHECKPOINTS = (100, 500, 1000, 2000)
 #: F4: cone radii below Theorem L's R0 (the Fig. 1(b) escape was at R0 = 2).
-F4_R0 = (0.1, 2.0)
+F4_R0 = (0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+#: Hypothesis' explain phase re-runs a shrunk failing example many times to report which parts
+#: could vary; with dynamics in the loop it took 87 s of F9's 93 s (measured). Controls keep
+#: generation and shrinking (the minimal counterexample is the point) and skip it.
+NO_EXPLAIN = settings(phases=[p for p in Phase if p is not Phase.explain])
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -93,7 +100,7 @@ def _with_scores(inst: PromptInstance, g: torch.Tensor, meta: dict) -> PromptIns
     )
 
 
-# ---- F2 -------------------------------------------------------------------------------------------
+# ---- F2 ----------------------------------------------------------------------------------------
 
 
 @claim(
@@ -108,7 +115,8 @@ def _with_scores(inst: PromptInstance, g: torch.Tensor, meta: dict) -> PromptIns
     note="Fig. 1(b) and [N] (11/30 random runs) show GD converging to a non-global "
     "locally-optimal α; Theorem L is local.",
 )
-@given(inst=global_opt_instances(with_p0=True))
+@NO_EXPLAIN
+@given(inst=with_init(global_opt_instances()))
 def test_f2_gd_always_global(inst):
     """(Wrong) GD always converges to p^mm(opt) for general scores (spec §5 F2)."""
     _record(inst)
@@ -148,16 +156,15 @@ def tied_local_instances(draw):
     note="A support token tying with α_i exerts no restoring force; the pull of higher-scoring "
     "non-support tokens then moves p away (Fig. 1(a), α = (1, 0): GD leaves from R0 ≤ 10).",
 )
-@given(inst=tied_local_instances(), data=st.data())
-def test_f3_tie_still_attracts(inst, data):
+@NO_EXPLAIN
+@given(cone=tied_local_instances().flatmap(lambda i: cone_inits(i, *CONE_SCAN[-1])))
+def test_f3_tie_still_attracts(cone):
     """(Wrong) A selection tied with its support tokens still attracts GD (spec §5 F3)."""
-    R0, eps = CONE_SCAN[-1]
-    cone = data.draw(cone_inits(inst, R0=R0, eps=eps))
     _record(cone)
     out, transient = settle(cone.problem, cone.p0)
     record_outcome(out, transient)
     undecided(out)
-    check_limit(cone.problem, out, inst.alpha, "the tied")
+    check_limit(cone.problem, out, cone.alpha, "the tied")
 
 
 @claim(
@@ -173,15 +180,16 @@ def test_f3_tie_still_attracts(inst, data):
     note="R0 must be large enough: Fig. 1(b), α = (1, 0), escapes to the global direction from "
     "R0 = 2 and converges from R0 ≥ 5 [N].",
 )
-@given(inst=local_opt_instances(), R0=st.floats(*F4_R0), data=st.data())
-def test_f4_local_convergence_any_r0(inst, R0, data):
+@NO_EXPLAIN
+@given(cone=local_opt_instances().flatmap(lambda i: cone_inits(i, st.sampled_from(F4_R0), 1e-2)))
+def test_f4_local_convergence_any_r0(cone):
     """(Wrong) Local convergence from any R0 (spec §5 F4)."""
-    cone = data.draw(cone_inits(inst, R0=R0, eps=1e-2))
+    evidence.metric("R0", cone.meta["cone"]["R0"])
     _record(cone)
     out, transient = settle(cone.problem, cone.p0)
     record_outcome(out, transient)
     undecided(out)
-    check_limit(cone.problem, out, inst.alpha, "the locally-optimal")
+    check_limit(cone.problem, out, cone.alpha, "the locally-optimal")
 
 
 @st.composite
@@ -211,41 +219,17 @@ def beaten_support_instances(draw):
     "leaves (Fig. 1 data, α = third token: final cos ≈ −0.66 [N]). Ties are avoided on "
     "purpose: with ties GD can stall (see MM-F3 and MM-THM-G).",
 )
-@given(inst=beaten_support_instances(), data=st.data())
-def test_f5_nonlocal_attracts(inst, data):
+@NO_EXPLAIN
+@given(cone=beaten_support_instances().flatmap(lambda i: cone_inits(i, 10.0, 1e-3)))
+def test_f5_nonlocal_attracts(cone):
     """(Wrong) A non-locally-optimal α attracts GD from its cone (spec §5 F5)."""
-    cone = data.draw(cone_inits(inst, R0=10.0, eps=1e-3))
     _record(cone)
     verdict = local_optimality(cone.keys, cone.scores, cone.alpha)
     evidence.metric("alpha locally optimal", float(verdict.locally_optimal))
     out, transient = settle(cone.problem, cone.p0)
     record_outcome(out, transient)
     undecided(out)
-    check_limit(cone.problem, out, inst.alpha, "the non-locally-optimal")
-
-
-@claim(
-    id="MM-C-THM-L-FIXED-EPS",
-    paper=PAPER,
-    kind="control",
-    provenance="[N]",
-    expected="refuted",
-    statement="(Wrong: one cone width for all data) For a locally-optimal α, GD from the cone "
-    "C_{ε,R0}(p^mm(α)) with R0 = 50 and a fixed ε ∈ [0.02, 0.2] converges to p^mm(α).",
-    examples=20,
-    note="Theorem L's ε depends on the data: a non-support token whose margin at p^mm(α) is "
-    "only slightly above 1 overtakes α_i inside a wide cone, whatever R0 (found while "
-    "checking Theorem L with ε = 0.01 at R0 = 50: GD escaped to another selection).",
-)
-@given(inst=local_opt_instances(), eps=st.floats(0.02, 0.2), data=st.data())
-def test_fixed_eps_cone(inst, eps, data):
-    """(Wrong) A universal cone width ε suffices in Theorem L (spec §2.3, [N])."""
-    cone = data.draw(cone_inits(inst, R0=50.0, eps=eps))
-    _record(cone)
-    out, transient = settle(cone.problem, cone.p0)
-    record_outcome(out, transient)
-    undecided(out)
-    check_limit(cone.problem, out, inst.alpha, "the locally-optimal")
+    check_limit(cone.problem, out, cone.alpha, "the non-locally-optimal")
 
 
 # ---- descent lemma without equal scores ----------------------------------------------------------
@@ -263,11 +247,12 @@ def test_fixed_eps_cone(inst, eps, data):
     note="[N]: 1,864 of 10,000 random p violate the sign with uniform random scores (n = 3, "
     "T = 5, key dimension 15); with equal non-optimal scores, none (MM-LEMMA-DESCENT).",
 )
-@given(inst=global_opt_instances(), data=st.data())
-def test_descent_general_scores(inst, data):
+@NO_EXPLAIN
+@given(inst=global_opt_instances(), seed=SEEDS)
+def test_descent_general_scores(inst, seed):
     """(Wrong) p^mm is a descent direction everywhere for general scores (spec §2.1)."""
     _record(inst)
-    points = random_points(seeded(data.draw), inst.keys.shape[2], 20, -1.0, 1.0).numpy()
+    points = random_points(seeded(seed), inst.keys.shape[2], 20, -1.0, 1.0).numpy()
     for sign, rel, cos, agrees in descent_signs(inst, points):
         if sign >= 0 and rel < math.log(1e-12):  # cancellation: the sign is not decided
             evidence.inconclusive("⟨∇L, p^mm⟩ lost to cancellation")
@@ -291,7 +276,8 @@ def test_descent_general_scores(inst, data):
     note="The exponential comes from the softmax, not from the loss: ℓ(x) = −x gives the "
     "ATT-SVM direction (spec §1.7, loss comparison of §4).",
 )
-@given(inst=equal_nonopt_instances(n=1, loss="correlation", with_p0=True))
+@NO_EXPLAIN
+@given(inst=with_init(equal_nonopt_instances(n=1, loss="correlation")))
 def test_f7_correlation_loss_no_max_margin(inst):
     """(Wrong) Correlation loss ⇒ no convergence to p^mm (spec §5 F7)."""
     _record(inst)
@@ -314,7 +300,8 @@ def test_f7_correlation_loss_no_max_margin(inst):
     note="With v fixed the floor is (1/n)Σℓ(γ_i,opt_i) > 0 (spec §1.3); L → 0 only if the "
     "optimal scores → ∞.",
 )
-@given(inst=equal_nonopt_instances(n=1, with_p0=True))
+@NO_EXPLAIN
+@given(inst=with_init(equal_nonopt_instances(n=1)))
 def test_f8_loss_to_zero(inst):
     """(Wrong) L(p(t)) → 0 (spec §5 F8)."""
     _record(inst)
@@ -330,11 +317,14 @@ def test_f8_loss_to_zero(inst):
 def _straddling_scores(n: int, T: int):
     """One score in (1, 2], the others in [−1, 1): the square loss's target 1 lies strictly
     inside the score range."""
-    high = st.floats(1.05, 2.0)
-    low = st.lists(st.floats(-1.0, 0.95), min_size=T - 1, max_size=T - 1)
-    return st.tuples(high, low, st.integers(0, T - 1)).map(
-        lambda x: [x[1][: x[2]] + [x[0]] + x[1][x[2] :]]
-    )
+
+    def build(seed: int, where: int):
+        gen = seeded(seed)
+        g = -1.0 + 1.95 * torch.rand(n, T, generator=gen, dtype=DTYPE)  # [−1, 0.95)
+        g[:, where] = 1.05 + 0.95 * torch.rand(n, generator=gen, dtype=DTYPE)  # [1.05, 2)
+        return g
+
+    return st.builds(build, SEEDS, st.integers(0, T - 1))
 
 
 @claim(
@@ -350,19 +340,20 @@ def _straddling_scores(n: int, T: int):
     note="A finite attention mixture attains the target: the flow stops at a finite minimiser "
     "with L = 0 (spec §5 F9), so no divergence and no max-margin limit.",
 )
+@NO_EXPLAIN
 @given(
     inst=st.integers(2, 3).flatmap(
         lambda T: decoupled_instances(
             n=1, T=T, dk=st.integers(T - 1, 3), scores=_straddling_scores(1, T), loss="square"
         )
     ),
-    data=st.data(),
+    seed=SEEDS,
 )
-def test_f9_square_loss_diverges(inst, data):
+def test_f9_square_loss_diverges(inst, seed):
     """(Wrong) ‖p‖ → ∞ without strict monotonicity of ℓ (spec §5 F9)."""
     _record(inst)
     problem = PromptProblem(inst.keys, inst.scores, square(1.0))
-    p0 = random_points(seeded(data.draw), inst.keys.shape[2], 1, -1.0, 1.0)[0]
+    p0 = random_points(seeded(seed), inst.keys.shape[2], 1, -1.0, 1.0)[0]
     traj = trace_flow(problem, p0, max_norm=F9_MAX_NORM)
     p = traj.final
     loss = float(problem.loss_value(p))
@@ -395,11 +386,12 @@ def test_f9_square_loss_diverges(inst, data):
     "rank one (spec §2.8; a nuclear-norm SVM belongs to the (K, Q) factorization of the "
     "companion paper).",
 )
-@given(inst=equal_nonopt_instances(n=1), data=st.data())
-def test_f13_w_full_rank(inst, data):
+@NO_EXPLAIN
+@given(inst=equal_nonopt_instances(n=1), seed=SEEDS)
+def test_f13_w_full_rank(inst, seed):
     """(Wrong) W converges to a full-rank matrix (spec §5 F13)."""
     _record(inst)
-    traj, W0 = train_w(inst, seeded(data.draw))
+    traj, W0 = train_w(inst, seeded(seed))
     start, end = singular_ratio(W0), float(traj.sigma_ratio[-1])
     evidence.metric("σ₂/σ₁ of W(T)", end)
     assert end >= F13_RANK_FRACTION * start, f"σ₂/σ₁ fell from {start:.3g} to {end:.3g}"
@@ -417,7 +409,8 @@ def test_f13_w_full_rank(inst, data):
     note="The paper states only asymptotic limits (spec §0 'Rates'); plain GD's directional "
     "convergence is logarithmically slow ([N]: cos 0.97–0.99 after 1000 steps at η = 1).",
 )
-@given(inst=equal_nonopt_instances(n=1, with_p0=True))
+@NO_EXPLAIN
+@given(inst=with_init(equal_nonopt_instances(n=1)))
 def test_f14_rate(inst):
     """(Wrong) 1 − cos ≤ C/t for plain GD (spec §5 F14)."""
     _record(inst)
@@ -445,13 +438,13 @@ def test_f14_rate(inst):
     "SVM of another selection, or is classified infeasible/inconclusive.",
     examples=50,
 )
-@given(inst=infeasible_instances(n=st.integers(1, 3)), data=st.data())
-def test_f11_infeasible_is_classified(inst, data):
+@given(inst=infeasible_instances(n=st.integers(1, 3)), seed=SEEDS)
+def test_f11_infeasible_is_classified(inst, seed):
     """Infeasible ATT-SVM(opt) is detected and never reported as convergence (spec §5 F11)."""
     _record(inst)
     sol = att_svm(inst.keys, inst.alpha)
     assert sol.status == "infeasible", f"oracle says {sol.status}: {sol.reason}"
-    p0 = random_points(seeded(data.draw), inst.keys.shape[2], 1, -1.0, 1.0)[0]
+    p0 = random_points(seeded(seed), inst.keys.shape[2], 1, -1.0, 1.0)[0]
     out, transient = settle(inst.problem, p0)
     evidence.metric(f"outcome {out.status}", 1.0)
     if np.array_equal(out.selected, inst.alpha):
@@ -481,7 +474,9 @@ def numerically_hard_instances(draw):
     if draw(st.booleans()):
         C = draw(st.floats(1.0, 1000.0))
         return loss_comparison_instance(C, draw(st.sampled_from(["logistic", "correlation"])))
-    return draw(equal_nonopt_instances(n=1, key_scale=st.floats(10.0, 100.0), with_p0=True))
+    return draw(
+        with_init(equal_nonopt_instances(n=1, key_scale=st.sampled_from([10.0, 30.0, 100.0])))
+    )
 
 
 @claim(

@@ -21,7 +21,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import example, given
+from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 from models.attention import PromptProblem, one_minus_cos
@@ -30,7 +30,7 @@ from models.logspace import signed_logsumexp_np
 from models.regpath import log_gap_batch, single_thread
 from models.selection import local_optimality
 from models.svm import att_svm, w_svm, w_svm_closed_form
-from models.wtrain import WProblem, correlation, singular_ratio, w_ngd
+from models.wtrain import WProblem, singular_ratio, w_ngd
 from strategies import (
     cone_inits,
     decoupled_data,
@@ -39,9 +39,9 @@ from strategies import (
     global_opt_instances,
     local_opt_instances,
 )
-from strategies.instances import PromptInstance
+from strategies.instances import ARBITRARY_P0, PromptInstance
 from theorems import claim, evidence
-from theorems.claims_mm_svm import generic_instances, random_points, seeded
+from theorems.claims_mm_svm import SEEDS, generic_instances, random_points, seeded
 
 PAPER = "2306.13596"
 DTYPE = torch.float64
@@ -62,7 +62,18 @@ LOSS_GAP_TOL = 1e-5
 CONFIRM_FACTOR = 100.0
 #: Theorem L cone scan (spec §2.3 Check): (R0, ε) from small to large; the theorem asserts
 #: convergence for *some* ε and R0 depending on the data, so the cone narrows as R0 grows.
-CONE_SCAN = ((2.0, 1e-2), (5.0, 3e-3), (10.0, 1e-3), (20.0, 3e-4), (50.0, 1e-4))
+#: The spec's scan stops at R0 = 50; the search found data that needs more (a higher-scoring
+#: non-support token at margin 1.17 next to a support margin of 1 pulls GD away from R0 = 50
+#: and not from R0 = 100), so the scan goes on to 1000.
+CONE_SCAN = (
+    (2.0, 1e-2),
+    (5.0, 3e-3),
+    (10.0, 1e-3),
+    (20.0, 3e-4),
+    (50.0, 1e-4),
+    (200.0, 1e-5),
+    (1000.0, 1e-6),
+)
 #: Normalized GD on W (spec §2.8, §6): 1000 steps of lr 0.1 as in the official notebooks; the
 #: calibration reached correlation 0.99999 and σ₂/σ₁ 5.5e-4. The thresholds are spec §6's
 #: NGD row (cos ≥ 0.999) and 1e-2 for σ₂/σ₁ (20× the calibrated value).
@@ -186,9 +197,7 @@ def directional_derivative(problem: PromptProblem, p, q, center=None) -> tuple[f
     ref = logits.argmax(-1) if center is None else np.asarray(center)
     pair = gam[:, :, None] - gam[:, None, :]
     with np.errstate(divide="ignore"):
-        log_d, sign_d = signed_logsumexp_np(
-            log_s[:, None, :] + np.log(np.abs(pair)), np.sign(pair)
-        )
+        log_d, sign_d = signed_logsumexp_np(log_s[:, None, :] + np.log(np.abs(pair)), np.sign(pair))
         m = torch.from_numpy((np.exp(log_s) * gam).sum(-1))
         if problem.loss.strictly_decreasing:
             log_lp, sign_lp = problem.loss.log_neg_deriv(m).numpy(), -1.0
@@ -203,30 +212,47 @@ def directional_derivative(problem: PromptProblem, p, q, center=None) -> tuple[f
     return float(value) - math.log(n), float(sign), float(log_terms.max()) - math.log(n)
 
 
+def random_init(inst: PromptInstance, seed: int, lo: float = -1.0, hi: float = 1.0):
+    """A random p(0): a uniform direction in the coordinates the keys use (a coordinate where
+    every key is 0, like the decoupled score coordinate, never moves under GD and would only
+    dilute cosines) and a norm log-uniform in [10^lo, 10^hi]."""
+    gen = seeded(seed)
+    used = (inst.keys.abs().amax(dim=(0, 1)) > 0).to(DTYPE)
+    u = torch.randn(inst.d, generator=gen, dtype=DTYPE) * used
+    r = 10.0 ** (lo + (hi - lo) * float(torch.rand((), generator=gen, dtype=DTYPE)))
+    return r * u / torch.linalg.vector_norm(u)
+
+
 @st.composite
-def heterogeneous(draw, instances, max_log_scale: float = 1.5, p0_log_range=(-2.0, 2.0)):
-    """``instances`` (decoupled, with p0) with each input's keys scaled by its own factor
-    10^U[0, max_log_scale] and p0 rescaled to a norm 10^U[p0_log_range].
+def with_init(draw, instances, lo: float = -1.0, hi: float = 1.0):
+    """``instances`` with an arbitrary p(0) (``random_init``, norm in [10^lo, 10^hi]).
+
+    All continuous randomness comes from one drawn seed, so a failing example shrinks in a
+    few steps (float draws would cost the shrinker hundreds of dynamics runs)."""
+    inst = draw(instances)
+    p0 = random_init(inst, draw(SEEDS), lo, hi)
+    return dataclasses.replace(inst, p0=p0, assumptions=inst.assumptions | {ARBITRARY_P0})
+
+
+@st.composite
+def heterogeneous(draw, instances, max_log_scale: float = 1.5, lo: float = -2.0, hi: float = 2.0):
+    """``instances`` (decoupled) with each input's keys scaled by its own factor
+    10^U[0, max_log_scale], and an arbitrary p(0) of norm in [10^lo, 10^hi].
 
     Scaling one input's keys by c > 0 keeps its scores, the optimal tokens, equal non-optimal
     scores and the feasibility of ATT-SVM(opt) (its rows scale by c). It widens the data
     distribution (inputs with well-separated keys next to tight ones) and the initializations
-    (Theorem G allows any p(0)).
+    (Theorem G allows any p(0)). The factors come from one drawn seed (fast shrinking).
     """
     inst = draw(instances)
-    c = torch.tensor(
-        [10.0 ** draw(st.floats(0.0, max_log_scale)) for _ in range(inst.n)], dtype=DTYPE
-    )
+    gen = seeded(draw(SEEDS))
+    c = 10.0 ** (max_log_scale * torch.rand(inst.n, generator=gen, dtype=DTYPE))
     k = inst.meta["k"] * c[:, None, None]
     X, v, W = decoupled_data(k, inst.meta["g"], inst.y)
-    p0 = inst.p0
-    if p0 is not None:
-        norm = float(torch.linalg.vector_norm(p0))
-        lo, hi = p0_log_range
-        p0 = p0 * (10.0 ** draw(st.floats(lo, hi)) / norm) if norm > 0 else p0
     meta = {**inst.meta, "k": k, "input_scales": c}
     meta.pop("p_mm", None)
-    return dataclasses.replace(inst, X=X, v=v, W=W, p0=p0, meta=meta)
+    scaled = dataclasses.replace(inst, X=X, v=v, W=W, meta=meta)
+    return draw(with_init(st.just(scaled), lo, hi))
 
 
 # ---- §2.1 descent lemma --------------------------------------------------------------------------
@@ -244,7 +270,9 @@ def descent_signs(inst: PromptInstance, points, center=None):
         log_value, sign, log_top = directional_derivative(inst.problem, p, q, center)
         scaled = inst.problem.gradient_scaled(p)
         vec = scaled.vec.numpy()
-        cos = float(vec @ q) / (np.linalg.norm(vec) * np.linalg.norm(q)) if not scaled.is_zero else 0
+        cos = (
+            float(vec @ q) / (np.linalg.norm(vec) * np.linalg.norm(q)) if not scaled.is_zero else 0
+        )
         decisive = abs(cos) > 1e-10
         out.append((sign, log_value - log_top, cos, (not decisive) or np.sign(cos) == sign))
     return out
@@ -265,15 +293,15 @@ def descent_signs(inst: PromptInstance, points, center=None):
         st.sampled_from(LOSSES).flatmap(lambda loss: equal_nonopt_instances(loss=loss)),
         equal_nonopt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=st.integers(1, 3)),
     ),
-    data=st.data(),
+    seed=SEEDS,
 )
-def test_descent_direction(inst, data):
+def test_descent_direction(inst, seed):
     """⟨∇L(p), p^mm⟩ < 0 for all p under equal non-optimal scores (spec §2.1)."""
     _record(inst)
-    points = random_points(seeded(data.draw), inst.keys.shape[2], 20, -1.0, 4.0).numpy()
+    points = random_points(seeded(seed), inst.keys.shape[2], 20, -1.0, 4.0).numpy()
     # Centred at opt, every term of the sum has the same sign (the lemma's proof): the
     # computed sign is then exact however small the value is.
-    for sign, rel, cos, agrees in descent_signs(inst, points, center=inst.alpha):
+    for sign, _, cos, agrees in descent_signs(inst, points, center=inst.alpha):
         evidence.metric("cos(∇L, p^mm)", cos)
         evidence.metric("engine sign agrees", float(agrees))
         evidence.slack("1 + cos(∇L, p^mm)  (< 1 ⇔ descent)", 1 + cos, 1.0)
@@ -281,6 +309,7 @@ def test_descent_direction(inst, data):
 
 
 # ---- §2.2 Theorem G ------------------------------------------------------------------------------
+
 
 def theorem_g_counterexample() -> PromptInstance:
     """A hand-reduced version of the counterexample the search finds for Theorem G as read.
@@ -327,13 +356,15 @@ def theorem_g_counterexample() -> PromptInstance:
     "p^mm(α), not p^mm(opt). The pinned regression example is a hand-reduced version (n = 2, "
     "T = 2, 2-D keys: input 1's keys are 10× farther apart, so its constraint is slack at "
     "p^mm(α) = (1, 0) while p^mm(opt) = (1, 1.1)); the search (per-input key scales, broad "
-    "p(0)) finds such instances in about 1 draw in 9, shrinking to n = 2, T = 3. Ties among non-optimal tokens also let GD stall on a selection "
-    "that is not locally optimal (counted inconclusive: no certified limit). The narrowest "
-    "variant that holds is MM-THM-G-N1 (n = 1, where opt is the only locally-optimal index); "
-    "the paper's actual hypotheses presumably exclude this case.",
+    "p(0)) finds such instances in about 1 draw in 9, shrinking to n = 2, T = 3. Ties among "
+    "non-optimal tokens also let GD stall on a selection that is not locally optimal "
+    "(counted inconclusive: no certified limit). The narrowest variant that holds is "
+    "MM-THM-G-N1 (n = 1, where opt is the only locally-optimal index); the paper's actual "
+    "hypotheses presumably exclude this case.",
 )
-@given(inst=heterogeneous(equal_nonopt_instances(with_p0=True)))
+@given(inst=heterogeneous(equal_nonopt_instances()))
 @example(inst=theorem_g_counterexample())
+@settings(phases=[p for p in Phase if p is not Phase.explain])  # see claims_mm_controls
 def test_theorem_g_as_read(inst):
     """Theorem G (as read): equal non-optimal scores, any n, any p(0) ⇒ p/‖p‖ → p^mm(opt),
     s_opt → 1, L → (1/n)Σℓ(γ_opt) (spec §2.2)."""
@@ -357,9 +388,7 @@ def test_theorem_g_as_read(inst):
 )
 @given(
     inst=st.sampled_from(LOSSES).flatmap(
-        lambda loss: heterogeneous(
-            equal_nonopt_instances(n=1, dk=st.integers(1, 6), loss=loss, with_p0=True)
-        )
+        lambda loss: heterogeneous(equal_nonopt_instances(n=1, dk=st.integers(1, 6), loss=loss))
     )
 )
 def test_theorem_g_single_input(inst):
@@ -382,24 +411,35 @@ def test_theorem_g_single_input(inst):
     statement="Theorem L: under Assumption A and η ≤ 1/L_p, if α is locally optimal (Def. 2) "
     "there are ε ∈ (0, 1) and R0 > 0 such that GD from any p(0) in the cone "
     "C_{ε,R0}(p^mm(α)) has ‖p(t)‖ → ∞ and p(t)/‖p(t)‖ → p^mm(α)/‖p^mm(α)‖. Checked by "
-    "scanning (R0, ε) = (2, 1e-2) … (50, 1e-4) and requiring convergence at the last.",
+    "scanning (R0, ε) = (2, 1e-2), (5, 3e-3), …, (50, 1e-4), (200, 1e-5), (1000, 1e-6) and "
+    "requiring convergence at the last.",
+    note="R0 = 50 (the spec's largest) is not always enough: on a searched instance GD from "
+    "the exact ray R0·p̂^mm(α) left for the global direction at R0 = 50 and converged to "
+    "p^mm(α) from R0 ≥ 100 (the metric 'smallest R0 of the scan that converges' shows how "
+    "far the scan had to go).",
     examples=20,
 )
-@given(inst=local_opt_instances(), data=st.data())
-def test_theorem_l_cone(inst, data):
+@st.composite
+def cone_scan(draw, instances):
+    """One instance and its cone initializations at every (R0, ε) of CONE_SCAN."""
+    inst = draw(instances)
+    return tuple(draw(cone_inits(inst, R0=R0, eps=eps)) for R0, eps in CONE_SCAN)
+
+
+@given(cones=cone_scan(local_opt_instances()))
+def test_theorem_l_cone(cones):
     """Theorem L: from a narrow enough cone of large enough R0 around a locally-optimal
     p^mm(α), GD converges in direction to p^mm(α) (spec §2.3)."""
+    inst = cones[-1]
     _record(inst)
-    cones = [data.draw(cone_inits(inst, R0=R0, eps=eps)) for R0, eps in CONE_SCAN]
-    first = None
-    for cone in cones:
+    for cone in cones[:-1]:
         out, _ = settle(cone.problem, cone.p0)
         if out.converged and np.array_equal(out.selected, inst.alpha):
-            first = cone.meta["cone"]["R0"]
+            evidence.metric("smallest R0 of the scan that converges", cone.meta["cone"]["R0"])
             break
-    evidence.metric("smallest R0 of the scan that converges", first or math.inf)
+    else:
+        evidence.metric("smallest R0 of the scan that converges", cones[-1].meta["cone"]["R0"])
     last = cones[-1]
-    evidence.instance(last.to_json())
     out, transient = settle(last.problem, last.p0)
     record_outcome(out, transient)
     undecided(out)
@@ -416,7 +456,7 @@ def test_theorem_l_cone(inst, data):
     "locally optimal (Def. 2) and p(t)/‖p(t)‖ → p^mm(α̂)/‖p^mm(α̂)‖.",
     examples=20,
 )
-@given(inst=global_opt_instances(with_p0=True))
+@given(inst=with_init(global_opt_instances()))
 def test_theorem_l_random_init(inst):
     """Whatever GD selects from a random start is locally optimal, and the direction is its
     ATT-SVM (spec §2.3, random-instance check)."""
@@ -445,18 +485,20 @@ def test_theorem_l_random_init(inst):
 )
 @given(
     inst=st.sampled_from(LOSSES).flatmap(lambda loss: decoupled_instances(loss=loss)),
-    data=st.data(),
+    seed=SEEDS,
 )
-def test_gradient_lipschitz(inst, data):
+def test_gradient_lipschitz(inst, seed):
     """‖∇L(a) − ∇L(b)‖ ≤ L_p ‖a − b‖ (spec §1.9)."""
     _record(inst)
-    gen = seeded(data.draw)
+    gen = seeded(seed)
     bound = inst.problem.smoothness_bound()
     d = inst.keys.shape[2]
     for a in random_points(gen, d, 10, -1.0, 1.0):
         for step in (1e-3, 1e-1, 1.0):
             b = a + step * random_points(gen, d, 1, 0.0, 0.0)[0]
-            lhs = float(torch.linalg.vector_norm(inst.problem.gradient(a) - inst.problem.gradient(b)))
+            lhs = float(
+                torch.linalg.vector_norm(inst.problem.gradient(a) - inst.problem.gradient(b))
+            )
             rhs = bound * float(torch.linalg.vector_norm(a - b))
             evidence.slack("‖∇L(a) − ∇L(b)‖ / (L_p‖a − b‖)", lhs, rhs)
             assert lhs <= rhs * (1 + 1e-12) + 1e-15
@@ -472,9 +514,7 @@ def test_gradient_lipschitz(inst, data):
     examples=20,
 )
 @given(
-    inst=st.sampled_from(LOSSES).flatmap(
-        lambda loss: global_opt_instances(loss=loss, with_p0=True)
-    )
+    inst=st.sampled_from(LOSSES).flatmap(lambda loss: with_init(global_opt_instances(loss=loss)))
 )
 def test_gd_monotone(inst):
     """GD with η = 1/L_p decreases L monotonically (spec §1.9, §6)."""
@@ -501,7 +541,7 @@ def test_gd_monotone(inst):
     "‖p(t)‖ ≥ ⟨p(t), p̂^mm⟩ keeps growing and L has no finite stationary point.",
     examples=20,
 )
-@given(inst=equal_nonopt_instances(with_p0=True))
+@given(inst=with_init(equal_nonopt_instances()))
 def test_gd_correlation_increasing(inst):
     """⟨p(t), p^mm⟩ strictly increases under GD with η = 1/L_p (spec §2.1 consequences)."""
     _record(inst)
@@ -538,11 +578,11 @@ def w_problem(inst: PromptInstance, gen: torch.Generator) -> tuple[WProblem, tor
     "has rank one.",
     examples=50,
 )
-@given(inst=decoupled_instances(), data=st.data())
-def test_w_gradient_rank_one(inst, data):
+@given(inst=decoupled_instances(), seed=SEEDS)
+def test_w_gradient_rank_one(inst, seed):
     """∂L/∂W (autograd) = g(Wp)pᵀ and is rank one (spec §2.8)."""
     _record(inst)
-    gen = seeded(data.draw)
+    gen = seeded(seed)
     problem, p = w_problem(inst, gen)
     W = (0.5 * torch.randn(inst.d, inst.d, generator=gen, dtype=DTYPE)).requires_grad_(True)
     problem.loss_value(W).backward()
@@ -567,11 +607,11 @@ def test_w_gradient_rank_one(inst, data):
     "W^mm = q^mm pᵀ/‖p‖², where q^mm is ATT-SVM(α) with keys x_it; W^mm is rank one.",
     examples=50,
 )
-@given(inst=generic_instances(n=st.integers(1, 3), T=st.integers(2, 4)), data=st.data())
-def test_w_svm_closed_form(inst, data):
+@given(inst=generic_instances(n=st.integers(1, 3), T=st.integers(2, 4)), seed=SEEDS)
+def test_w_svm_closed_form(inst, seed):
     """The W-SVM (a QP in vec W) equals q^mm pᵀ/‖p‖² (spec §2.8)."""
     _record(inst)
-    p = random_points(seeded(data.draw), inst.d, 1, -1.0, 1.0)[0]
+    p = random_points(seeded(seed), inst.d, 1, -1.0, 1.0)[0]
     qp = w_svm(inst.X, p, inst.alpha)
     closed = w_svm_closed_form(inst.X, p, inst.alpha)
     assert qp.ok and closed.ok, f"W-SVM: {qp.status} ({qp.reason}); closed form: {closed.status}"
@@ -600,11 +640,11 @@ def train_w(inst: PromptInstance, gen: torch.Generator):
     "σ₂(W)/σ₁(W) → 0.",
     examples=20,
 )
-@given(inst=equal_nonopt_instances(n=1), data=st.data())
-def test_w_converges_to_rank_one_svm(inst, data):
+@given(inst=equal_nonopt_instances(n=1), seed=SEEDS)
+def test_w_converges_to_rank_one_svm(inst, seed):
     """W/‖W‖_F → W^mm (rank one), σ₂/σ₁ → 0 under W-NGD (spec §2.8)."""
     _record(inst)
-    traj, W0 = train_w(inst, seeded(data.draw))
+    traj, W0 = train_w(inst, seeded(seed))
     assert traj.W_mm.ok, f"W-SVM: {traj.W_mm.status} ({traj.W_mm.reason})"
     corr, ratio = float(traj.correlation[-1]), float(traj.sigma_ratio[-1])
     evidence.metric("σ₂/σ₁ of W(0)", singular_ratio(W0))

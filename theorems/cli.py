@@ -292,7 +292,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     from theorems.evidence import to_jsonable
 
-    text = json.dumps(to_jsonable(result), indent=2, allow_nan=False)
+    text = json.dumps(to_jsonable(result), indent=2, allow_nan=False, ensure_ascii=False)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
     else:

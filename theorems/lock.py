@@ -180,6 +180,7 @@ def gate(
     partial: bool = False,
     saved: Mapping[str, str] | None = None,
     profile: str | None = None,
+    where: str | None = None,
 ) -> GateResult:
     """Compare the claims of a run (report entries) with the lock.
 
@@ -187,10 +188,11 @@ def gate(
     not in the run names no claim only if the run is full). `collected`: ids the run
     collected (a collected claim with no verdict, e.g. skipped, is a problem too).
     `partial`: the run did not collect every claim; lock lines it did not run are skipped.
-    `saved`: id -> path of a saved counterexample, named in the diff.
+    `saved`: id -> path of a saved counterexample, named in the diff. `where`: the lock's
+    path as shown in messages.
     """
-    result, saved = GateResult(), saved or {}
-    where, ran = lock.path, {}
+    result, saved, collected = GateResult(), saved or {}, set(collected)
+    where, ran = where or str(lock.path), {}
     for claim in claims:
         ran[claim["id"]] = claim
         claim_id, verdict = claim["id"], claim["verdict"]
@@ -212,7 +214,7 @@ def gate(
             result.problems.append(_diff(claim, entry.verdict, saved))
         else:
             result.checked += 1
-    for claim_id in sorted(set(collected) - set(ran)):
+    for claim_id in sorted(collected - set(ran)):  # e.g. a skipped claim
         entry = lock.entries.get(claim_id)
         if entry is not None:
             result.problems.append(
@@ -220,7 +222,7 @@ def gate(
                 f"lock line {entry.line} says {entry.verdict}"
             )
     for entry in lock.entries.values():
-        if entry.id in ran or entry.id in set(collected):
+        if entry.id in ran or entry.id in collected:
             continue
         exists = known is not None and entry.id in known
         if known is not None and known.get(entry.id) == "unknown":

@@ -461,7 +461,7 @@ def judge(
     drawn = collector.is_hypothesis and not isinstance(exc, HypothesisException)
     if drawn and not _from_the_body(exc, collector):
         text = _describe(exc)
-        message = f"the strategy failed to build an instance: {text.splitlines()[-1]}"
+        message = f"the strategy failed to build an instance: {text.splitlines()[0]}"
         return "error", _trim(f"{message}\n{text}"), message
     return "error", _describe(exc), f"{type(exc).__name__} raised"
 
@@ -541,8 +541,10 @@ def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestR
         ("claim", info.id),
         ("verdict", verdict),
         ("expected", info.expected),
-        ("as_expected", ok),
+        ("as_expected", as_expected(verdict, info.expected)),
     ]
+    if target != info.expected:  # the lock pins another verdict, and decides
+        props += [("pinned", target), ("as_pinned", ok)]
     item.user_properties.extend(props)
     if report.user_properties is not item.user_properties:
         report.user_properties = [*report.user_properties, *props]
@@ -552,6 +554,10 @@ def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestR
         # A control refuted as expected: the run passes, the evidence keeps the example.
         report.outcome = "passed"
         report.longrepr = None
+        # ... and Hypothesis need not write a patch adding it as an @example (the store
+        # keeps it, theorems.replay): that also spares every run importing libcst.
+        with contextlib.suppress(AttributeError):
+            delattr(item, "_hypothesis_failing_examples")
         if falsifying:
             report.sections.append((f"claim {info.id}: refuted as expected", falsifying))
     elif not ok:
@@ -591,10 +597,13 @@ class _Terminal:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None or self.config.getoption("verbose") <= 0:
             return
-        mark = "as expected" if props["as_expected"] else "UNEXPECTED"
-        reporter.write_line(
-            f"    claim {props['claim']}: {props['verdict']} (expected {props['expected']}, {mark})"
-        )
+        if "pinned" in props:
+            mark = "as pinned" if props["as_pinned"] else "UNEXPECTED"
+            shown = f"expected {props['expected']}, lock says {props['pinned']}, {mark}"
+        else:
+            mark = "as expected" if props["as_expected"] else "UNEXPECTED"
+            shown = f"expected {props['expected']}, {mark}"
+        reporter.write_line(f"    claim {props['claim']}: {props['verdict']} ({shown})")
 
 
 # --------------------------------------------------------------------------- merging, report
@@ -756,6 +765,10 @@ def _save_counterexamples(state: _State, claims: list[dict], replays: dict, conf
             continue
         if saved is not None:
             saved["id"], saved["shown"] = claim["id"], _relative(saved["path"], config)
+            text = claim.get("falsifying_example") or ""
+            saved["falsifying"] = [
+                line for line in text.splitlines() if "@reproduce_failure" not in line
+            ]
             state.saved.append(saved)
 
 
@@ -788,9 +801,11 @@ def _run_gate(state: _State, claims: list[dict], collection: dict | None, config
         claims,
         known=known,
         collected=collected,
-        partial=bool(not_run),
+        # Claims that exist but could not be listed: their lock lines are not checked.
+        partial=bool(not_run) or bool(collection.get("known_note")),
         saved={s["id"]: s["shown"] for s in state.saved},
         profile=current_profile(),
+        where=where,
     )
 
 
@@ -850,6 +865,8 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         if not saved["changed"]:
             continue
         write(f"attention-theorems: counterexample of {saved['id']} saved to {saved['shown']}")
+        for line in saved["falsifying"]:
+            write(f"    {line}")
         if saved["replayable"]:
             write("    replayed first on the next run; to keep it in the claim for good, paste:")
             helper = next((h for h in ("saved_arguments", "saved") if h in saved["example"]), None)
@@ -866,6 +883,8 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
             outcome = "still refutes it"
         elif claim["verdict"] == "refuted":
             outcome = "passed, and the search found another counterexample"
+        elif claim["verdict"] == "error":
+            outcome = "could not be replayed (verdict error: see the claim's failure)"
         else:
             outcome = f"no longer refutes it (verdict {claim['verdict']})"
         shown = _relative(replay.path_for(claim_id, state.store), config)

@@ -302,7 +302,10 @@ def _definition_site(fn: Callable) -> tuple[str, str, int]:
     code = getattr(inner, "__code__", None)
     file = os.path.realpath(code.co_filename) if code else "<unknown>"
     line = code.co_firstlineno if code else 0
-    return file, getattr(fn, "__qualname__", repr(fn)), line
+    # The user's function's qualname: Hypothesis' wrapper may carry its own
+    # ("accept.<locals>.test_x").
+    qualname = getattr(inner, "__qualname__", None) or getattr(fn, "__qualname__", repr(fn))
+    return file, qualname, line
 
 
 def _register(info: ClaimInfo) -> None:

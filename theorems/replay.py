@@ -110,9 +110,15 @@ def encode(value: Any) -> dict:
             return {"numpy": value.item(), "dtype": str(value.dtype)}
     if isinstance(value, (tuple, list)):
         return {type(value).__name__: [encode(v) for v in value]}
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {"dict": {k: encode(v) for k, v in value.items()}}
-    raise Unrepresentable(f"cannot save an argument of type {type(value).__name__}")
+    if isinstance(value, (set, frozenset)):
+        items = [encode(v) for v in value]
+        items.sort(key=lambda doc: json.dumps(doc, sort_keys=True))
+        return {type(value).__name__: items}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value):
+            return {"dict": {k: encode(v) for k, v in value.items()}}
+        return {"items": [[encode(k), encode(v)] for k, v in value.items()]}
+    raise Unrepresentable(f"cannot save a value of type {type(value).__name__}")
 
 
 def decode(doc: Mapping) -> Any:
@@ -142,6 +148,12 @@ def decode(doc: Mapping) -> Any:
         return np.asarray(doc["ndarray"], dtype=doc["dtype"])
     if "tuple" in doc:
         return tuple(decode(v) for v in doc["tuple"])
+    if "set" in doc:
+        return {decode(v) for v in doc["set"]}
+    if "frozenset" in doc:
+        return frozenset(decode(v) for v in doc["frozenset"])
+    if "items" in doc:
+        return {decode(k): decode(v) for k, v in doc["items"]}
     if "list" in doc:
         return [decode(v) for v in doc["list"]]
     if "dict" in doc:
@@ -159,6 +171,8 @@ def encode_arguments(arguments: Mapping[str, Any] | None) -> dict:
             encoded[name] = encode(value)
         except Unrepresentable as exc:
             bad[name] = str(exc)
+        except Exception as exc:  # a to_json or tolist that fails: not saved, said why
+            bad[name] = f"cannot save it: {exc!r}"
     return {"unrepresentable": bad} if bad else {"args": encoded}
 
 

@@ -1,0 +1,217 @@
+"""Bad input and failure: each gives a clear error or an inconclusive verdict with its reason,
+never a pass, and never loses the verdicts already recorded in the run."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from theorems import evidence, registry
+from theorems.registry import claim
+
+pytest_plugins = ["pytester"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+HEADER = """
+import math
+import numpy as np
+from hypothesis import given, strategies as st
+from theorems import claim, evidence
+
+def C(id, **kw):
+    kw.setdefault("paper", "2306.13596")
+    kw.setdefault("kind", "theorem")
+    kw.setdefault("statement", "a statement of " + id)
+    kw.setdefault("provenance", "[D]")
+    return claim(id=id, **kw)
+
+@C("F-HOLDS", examples=10)
+@given(x=st.integers(0, 10))
+def test_holds(x):
+    assert x >= 0
+"""
+
+FAILURES = """
+from models.svm import SVMSolution
+from strategies import PromptInstance
+
+@st.composite
+def bad_instances(draw):
+    n = draw(st.integers(1, 3))
+    return PromptInstance(X=np.ones((n, 2, 2)), y=[2.0] * n, v=[1.0, 0.0], W=np.eye(2))
+
+@C("F-STRATEGY", examples=10)
+@given(inst=bad_instances())
+def test_strategy(inst):
+    assert inst.n >= 1
+
+def failed_solve(status):
+    return SVMSolution(status, None, None, None, "none", "every solver failed: boom")
+
+@C("F-SOLVER", examples=10)
+@given(status=st.sampled_from(["solver_error", "inaccurate"]))
+def test_solver(status):
+    sol = evidence.solved(failed_solve(status), "ATT-SVM(opt)")
+    assert sol.x is not None
+
+@C("F-NAN-TRAJECTORY", examples=10)
+@given(steps=st.integers(2, 20))
+def test_nan_trajectory(steps):
+    norms = np.linspace(1.0, 10.0, steps)
+    norms[-1] = math.nan  # the integrator broke down
+    evidence.finite("trajectory ‖p(t)‖", norms)
+    assert norms[-1] > norms[0]
+
+@C("F-NAN-ASSERT", examples=10)
+@given(x=st.integers(0, 10))
+def test_nan_assert(x):
+    cos = math.nan if x > 3 else 1.0
+    evidence.metric("cos", cos)
+    assert cos > 0.99  # NaN fails this comparison: no counterexample for all that
+
+@C("F-PLAIN-NAN", kind="experiment")
+def test_plain_nan():
+    evidence.finite("loss", float("inf"))
+
+@C("F-REPLAY")
+@given(x=st.integers(0, 10))
+def test_replay(x):
+    assert x >= 0
+"""
+
+
+@pytest.fixture
+def inner(pytester, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
+    for var in ("CI", "ATTN_CLAIMS_REPORT", "ATTN_HYPOTHESIS_PROFILE", "ATTN_COUNTEREXAMPLES"):
+        monkeypatch.delenv(var, raising=False)
+    pytester.makeini("[pytest]\n")
+
+    def run(files, *args):
+        pytester.makepyfile(**files)
+        result = pytester.runpytest_subprocess(
+            "-p", "theorems.plugin", "--rootdir", str(pytester.path),
+            "-W", "ignore::DeprecationWarning", *args,
+        )  # fmt: skip
+        path = pytester.path / "reports" / "claims.json"
+        report = json.loads(path.read_text()) if path.exists() else None
+        return result, report and {c["id"]: c for c in report["claims"]}
+
+    return run
+
+
+def test_each_failure_is_an_error_or_inconclusive_with_its_reason(inner, pytester):
+    store = pytester.path / "theorems" / "counterexamples"
+    store.mkdir(parents=True)
+    (store / "F-REPLAY.json").write_text('{"replay": {"x": {"value": ')  # cut off
+    result, claims = inner({"test_failures": HEADER + FAILURES}, "-v")
+
+    def verdict(claim_id):
+        return claims[claim_id]["verdict"], claims[claim_id]["reason"]
+
+    assert verdict("F-HOLDS") == ("holds", "held on 10 examples")  # never lost
+    strategy, reason = verdict("F-STRATEGY")
+    assert strategy == "error"
+    assert reason == (
+        "the strategy failed to build an instance: ValueError: y: labels must be ±1, got values "
+        "[2.0]"
+    )
+    solver, reason = verdict("F-SOLVER")
+    assert solver == "inconclusive" and reason.startswith("too many inconclusive examples")
+    assert set(claims["F-SOLVER"]["inconclusive"]) == {
+        "ATT-SVM(opt): solver solver_error",
+        "ATT-SVM(opt): solver inaccurate",
+    }
+    nan, reason = verdict("F-NAN-TRAJECTORY")
+    assert nan == "inconclusive" and "non-finite trajectory ‖p(t)‖" in reason
+    nan, reason = verdict("F-NAN-ASSERT")
+    assert nan == "inconclusive"
+    assert reason == (
+        "the failing example has non-finite evidence (cos): the numerics broke down, so it is "
+        "no counterexample"
+    )
+    assert verdict("F-PLAIN-NAN") == (
+        "inconclusive",
+        "the numerics could not decide: non-finite loss",
+    )
+    replayed, reason = verdict("F-REPLAY")
+    assert replayed == "error" and reason == "ReplayError raised"
+    assert "F-REPLAY.json: invalid JSON at line 1" in claims["F-REPLAY"]["error"]
+    # None of them passes; each failing item names its claim, verdict and reason.
+    result.assert_outcomes(passed=1, failed=6)
+    result.stdout.fnmatch_lines(["claim F-STRATEGY: verdict error, expected holds (the strategy*"])
+    assert not any(c["verdict"] == "refuted" for c in claims.values())
+    assert [p.name for p in store.glob("*.json")] == ["F-REPLAY.json"]  # nothing refuted
+
+
+def test_a_claim_id_used_twice_is_a_clear_collection_error(inner):
+    files = {
+        "test_first": HEADER,
+        "test_second": HEADER.replace("test_holds", "test_other"),
+    }
+    result, _ = inner(files)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(
+        ["*ClaimRegistrationError: claim id 'F-HOLDS' is registered twice: by "
+         "test_first.test_holds (*test_first.py:*) and by test_second.test_other (*)"]
+    )  # fmt: skip
+    # pytest stops at a collection error; asked to go on, the other verdicts are recorded.
+    result, claims = inner(
+        {"test_third": HEADER.replace("F-HOLDS", "F-THIRD")}, "--continue-on-collection-errors"
+    )
+    assert result.ret == 1 and claims["F-THIRD"]["verdict"] == "holds"
+
+
+# --------------------------------------------------------------------------- in-process units
+
+
+def test_solved_passes_optimal_rejects_infeasible_and_is_inconclusive_otherwise():
+    from models.svm import SVMSolution
+
+    optimal = SVMSolution("optimal", np.ones(2), None, None, "CLARABEL", "")
+    assert evidence.solved(optimal) is optimal
+    with pytest.raises(evidence.RejectedExample, match="ATT-SVM: infeasible"):
+        evidence.solved(SVMSolution("infeasible", None, None, None, "LP", ""), "ATT-SVM")
+    with pytest.raises(evidence.InconclusiveExample, match="SVM: solver inaccurate"):
+        evidence.solved(SVMSolution("inaccurate", None, None, None, "SCS", "residual 1e-3"))
+    with pytest.raises(evidence.InconclusiveExample, match="SVM: solver None"):
+        evidence.solved(None)
+
+
+def test_converged_and_finite():
+    class Outcome:
+        def __init__(self, status, one_minus_cos=1e-9, reason=""):
+            self.status, self.one_minus_cos, self.reason = status, one_minus_cos, reason
+
+    done = Outcome("converged")
+    assert evidence.converged(done) is done
+    with pytest.raises(evidence.InconclusiveExample, match="non-finite gradient flow"):
+        evidence.converged(Outcome("converged", one_minus_cos=float("nan")))
+    with pytest.raises(evidence.InconclusiveExample, match="gradient flow: inconclusive"):
+        evidence.converged(Outcome("inconclusive", reason="reached max_norm"))
+    with pytest.raises(evidence.RejectedExample, match="SVM is infeasible"):
+        evidence.converged(Outcome("infeasible"))
+    torch = pytest.importorskip("torch")
+    evidence.finite("ok", 1.0, [1.0, 2.0], torch.ones(3))
+    for bad in (float("-inf"), [1.0, float("nan")], torch.tensor([0.0, float("inf")]), "x"):
+        with pytest.raises(evidence.InconclusiveExample, match="non-finite what"):
+            evidence.finite("what", bad)
+
+
+def test_an_inconclusive_example_inside_hypothesis_is_discarded_not_counted():
+    with registry.isolated():
+
+        @claim(id="F-UNIT", paper="p", kind="lemma", statement="s", provenance="[D]", examples=20)
+        @given(x=st.integers(0, 99))
+        def test_x(x):
+            evidence.finite("x", float("nan") if x % 4 == 0 else 1.0)
+
+        collector = evidence.Collector()
+        with evidence.collecting(collector):
+            test_x()
+    snap = collector.snapshot()
+    assert snap["examples"] == 20 and snap["inconclusive"]["non-finite x"] > 0

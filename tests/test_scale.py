@@ -1,0 +1,132 @@
+"""Scale-out: `pytest theorems/ -n 2` gives the report of a serial run on real claims, each
+worker is held to one thread, and ATTN_HYPOTHESIS_DB names the shared example database.
+
+(tests/test_plugin.py checks the same report equality on throwaway probe claims.)
+"""
+
+import json
+
+import pytest
+import repo_copy
+from hypothesis.database import (
+    DirectoryBasedExampleDatabase,
+    MultiplexedDatabase,
+    ReadOnlyDatabase,
+)
+
+from theorems import registry
+
+THREADS = """
+import os
+
+import torch
+
+
+def test_one_thread_per_worker():
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        assert torch.get_num_threads() == 1
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            assert os.environ[var] == "1", var
+    else:
+        assert torch.get_num_threads() <= 2
+"""
+
+
+def content(report):
+    return [{k: v for k, v in c.items() if k != "seconds"} for c in report["claims"]]
+
+
+def test_xdist_and_serial_runs_give_the_same_report_on_real_claims(tmp_path):
+    conjecture = (repo_copy.REPO_ROOT / "docs/examples/claims_example_conjecture.py").read_text()
+    root = repo_copy.make(
+        tmp_path / "repo",
+        {
+            "claims_example_conjecture.py": conjecture,
+            "claims_gate_probe.py": repo_copy.DESCENT,
+            "test_threads.py": THREADS,
+        },
+    )
+    reports = {}
+    for name, args in (("serial", ()), ("parallel", ("-n", "2"))):
+        done = repo_copy.run(
+            root,
+            *("-m", "pytest", "theorems/", "-q", "--no-gate", *args),
+            ATTN_CLAIMS_REPORT=f"reports/{name}.json",
+            ATTN_COUNTEREXAMPLES=f"cx-{name}",  # no replay of the other run's example
+        )
+        assert done.returncode == 0, done.stdout
+        assert "3 passed" in done.stdout
+        reports[name] = json.loads((root / "reports" / f"{name}.json").read_text())
+    serial, parallel = reports["serial"], reports["parallel"]
+    assert [(c["id"], c["verdict"]) for c in serial["claims"]] == [
+        ("CONJ-ALL-SUPPORT", "refuted"),
+        ("GATE-DESCENT", "holds"),
+    ]
+    assert content(parallel) == content(serial)  # ids, verdicts, examples, counterexamples
+    assert parallel["summary"] == serial["summary"]
+    for name in ("serial", "parallel"):
+        saved = json.loads((root / f"cx-{name}" / "CONJ-ALL-SUPPORT.json").read_text())
+        assert saved["X"] == serial["claims"][0]["counterexample"]["X"]
+
+
+# --------------------------------------------------------------------------- the database
+
+
+def test_no_database_setting_keeps_hypothesis_default(monkeypatch):
+    monkeypatch.delenv(registry.DATABASE_ENV, raising=False)
+    assert registry.database_from_env() is None
+
+
+def test_a_directory_is_shared_and_ro_entries_are_read_only(tmp_path):
+    db = registry.database_from_env(str(tmp_path / "shared"))
+    assert isinstance(db, DirectoryBasedExampleDatabase)
+    multi = registry.database_from_env(f"{tmp_path / 'mine'}, ro:{tmp_path / 'ci-copy'}")
+    assert isinstance(multi, MultiplexedDatabase)
+    mine, theirs = multi._wrapped
+    assert isinstance(mine, DirectoryBasedExampleDatabase) and isinstance(theirs, ReadOnlyDatabase)
+    multi.save(b"key", b"value")
+    assert list(DirectoryBasedExampleDatabase(str(tmp_path / "mine")).fetch(b"key")) == [b"value"]
+    assert not (tmp_path / "ci-copy").exists() or not any((tmp_path / "ci-copy").iterdir())
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("ftp://host/db", "unknown database URL 'ftp://host/db'"),
+        ("ro:", "empty entry"),
+    ],
+)
+def test_bad_database_settings_are_clear_errors(value, message):
+    with pytest.raises(ValueError, match=f"ATTN_HYPOTHESIS_DB: .*{message}"):
+        registry.database_from_env(value)
+
+
+def test_redis_needs_its_client(monkeypatch):
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        with pytest.raises(ValueError, match=r'pip install "hypothesis\[redis\]"'):
+            registry.database_from_env("redis://localhost:6379/0")
+    else:  # the client connects lazily: building the database needs no server
+        db = registry.database_from_env("redis://localhost:6379/0")
+        assert type(db).__name__ == "RedisExampleDatabase"
+
+
+def test_the_nightly_and_dev_profiles_use_the_shared_database(tmp_path, monkeypatch):
+    before = registry.current_profile()
+    monkeypatch.setenv(registry.DATABASE_ENV, str(tmp_path / "db"))
+    try:
+        registry.register_profiles()
+        for name in ("nightly", "dev"):
+            db = registry.settings.get_profile(name).database
+            assert isinstance(db, DirectoryBasedExampleDatabase), name
+            assert str(tmp_path / "db") in str(db.path)
+        assert registry.settings.get_profile("ci").database is None  # CI stays derandomized
+        monkeypatch.setenv(registry.DATABASE_ENV, "ftp://nowhere")
+        with pytest.raises(ValueError, match="unknown database URL"):
+            registry.load_profile("nightly")
+        registry.load_profile("ci")  # ci has no database: the setting does not matter
+    finally:
+        monkeypatch.delenv(registry.DATABASE_ENV)
+        registry.register_profiles()
+        registry.settings.load_profile(before)
