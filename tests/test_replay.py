@@ -63,6 +63,7 @@ def test_saved_file_is_an_instance_file_and_rewritten_only_on_change(store, caps
     assert first["example"] == '@example(inst=saved("T-SAVE"))'
     doc = json.loads(first["path"].read_text())
     assert doc["counterexample"]["extra"] == {"alpha": [1]}  # not in the check CLI schema
+    assert doc["replay"]["inst"]["json"]["$instance"]  # the arrays are stored once
     assert doc["counterexample"]["falsifying_example"][0] == "Falsifying example: test_x("
     model, fields = cli.load_instance(first["path"])
     assert model == "prompt" and torch.equal(fields["X"], inst.X)

@@ -541,7 +541,8 @@ def test_direction_converges_to_cls_svm(inst):
     examples=20,
     statement=f"""Monotone loss along the flow (spec §3.3 part 1, dL/dt = −‖∇L‖²): under
     {THEOREM_HYPOTHESES} the loss is non-increasing along the traced gradient-flow path:
-    L(p_{{k+1}}) ≤ L(p_k) + 1e-12·max(1, L(p_k)) at consecutive recorded points, up to ‖p‖ = 10³.""",
+    L(p_{{k+1}}) ≤ L(p_k) + 1e-12·max(1, L(p_k)) at consecutive recorded points, up to
+    ‖p‖ = 10³.""",
     note=_FLOW_NOTE + " Unlike normalized GD with step 0.1 (which the spec saw increase the loss "
     "by up to 7.5e-3), the traced flow itself must be monotone.",
 )

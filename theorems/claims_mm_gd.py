@@ -403,6 +403,13 @@ def test_theorem_g_single_input(inst):
 # ---- §2.3 Theorem L ------------------------------------------------------------------------------
 
 
+@st.composite
+def cone_scan(draw, instances):
+    """One instance and its cone initializations at every (R0, ε) of CONE_SCAN."""
+    inst = draw(instances)
+    return tuple(draw(cone_inits(inst, R0=R0, eps=eps)) for R0, eps in CONE_SCAN)
+
+
 @claim(
     id="MM-THM-L-CONE",
     paper=PAPER,
@@ -419,13 +426,6 @@ def test_theorem_g_single_input(inst):
     "far the scan had to go).",
     examples=20,
 )
-@st.composite
-def cone_scan(draw, instances):
-    """One instance and its cone initializations at every (R0, ε) of CONE_SCAN."""
-    inst = draw(instances)
-    return tuple(draw(cone_inits(inst, R0=R0, eps=eps)) for R0, eps in CONE_SCAN)
-
-
 @given(cones=cone_scan(local_opt_instances()))
 def test_theorem_l_cone(cones):
     """Theorem L: from a narrow enough cone of large enough R0 around a locally-optimal

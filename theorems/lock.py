@@ -31,6 +31,7 @@ from theorems.registry import ID_PATTERN, VERDICTS
 DEFAULT_LOCK = Path("theorems") / "verdicts.lock"
 UPDATE_COMMAND = "python -m theorems lock --update"
 SHOWN_CHARS = 1500  # of a counterexample printed in a gate diff
+SHOWN_LINES = 30  # of a falsifying example printed in a gate diff
 
 HEADER = """\
 # The verdict lock of attention-theorems: the pinned verdict of every gating claim.
@@ -165,7 +166,10 @@ def _diff(claim: Mapping, pinned: str, saved: Mapping[str, str]) -> str:
         where = f" (saved to {saved[claim['id']]})" if claim["id"] in saved else ""
         lines.append(f"    counterexample{where}: {_shown(claim['counterexample'])}")
     if claim.get("falsifying_example"):
-        lines += [f"    {line}" for line in claim["falsifying_example"].splitlines()]
+        falsifying = claim["falsifying_example"].splitlines()
+        lines += [f"    {line}" for line in falsifying[:SHOWN_LINES]]
+        if len(falsifying) > SHOWN_LINES:
+            lines.append(f"    ... ({len(falsifying) - SHOWN_LINES} more lines in the report)")
     if claim.get("error"):
         lines += [f"    {line}" for line in claim["error"].splitlines()[:6]]
     return "\n".join(lines)

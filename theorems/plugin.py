@@ -68,6 +68,7 @@ DEFAULT_REPORT = Path("reports") / "claims.json"
 LOCK_ENV = "ATTN_VERDICT_LOCK"
 NO_GATE_ENV = "ATTN_NO_GATE"
 TEXT_LIMIT = 4000  # characters kept of an error or a falsifying-example text
+SHOWN_LINES = 30  # lines of a falsifying example printed with a saved counterexample
 
 # BaseExceptionGroup is a builtin from Python 3.11; Hypothesis uses the backport before.
 _GROUP = getattr(builtins, "BaseExceptionGroup", None)
@@ -766,9 +767,11 @@ def _save_counterexamples(state: _State, claims: list[dict], replays: dict, conf
         if saved is not None:
             saved["id"], saved["shown"] = claim["id"], _relative(saved["path"], config)
             text = claim.get("falsifying_example") or ""
-            saved["falsifying"] = [
-                line for line in text.splitlines() if "@reproduce_failure" not in line
-            ]
+            lines = [line for line in text.splitlines() if "@reproduce_failure" not in line]
+            if len(lines) > SHOWN_LINES:
+                more = len(lines) - SHOWN_LINES
+                lines = [*lines[:SHOWN_LINES], f"... ({more} more lines in {saved['shown']})"]
+            saved["falsifying"] = lines
             state.saved.append(saved)
 
 

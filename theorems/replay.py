@@ -211,6 +211,41 @@ def _instance_part(recorded: Any) -> tuple[dict, dict]:
     return top, ({"extra": rest} if rest else {})
 
 
+_SAME = "$instance"  # an argument's instance fields are the file's top-level instance
+
+
+def _share_instance(args: Mapping[str, Mapping], top: Mapping) -> dict:
+    """Replace an instance argument's fields that repeat the file's instance by a reference
+    (a saved file holds its arrays once)."""
+    shared = {}
+    for name, doc in args.items():
+        fields = INSTANCE_FIELDS.get(top.get("model"), ())
+        data = doc.get("json") if "instance" in doc else None
+        if (
+            data
+            and fields
+            and evidence.to_jsonable({k: data.get(k) for k in fields})
+            == {k: top.get(k) for k in fields}
+        ):
+            rest = {k: v for k, v in data.items() if k not in fields}
+            doc = {**doc, "json": {_SAME: True, **rest}}
+        shared[name] = doc
+    return shared
+
+
+def _expand(args: Mapping[str, Mapping], doc: Mapping) -> dict:
+    """Inverse of `_share_instance`."""
+    out = {}
+    for name, arg in args.items():
+        data = arg.get("json") if isinstance(arg, Mapping) else None
+        if isinstance(data, Mapping) and data.get(_SAME):
+            fields = INSTANCE_FIELDS.get(doc.get("model"), ())
+            rest = {k: v for k, v in data.items() if k != _SAME}
+            arg = {**arg, "json": {**{k: doc[k] for k in fields if k in doc}, **rest}}
+        out[name] = arg
+    return out
+
+
 def _dump(doc: Mapping) -> str:
     """The header indented, every other top-level field on one line (readable, diffable)."""
     parts = []
@@ -262,7 +297,7 @@ def save(claim: Mapping, replay: Mapping | None, *, profile: str, store: Path) -
         )
     doc = {"counterexample": header, **top}
     if args:
-        doc["replay"] = args
+        doc["replay"] = _share_instance(args, evidence.to_jsonable(top))
     doc = evidence.to_jsonable(doc)
     path = path_for(claim["id"], store)
     changed = True
@@ -317,7 +352,7 @@ def saved_arguments(claim_id: str, store: Path | None = None) -> dict[str, Any]:
     if not isinstance(args, dict) or not args:
         raise ReplayError(f"{path}: has no replayable arguments ('replay' is missing)")
     try:
-        return {name: decode(value) for name, value in args.items()}
+        return {name: decode(value) for name, value in _expand(args, doc).items()}
     except ReplayError as exc:
         raise ReplayError(f"{path}: {exc}") from None
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
