@@ -52,18 +52,28 @@ def _torch_one_thread():
         yield
 
 
+def _palette(x: np.ndarray):
+    """Viridis colours at x ∈ [0, 1] (paths: red and blue are the SVM directions')."""
+    import matplotlib
+
+    return matplotlib.colormaps["viridis"](x)
+
+
 def _inits(inst) -> list[torch.Tensor]:
     return [torch.tensor(p, dtype=DTYPE) for p in inst.meta["inits"]]
 
 
-def _draw_paths(ax, inst, inits, *, colors=None) -> None:
-    """NGD paths (lr 0.1, 200 iterations) in the key plane, a marker every 10 steps, the
-    tokens' keys annotated with their scores."""
+def _draw_paths(ax, inst, inits) -> float:
+    """NGD paths (lr 0.1, 200 iterations) in the key plane, an arrow every 10 steps, the
+    tokens' keys annotated with their scores; returns the largest ‖p‖ drawn. Paths use a
+    green-to-purple palette so that red and blue stay reserved for the SVM directions."""
     keys, scores = inst.keys.numpy(), inst.scores.numpy()
+    colors = _palette(np.linspace(0.0, 0.85, len(inits)))
+    reach = 0.0
     for j, p0 in enumerate(inits):
         path = ngd(inst.problem, p0, lr=LR, steps=PLOT_STEPS).ps.numpy()
-        color = None if colors is None else colors[j]
-        line = ax.plot(path[:, 0], path[:, 1], lw=1.0, color=color)[0]
+        reach = max(reach, float(np.linalg.norm(path[:, :2], axis=1).max()))
+        line = ax.plot(path[:, 0], path[:, 1], lw=1.0, color=colors[j], label=_init_label(p0))[0]
         marks = path[::MARK_EVERY]
         ax.quiver(
             marks[:-1, 0],
@@ -85,6 +95,11 @@ def _draw_paths(ax, inst, inits, *, colors=None) -> None:
     ax.set_xlabel("p₁")
     ax.set_ylabel("p₂")
     ax.set_aspect("equal", adjustable="datalim")
+    return reach
+
+
+def _init_label(p0) -> str:
+    return f"p(0) = ({float(p0[0]):g}, {float(p0[1]):g})"
 
 
 def _figure1(panel: str) -> tuple[list, list]:
@@ -99,18 +114,18 @@ def _figure1(panel: str) -> tuple[list, list]:
 
 
 def _plot_figure1(inst, panel: str, name: str) -> None:
-    fig, axes = figures.new(1, 1, width=4.6, height=4.2)
+    fig, axes = figures.new(1, 1, width=5.0, height=4.6)
     ax = axes[0, 0]
-    _draw_paths(ax, inst, _inits(inst))
+    reach = _draw_paths(ax, inst, _inits(inst))
     figures.direction_line(
-        ax, inst.meta["p_mm"][0], color=figures.GLOBAL_COLOR, label="global p^mm", length=3.0
+        ax, inst.meta["p_mm"][0], color=figures.GLOBAL_COLOR, label="global p^mm", length=reach
     )
     if panel == "b":
         figures.direction_line(
-            ax, inst.meta["p_mm"][1], color=figures.LOCAL_COLOR, label="local p^mm", length=3.0
+            ax, inst.meta["p_mm"][1], color=figures.LOCAL_COLOR, label="local p^mm", length=reach
         )
     ax.set_title(f"Figure 1({panel}): NGD paths, lr 0.1, 200 iterations", fontsize=9)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=6, loc="upper right")
     figures.save(fig, name)
 
 
@@ -170,9 +185,9 @@ def _mean_opt_prob(inst, ps: torch.Tensor) -> np.ndarray:
 def _plot_figure2(inst, ngd_run, gd_run) -> None:
     fig, axes = figures.new(3, 1, width=4.2, height=3.8)
     ax = axes[0, 0]
-    _draw_paths(ax, inst, _inits(inst))
+    reach = _draw_paths(ax, inst, _inits(inst))
     sol = att_svm(inst.keys, inst.alpha)
-    figures.direction_line(ax, sol.x, color=figures.GLOBAL_COLOR, label="p^mm", length=3.0)
+    figures.direction_line(ax, sol.x, color=figures.GLOBAL_COLOR, label="p^mm", length=reach)
     # the max-margin separating hyperplane: through the midpoint of the closest pair
     keys = inst.keys.numpy()
     u = sol.direction[:2]
@@ -182,7 +197,7 @@ def _plot_figure2(inst, ngd_run, gd_run) -> None:
     perp = np.array([-u[1], u[0]])
     line = np.array([mid * u + s * perp for s in (-3.0, 3.0)])
     ax.plot(line[:, 0], line[:, 1], ":", color="0.5", label="max-margin hyperplane")
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=6, loc="upper left")
     ax.set_title("Figure 2: NGD paths (lr 0.1, 200 iterations)", fontsize=9)
     steps = np.arange(PLOT_STEPS + 1)
     axes[0, 1].plot(steps, _mean_opt_prob(inst, ngd_run.ps), label="NGD (lr 0.1)")
@@ -256,8 +271,8 @@ def test_figure2(seed):
 )
 def test_loss_comparison():
     """The limit direction is p^mm = (1, 0) for every C and both losses (spec §4)."""
-    fig, axes = figures.new(2, 1, width=4.4, height=4.0)
-    colors = [f"C{j % 10}" for j in range(len(LOSS_COMPARISON_C))]
+    fig, axes = figures.new(2, 1, width=4.6, height=4.2)
+    colors = _palette(np.linspace(0.0, 0.9, len(LOSS_COMPARISON_C)))
     for ax, loss in zip(axes[0], ("correlation", "logistic"), strict=True):
         for C, color in zip(LOSS_COMPARISON_C, colors, strict=True):
             inst = loss_comparison_instance(C, loss)

@@ -340,7 +340,7 @@ def theorem_g_counterexample() -> PromptInstance:
     id="MM-THM-G",
     paper=PAPER,
     kind="theorem",
-    provenance="[R?]",
+    provenance="[R?] hypotheses, [R+] conclusion",
     expected="refuted",
     statement="Theorem G as read: under Assumption A, η ≤ 1/L_p, ATT-SVM(opt) feasible and "
     "equal non-optimal scores in every input (any n ≥ 1), GD from an arbitrary p(0) has "
@@ -537,8 +537,8 @@ def test_gd_monotone(inst):
     kind="corollary",
     provenance="[R+]",
     statement="Under the hypotheses of the descent lemma (equal non-optimal scores, ATT-SVM(opt) "
-    "feasible), plain GD with η = 1/L_p increases ⟨p(t), p^mm⟩ at every step, so "
-    "‖p(t)‖ ≥ ⟨p(t), p̂^mm⟩ keeps growing and L has no finite stationary point.",
+    "feasible), plain GD with η = 1/L_p increases ⟨p(t), p^mm⟩ at every step (so "
+    "‖p(t)‖ ≥ ⟨p(t), p̂^mm⟩ keeps growing).",
     examples=20,
 )
 @given(inst=with_init(equal_nonopt_instances()))

@@ -1,0 +1,293 @@
+"""Figure 3 of arXiv 2306.13596 (joint training of v and p) and a regularization-path picture.
+
+Figure 3 (spec §4, caption [V]): (a), (b) joint convergence of the attention weights p and the
+classifier head v to their max-margin directions, on a tight and a non-tight instance; (c) the
+averaged softmax probability of the optimal tokens and the logistic probability of the output
+along the run of (a). The data and protocol are the official notebook's (``figure3_instance``:
+n = 3, T = 2, W = I, init v = (−1, 0), p = (0, −1), SGD lr 0.1 on each separately normalized
+gradient, 1000 iterations); the pictures show the first 200 iterations with an arrow every 10
+steps, as the notebook draws them, and the SVM directions dashed (p^relax red, p^full grey).
+
+The regularization-path picture illustrates Theorem RP (§2.4) and control F6 on the keys of
+Figure 1(b): p_R/R on the unit circle for growing R goes to the global ATT-SVM direction (red),
+never to the local one (blue), which only the cap-restricted path reaches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from models.attention import one_minus_cos
+from models.joint import JointProblem, joint_ngd, relaxed_svm_for
+from models.regpath import local_reg_path_point, reg_path_point, single_thread
+from models.selection import global_opt
+from models.svm import att_svm
+from strategies import figure1_instance, figure3_instance
+from theorems import claim, evidence, figures
+from theorems.claims_mm_regpath import key_problem, rp_tol, safe_cap
+
+PAPER = "2306.13596"
+DTYPE = torch.float64
+
+# ---- protocol and tolerances (spec §4 Figure 3, §2.7 check, §6) ----------------------------------
+LR = 0.1
+STEPS = 1000
+PLOT_STEPS = 200
+MARK_EVERY = 10
+#: The spec's §2.7 thresholds at 1000 steps, cos(v, v^mm) ≥ 0.9999 and cos(p, p^relax) ≥ 0.999
+#: ([N]: tight 1.0/1.0, non-tight cos(v) = 1.0 and cos(p^relax) = 0.9992 at 1000 steps).
+V_TOL = 1e-4
+P_TOL = 1e-3
+#: Panel (c): both probabilities reach 1.0 in the spec's replication; 1 − prob ≤ 1e-6 at the
+#: end of the run (the selection row of spec §6), and they never fall by more than float64
+#: rounding after step 100 (the picture's plateau).
+PROB_TOL = 1e-6
+#: Regularization-path picture: radii on the keys of Fig. 1(b) (‖p^mm‖ = 0.995).
+RP_RADII = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _torch_one_thread():
+    with single_thread():
+        yield
+
+
+# ---- Figure 3 ------------------------------------------------------------------------------------
+
+
+def _run(tight: bool):
+    inst = figure3_instance(tight)
+    evidence.instance(inst.to_json())
+    problem = JointProblem(inst.X, inst.y, inst.W)
+    svms = relaxed_svm_for(problem, inst.alpha)
+    for name, sol in (("v^mm", svms.v_mm), ("p^relax", svms.p_relax), ("p^full", svms.p_full)):
+        assert sol.ok, f"{name}: {sol.status} ({sol.reason})"
+    run = joint_ngd(problem, inst.v, inst.p0, lr=LR, steps=STEPS, alpha=inst.alpha)
+    return inst, problem, svms, run
+
+
+def _arrows(ax, path: np.ndarray, color, label: str) -> None:
+    """A path with an arrow every MARK_EVERY steps and its start marked."""
+    ax.plot(path[:, 0], path[:, 1], lw=1.0, color=color, label=label)
+    marks = path[::MARK_EVERY]
+    ax.quiver(
+        marks[:-1, 0],
+        marks[:-1, 1],
+        np.diff(marks[:, 0]),
+        np.diff(marks[:, 1]),
+        angles="xy",
+        scale_units="xy",
+        scale=1,
+        width=0.004,
+        color=color,
+    )
+    ax.plot(path[0, 0], path[0, 1], "o", ms=4, color=color)
+
+
+def _plot_paths(inst, svms, run, name: str, title: str) -> None:
+    import matplotlib
+
+    colors = matplotlib.colormaps["viridis"]([0.05, 0.55])
+    fig, axes = figures.new(1, 1, width=5.0, height=4.6)
+    ax = axes[0, 0]
+    vs, ps = run.vs[: PLOT_STEPS + 1].numpy(), run.ps[: PLOT_STEPS + 1].numpy()
+    _arrows(ax, vs, colors[0], "v (head)")
+    _arrows(ax, ps, colors[1], "p (attention)")
+    reach = float(max(np.linalg.norm(vs, axis=1).max(), np.linalg.norm(ps, axis=1).max()))
+    figures.direction_line(ax, svms.v_mm.x, color="k", label="v^mm", length=reach)
+    if svms.tight:
+        figures.direction_line(
+            ax, svms.p_full.x, color=figures.GLOBAL_COLOR, label="p^mm", length=reach
+        )
+    else:
+        figures.direction_line(
+            ax, svms.p_relax.x, color=figures.GLOBAL_COLOR, label="p^relax", length=reach
+        )
+        figures.direction_line(ax, svms.p_full.x, color="0.55", label="p^full", length=reach)
+    x = inst.X[:, 1].numpy()
+    ax.scatter(x[:, 0], x[:, 1], s=18, color="0.3", zorder=3)
+    for i, (xi, yi) in enumerate(zip(x, inst.y.tolist(), strict=True)):
+        ax.annotate(f"x{i + 1} (y={yi:+g})", xi, fontsize=7, color="0.3")
+    ax.set_xlabel("coordinate 1")
+    ax.set_ylabel("coordinate 2")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=6, loc="best")
+    figures.save(fig, name)
+
+
+def _plot_probabilities(run, name: str) -> None:
+    fig, axes = figures.new(1, 1, width=5.0, height=3.4)
+    ax = axes[0, 0]
+    steps = run.steps[: PLOT_STEPS + 1]
+    ax.plot(steps, run.attention_mass[: PLOT_STEPS + 1], label="softmax prob. of optimal tokens")
+    ax.plot(steps, run.output_prob[: PLOT_STEPS + 1], "--", label="logistic prob. of the output")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("averaged probability")
+    ax.set_ylim(0.0, 1.05)
+    ax.set_title("Figure 3(c): run of panel (a)", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    figures.save(fig, name)
+
+
+def _check_probabilities(run) -> str | None:
+    """Panel (c): both probabilities end within PROB_TOL of 1 and do not fall after step 100."""
+    failures = []
+    for name, series in (("softmax mass", run.attention_mass), ("output prob.", run.output_prob)):
+        gap = 1.0 - float(series[-1])
+        evidence.slack(f"1 − {name} at step {STEPS}", gap, PROB_TOL)
+        if gap > PROB_TOL:
+            failures.append(f"1 − {name} = {gap:.3g} at step {STEPS}")
+        drop = float(np.max(np.maximum.accumulate(series[100:]) - series[100:]))
+        evidence.metric(f"largest fall of the {name} after step 100", drop)
+        if drop > 1e-12:
+            failures.append(f"the {name} falls by {drop:.3g} after step 100")
+    return "; ".join(failures) or None
+
+
+@claim(
+    id="MM-FIG3-TIGHT",
+    paper=PAPER,
+    kind="experiment",
+    provenance="[V] caption and data, [N] results (spec §4 Figure 3)",
+    statement="Figure 3(a) and (c): inputs [(0,0),(1,1)], [(0,0),(1,−1)], [(0,0),(0.5,1)], "
+    "Y = (+1, −1, +1), W = I, selected token 1 (every input a support vector of the v-SVM, "
+    "so p^relax = p^mm). Joint NGD (lr 0.1 on each normalized gradient, 1000 iterations) "
+    "from v = (−1, 0), p = (0, −1) converges jointly: cos(v, v^mm) ≥ 0.9999 and "
+    "cos(p, p^mm) ≥ 0.999 at the end; the averaged softmax probability of the optimal tokens "
+    "and the logistic probability of the output end within 1e-6 of 1 and do not fall after "
+    "iteration 100.",
+    examples=1,
+    figures=("mm_fig3a_joint_tight.png", "mm_fig3c_probabilities.png"),
+)
+def test_figure3_tight():
+    """Fig. 3(a), (c): tight instance; v → v^mm, p → p^mm, probabilities → 1."""
+    inst, _, svms, run = _run(tight=True)
+    assert svms.tight, f"v-SVM support {svms.support.tolist()}: not tight"
+    gv, gp = one_minus_cos(run.v, svms.v_mm.x), one_minus_cos(run.p, svms.p_full.x)
+    evidence.slack("1 − cos(v, v^mm)", gv, V_TOL)
+    evidence.slack("1 − cos(p, p^mm)", gp, P_TOL)
+    _plot_paths(inst, svms, run, "mm_fig3a_joint_tight.png", "Figure 3(a): tight, joint NGD")
+    _plot_probabilities(run, "mm_fig3c_probabilities.png")
+    failures = [f for f in (_check_probabilities(run),) if f]
+    if gv > V_TOL:
+        failures.append(f"1 − cos(v, v^mm) = {gv:.3g}")
+    if gp > P_TOL:
+        failures.append(f"1 − cos(p, p^mm) = {gp:.3g}")
+    assert not failures, "; ".join(failures)
+
+
+@claim(
+    id="MM-FIG3-NONTIGHT",
+    paper=PAPER,
+    kind="experiment",
+    provenance="[V] caption and data, [N] results (spec §4 Figure 3)",
+    statement="Figure 3(b): as 3(a) with the third input [(0,0),(0.5,1.5)], which is not a "
+    "support vector of the v-SVM (p^relax ≠ p^full, cosine 0.98). Joint NGD (same protocol) "
+    "ends with cos(v, v^mm) ≥ 0.9999, cos(p, p^relax) ≥ 0.999 and cos(p, p^relax) > "
+    "cos(p, p^full); the softmax and logistic probabilities end within 1e-6 of 1.",
+    examples=1,
+    figures=("mm_fig3b_joint_nontight.png",),
+)
+def test_figure3_nontight():
+    """Fig. 3(b): non-tight instance; p → p^relax (red), not p^full (grey)."""
+    inst, _, svms, run = _run(tight=False)
+    assert not svms.tight, "the v-SVM support set is every input: not the non-tight panel"
+    gv = one_minus_cos(run.v, svms.v_mm.x)
+    gp = one_minus_cos(run.p, svms.p_relax.x)
+    full = one_minus_cos(run.p, svms.p_full.x)
+    evidence.slack("1 − cos(v, v^mm)", gv, V_TOL)
+    evidence.slack("1 − cos(p, p^relax)", gp, P_TOL)
+    evidence.metric("1 − cos(p, p^full)", full)
+    _plot_paths(inst, svms, run, "mm_fig3b_joint_nontight.png", "Figure 3(b): non-tight, joint NGD")
+    failures = []
+    for name, series in (("softmax mass", run.attention_mass), ("output prob.", run.output_prob)):
+        gap = 1.0 - float(series[-1])
+        evidence.slack(f"1 − {name} at step {STEPS}", gap, PROB_TOL)
+        if gap > PROB_TOL:
+            failures.append(f"1 − {name} = {gap:.3g} at step {STEPS}")
+    if gv > V_TOL:
+        failures.append(f"1 − cos(v, v^mm) = {gv:.3g}")
+    if gp > P_TOL:
+        failures.append(f"1 − cos(p, p^relax) = {gp:.3g}")
+    if not gp < full:
+        failures.append(f"p is not closer to p^relax ({gp:.3g}) than to p^full ({full:.3g})")
+    assert not failures, "; ".join(failures)
+
+
+# ---- a picture of Theorem RP ---------------------------------------------------------------------
+
+
+@claim(
+    id="MM-RP-PICTURE",
+    paper=PAPER,
+    kind="experiment",
+    provenance="[R+] Theorem RP (spec §2.4), [N] F6 (§5), [D] cap width (claims_mm_regpath)",
+    statement="On the keys and scores of Figure 1(b) (token (1, 0) locally optimal, not "
+    "global), the global regularization path p_R/R, R ∈ {1, 2, 5, 10, 20, 50, 100}, "
+    "approaches the global ATT-SVM direction: 1 − cos(p_R, p^mm(opt)) is non-increasing from "
+    "R = 5 on and ≤ 25/c² at R = 100 (c = R/‖p^mm‖), while it stays away from the local "
+    "direction p^mm(α); the cap-restricted path of α (safe cap) approaches p^mm(α).",
+    examples=1,
+    figures=("mm_regpath_fig1b.png",),
+)
+def test_reg_path_picture():
+    """Theorem RP on Fig. 1(b): the global path goes global; only the cap path goes local."""
+    inst = figure1_instance("b", alpha=1)
+    evidence.instance(inst.to_json())
+    problem = key_problem(inst)
+    glob = att_svm(problem.keys, global_opt(problem.scores))
+    local = att_svm(problem.keys, inst.alpha)
+    assert glob.ok and local.ok
+    path = [reg_path_point(problem, R) for R in RP_RADII]
+    eps = safe_cap(problem, inst.alpha, local)
+    caps = [local_reg_path_point(problem, inst.alpha, R, eps) for R in RP_RADII[3:]]
+    for pt in path + caps:
+        if not pt.certified:
+            evidence.inconclusive("regularization-path point not certified")
+    gaps = [one_minus_cos(pt.p, glob.x) for pt in path]
+    to_local = [one_minus_cos(pt.p, local.x) for pt in path]
+    cap_gaps = [one_minus_cos(pt.p, local.x) for pt in caps]
+    c = RP_RADII[-1] / float(glob.norm)
+    _plot_reg_path(path, caps, glob, local)
+    evidence.slack("1 − cos(p_R, p^mm(opt)) at R = 100", gaps[-1], rp_tol(c))
+    evidence.metric("min over R of 1 − cos(p_R, p^mm(α))", min(to_local))
+    evidence.metric("1 − cos(cap path, p^mm(α)) at R = 100", cap_gaps[-1])
+    start = RP_RADII.index(5.0)
+    failures = []
+    if any(b > a + 1e-12 for a, b in zip(gaps[start:], gaps[start + 1 :], strict=False)):
+        failures.append(f"1 − cos to the global direction is not non-increasing: {gaps}")
+    if gaps[-1] > rp_tol(c):
+        failures.append(f"1 − cos(p_100, p^mm(opt)) = {gaps[-1]:.3g} > {rp_tol(c):.3g}")
+    if min(to_local) < 0.5:
+        failures.append(f"the global path comes near the local direction: {to_local}")
+    if cap_gaps[-1] > rp_tol(RP_RADII[-1] / float(local.norm)):
+        failures.append(f"the cap path misses p^mm(α): {cap_gaps}")
+    assert not failures, "; ".join(failures)
+
+
+def _plot_reg_path(path, caps, glob, local) -> None:
+    import matplotlib
+
+    fig, axes = figures.new(1, 1, width=4.8, height=4.6)
+    ax = axes[0, 0]
+    theta = np.linspace(0, 2 * np.pi, 400)
+    ax.plot(np.cos(theta), np.sin(theta), color="0.8", lw=0.8)
+    colors = matplotlib.colormaps["viridis"](np.linspace(0.0, 0.9, len(path)))
+    for pt, color in zip(path, colors, strict=True):
+        u = pt.p.numpy() / pt.R
+        ax.plot(u[0], u[1], "o", ms=5, color=color, label=f"p_R/R, R = {pt.R:g}")
+    for pt in caps:
+        u = pt.p.numpy() / pt.R
+        ax.plot(u[0], u[1], "x", ms=5, color=figures.LOCAL_COLOR)
+    ax.plot([], [], "x", color=figures.LOCAL_COLOR, label="cap path (α = token (1, 0)), R ≥ 10")
+    figures.direction_line(ax, glob.x, color=figures.GLOBAL_COLOR, label="global p^mm", length=1.15)
+    figures.direction_line(ax, local.x, color=figures.LOCAL_COLOR, label="local p^mm", length=1.15)
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xlabel("p₁ / R")
+    ax.set_ylabel("p₂ / R")
+    ax.set_title("Theorem RP: regularization path on Fig. 1(b) keys", fontsize=9)
+    ax.legend(fontsize=6, loc="lower left")
+    figures.save(fig, "mm_regpath_fig1b.png")
