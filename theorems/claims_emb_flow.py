@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, seed
+from hypothesis import Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from models.attention import PromptProblem, cosine, one_minus_cos
@@ -666,6 +666,7 @@ def run_flow_general(inst: EmbeddingInstance, target: float = PRACTICAL_TARGET) 
     "part holds (EMB-SUFF-PRACTICAL-FLOW); a sufficient condition for the identification is "
     "EMB-SUFF-R3. One step only, so the search is cheap.",
 )
+@settings(phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink))
 @given(inst=two_relevant_instances())
 def test_practical_argmax_is_alpha_argmax(inst):
     evidence.instance(inst.to_json())

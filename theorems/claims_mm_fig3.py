@@ -109,7 +109,14 @@ def _plot_paths(inst, svms, run, name: str, title: str) -> None:
     x = inst.X[:, 1].numpy()
     ax.scatter(x[:, 0], x[:, 1], s=18, color="0.3", zorder=3)
     for i, (xi, yi) in enumerate(zip(x, inst.y.tolist(), strict=True)):
-        ax.annotate(f"x{i + 1} (y={yi:+g})", xi, fontsize=7, color="0.3")
+        ax.annotate(
+            f"x{i + 1} (y={yi:+g})",
+            xi,
+            xytext=(4, 6 - 9 * i),
+            textcoords="offset points",
+            fontsize=7,
+            color="0.3",
+        )
     ax.set_xlabel("coordinate 1")
     ax.set_ylabel("coordinate 2")
     ax.set_aspect("equal", adjustable="datalim")

@@ -215,6 +215,12 @@ def test_reg_path_global(loss, inst):
     provenance="[R+] statement (spec §2.4); [N] calibration (§7)",
     statement=RP_STATEMENT.format(cs="20, 100", dim=3) + " Logistic loss.",
     examples=20,
+    max_inconclusive=0.3,
+    note="In dimension 3 the sphere is searched by restarts, certified when ≥ 3 of them stop at "
+    "the same strict minimum. Far out (c ≥ 100) most of the sphere is float64-flat (the "
+    "softmax is saturated on a wrong token), so only restarts seeded near p^mm reach the "
+    "minimum and 10–20% of the points come back uncertified (inconclusive, never support); "
+    "the claim still needs 20 conclusive examples.",
 )
 @given(inst=global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=3))
 def test_reg_path_global_3d(inst):
@@ -348,12 +354,12 @@ def test_local_reg_path_safe_cap(inst):
     statement="(Wrong) The global regularization path can converge to a local max-margin "
     "direction: when α is a non-global locally-optimal selection, p_R ∈ argmin_{‖p‖≤R} L(p) "
     "converges in direction to p^mm(α): 1 − cos(p_R, p^mm(α)) ≤ 25/c² at R = c·‖p^mm(α)‖, "
-    "c = 200 (random single-input instances with a non-global locally-optimal α and a "
-    "feasible ATT-SVM(opt), as in Fig. 1(b); keys in dimension 2).",
+    "c = 200 (random single-input, three-token instances with a non-global locally-optimal "
+    "α and a feasible ATT-SVM(opt), as in Fig. 1(b); keys in dimension 2).",
     examples=20,
     note="Theorem RP: the path is global. Only the cone-restricted path goes local (MM-RPLOC-CAP).",
 )
-@given(inst=local_opt_instances(n=1, dk=2))
+@given(inst=local_opt_instances(n=1, T=3, dk=2))
 def test_f6_global_path_goes_local(inst):
     """(Wrong) The global path converges to a locally-optimal direction (spec §5 F6)."""
     evidence.instance(inst.to_json())
