@@ -271,6 +271,7 @@ def converge(
     max_norm: float = 1e8,
     select_tol: float = 1e-6,
     rtol: float = 1e-6,
+    persist: float = 10.0,
     **trace_kwargs,
 ) -> Outcome:
     """Trace gradient flow from p0 until its direction matches the ATT-SVM of what it selects.
@@ -281,8 +282,11 @@ def converge(
     1 − cos(p, p^mm(α̂)) ≤ target and the flow itself heads along p^mm(α̂) (1 − cos of −∇L(p)
     with p^mm(α̂) ≤ target; on the asymptotic ray the flow direction tends to p̂^mm faster than
     p does). The second test keeps a path that merely passes through an aligned point, or a
-    stationary point that happens to lie on the ray, from counting as converged. Otherwise it
-    goes on to max_norm; the outcome says what was reached.
+    stationary point that happens to lie on the ray, from counting as converged. Both must then
+    hold, for the same selection, at every step while ‖p‖ grows by the factor ``persist``: a
+    path can pass within 1e-6 of an unstable ray (the SVM direction of a selection that is not
+    locally optimal) and leave it later. Otherwise the trace goes on to max_norm; the outcome
+    says what was reached.
     """
     from models.svm import att_svm  # the oracle is only needed here
 
@@ -302,17 +306,33 @@ def converge(
         u, lgn = _field(problem, p)
         return 1.0 if lgn == -math.inf else 0.5 * float(np.sum((u - unit) ** 2))
 
-    def reached(p: np.ndarray):
-        # Called after every accepted step: numpy only, and the SVM is solved once per selection.
+    first_aligned: dict = {}  # selection → ‖p‖ where the alignment run began
+
+    def aligned(p: np.ndarray):
+        """The selection if p and the flow both point along its SVM direction, else None."""
         logits = keys @ p
         if problem.T > 1:
             two = np.partition(logits, -2, axis=-1)[:, -2:]
             if float(np.min(two[:, 1] - two[:, 0])) < lead:
                 return None
-        _, unit = svm_for(logits.argmax(-1))
-        if unit is not None and 0.5 * float(np.sum((p / np.linalg.norm(p) - unit) ** 2)) <= target:
-            if heading(p, unit) <= target:
-                return "direction reached the SVM of the selection"
+        sel = logits.argmax(-1)
+        _, unit = svm_for(sel)
+        if unit is None or 0.5 * float(np.sum((p / np.linalg.norm(p) - unit) ** 2)) > target:
+            return None
+        return tuple(int(a) for a in sel) if heading(p, unit) <= target else None
+
+    def reached(p: np.ndarray):
+        # Called after every accepted step: numpy only, and the SVM is solved once per selection.
+        sel, norm = aligned(p), float(np.linalg.norm(p))
+        if sel is None:
+            first_aligned.clear()
+            return None
+        start = first_aligned.setdefault(sel, norm)
+        if len(first_aligned) > 1:  # the selection changed during the run: start again
+            first_aligned.clear()
+            first_aligned[sel] = start = norm
+        if norm >= persist * start:
+            return "direction reached the SVM of the selection and stayed"
         return None
 
     traj = trace_flow(problem, p0, max_norm=max_norm, stop_when=reached, rtol=rtol, **trace_kwargs)
