@@ -110,8 +110,21 @@ def test_bad_fields_are_rejected_with_the_field_name(change, field):
 
 @pytest.mark.parametrize("good_id", ["MM-SVM-MARGIN", "EMB-THM1", "CONJ-my-guess-2", "X1-A"])
 def test_id_pattern_accepts_user_prefixes(good_id):
-    claim(**{**GOOD, "id": good_id})(lambda: None)
+    def test_fn():
+        pass
+
+    claim(**{**GOOD, "id": good_id})(test_fn)
     assert good_id in registry.REGISTRY
+
+
+def test_a_claim_must_decorate_a_test_function():
+    """A claim on a non-test function (e.g. a strategy) would never run: refuse it."""
+
+    def draw_instances():
+        pass
+
+    with pytest.raises(ClaimRegistrationError, match="must decorate a pytest test function"):
+        claim(**GOOD)(draw_instances)
 
 
 @pytest.mark.parametrize(

@@ -155,7 +155,16 @@ def register_profiles() -> None:
     except ValueError as exc:
         database, _DATABASE_ERROR = None, str(exc)
     shared = {} if database is None else {"database": database}
-    settings.register_profile("ci", derandomize=True, database=None, max_examples=100, **common)
+    # ci skips Hypothesis' explain phase: on a refuted control it re-ran the dynamics for
+    # most of a minute to annotate lines, and CI only needs the shrunk counterexample.
+    settings.register_profile(
+        "ci",
+        derandomize=True,
+        database=None,
+        max_examples=100,
+        phases=tuple(p for p in Phase if p is not Phase.explain),
+        **common,
+    )
     settings.register_profile("dev", derandomize=False, max_examples=20, **shared, **common)
     settings.register_profile(
         "nightly",
@@ -403,8 +412,17 @@ def claim(
     )
 
     def decorate(fn: Callable) -> Callable:
-        if not callable(fn):
-            raise ClaimRegistrationError(f"@claim({id!r}) must decorate a test function")
+        # pytest only collects test_* functions: a claim on anything else (e.g. by mistake on a
+        # @st.composite strategy) would never run and silently miss the report.
+        name = (
+            getattr(getattr(fn, "hypothesis", None), "inner_test", fn).__name__
+            if callable(fn)
+            else ""
+        )
+        if not callable(fn) or not name.startswith("test"):
+            raise ClaimRegistrationError(
+                f"@claim({id!r}) must decorate a pytest test function (test_*), got {fn!r}"
+            )
         file, qualname, line = _definition_site(fn)
         info = ClaimInfo(
             id=id,
