@@ -173,8 +173,9 @@ def trace_flow(
     ‖p‖ = 1e4 costs a few hundred field evaluations. Error control is atol + rtol·|p_j| per
     coordinate: the direction needs relative accuracy only, so the allowed error grows with p.
 
-    ``stop_when`` is an optional callable (p) → reason | None checked after every accepted
-    step. Stops are named: "reached max_norm", "reached max_arc", "stationary point …",
+    ``stop_when`` is an optional callable (p, u, log‖∇L‖) → reason | None checked after every
+    accepted step, with u = −∇L/‖∇L‖ at p (already computed: the check costs no evaluation).
+    Stops are named: "reached max_norm", "reached max_arc", "stationary point …",
     "integrator stalled …" (at a finite minimiser the arc-length field flips and the steps
     collapse: STALL_STEPS steps in a row shorter than STALL_RATIO·max(1, ‖p‖) end the run),
     "step budget", or the reason returned by ``stop_when``. Gradient-flow time is tracked in
@@ -212,7 +213,7 @@ def trace_flow(
             if not np.isfinite(p_new).all():
                 stop = "non-finite iterate"  # never expected; reported rather than returned
                 break
-            _, lgn_new = _field(problem, p_new)
+            u_new, lgn_new = _field(problem, p_new)
             evals[0] += 1
             if lgn_new > -math.inf:
                 log_time = np.logaddexp(log_time, math.log(s_new - s) - 0.5 * (lgn + lgn_new))
@@ -232,7 +233,7 @@ def trace_flow(
             elif solver.status == "finished":
                 stop = "reached max_arc"
             elif stop_when is not None:
-                stop = stop_when(p) or stop
+                stop = stop_when(p, u_new, lgn) or stop
             if stop != "step budget":
                 break
     rec.add(p, s, lgn, force=True)
@@ -270,7 +271,7 @@ def converge(
     target: float = 1e-6,
     max_norm: float = 1e8,
     select_tol: float = 1e-6,
-    rtol: float = 1e-6,
+    rtol: float = 1e-5,
     persist: float = 10.0,
     **trace_kwargs,
 ) -> Outcome:
@@ -301,14 +302,13 @@ def converge(
             cache[key] = (sol, sol.x / np.linalg.norm(sol.x) if sol.ok and sol.norm > 0 else None)
         return cache[key]
 
-    def heading(p: np.ndarray, unit: np.ndarray) -> float:
-        """1 − cos(−∇L(p), p^mm); 1 at a stationary point, where the flow goes nowhere."""
-        u, lgn = _field(problem, p)
+    def heading(u: np.ndarray, lgn: float, unit: np.ndarray) -> float:
+        """1 − cos(−∇L(p), p^mm) from the flow direction u at p; 1 at a stationary point."""
         return 1.0 if lgn == -math.inf else 0.5 * float(np.sum((u - unit) ** 2))
 
     first_aligned: dict = {}  # selection → ‖p‖ where the alignment run began
 
-    def aligned(p: np.ndarray):
+    def aligned(p: np.ndarray, u: np.ndarray, lgn: float):
         """The selection if p and the flow both point along its SVM direction, else None."""
         logits = keys @ p
         if problem.T > 1:
@@ -319,11 +319,11 @@ def converge(
         _, unit = svm_for(sel)
         if unit is None or 0.5 * float(np.sum((p / np.linalg.norm(p) - unit) ** 2)) > target:
             return None
-        return tuple(int(a) for a in sel) if heading(p, unit) <= target else None
+        return tuple(int(a) for a in sel) if heading(u, lgn, unit) <= target else None
 
-    def reached(p: np.ndarray):
+    def reached(p: np.ndarray, u: np.ndarray, lgn: float):
         # Called after every accepted step: numpy only, and the SVM is solved once per selection.
-        sel, norm = aligned(p), float(np.linalg.norm(p))
+        sel, norm = aligned(p, u, lgn), float(np.linalg.norm(p))
         if sel is None:
             first_aligned.clear()
             return None
@@ -340,7 +340,7 @@ def converge(
     sel = problem.selected(p).numpy()
     svm, unit = svm_for(sel)
     omc = one_minus_cos(p, torch.as_tensor(svm.x)) if svm.ok else 1.0
-    flow_omc = heading(p.numpy(), unit) if unit is not None else 1.0
+    flow_omc = heading(*_field(problem, p.numpy()), unit) if unit is not None else 1.0
     probs = problem.softmax(p)
     other = probs.clone()
     other[torch.arange(problem.n), torch.as_tensor(sel)] = 0.0
