@@ -143,6 +143,23 @@ STALL_RATIO = 1e-6
 STALL_STEPS = 200
 
 
+def _log_step_time(h: float, lgn0: float, lgn1: float) -> float:
+    """log ∫ ds/‖∇L‖ over a step of arc length h, with log‖∇L‖ linear from lgn0 to lgn1.
+
+    = log h − lgn0 + log((1 − e^{−δ})/δ), δ = lgn1 − lgn0: the log-mean rule, exact on the
+    asymptotic ray where log‖∇L‖ falls linearly in s. A midpoint rule is off by about e^{|δ|/2}
+    when ‖∇L‖ changes by orders of magnitude in one step, which is common far out.
+    """
+    d = lgn1 - lgn0
+    if d == 0.0:
+        factor = 0.0
+    elif d > 0:
+        factor = math.log(-math.expm1(-d)) - math.log(d)
+    else:
+        factor = -d + math.log(-math.expm1(d)) - math.log(-d)
+    return math.log(h) - lgn0 + factor
+
+
 def _field(problem: PromptProblem, p: np.ndarray) -> tuple[np.ndarray, float]:
     """Unit flow direction −∇L/‖∇L‖ at p and log‖∇L‖ (−inf at a stationary point)."""
     ls, vec = problem.gradient_log_np(p)
@@ -216,7 +233,7 @@ def trace_flow(
             u_new, lgn_new = _field(problem, p_new)
             evals[0] += 1
             if lgn_new > -math.inf:
-                log_time = np.logaddexp(log_time, math.log(s_new - s) - 0.5 * (lgn + lgn_new))
+                log_time = np.logaddexp(log_time, _log_step_time(s_new - s, lgn, lgn_new))
             norm = float(np.linalg.norm(p_new))
             short = short + 1 if s_new - s < STALL_RATIO * max(1.0, norm) else 0
             p, s, lgn = p_new, s_new, lgn_new

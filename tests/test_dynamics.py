@@ -372,3 +372,16 @@ def test_bad_initial_point_is_a_clear_error(runner, bad):
     p0, message = BAD_P0[bad]
     with pytest.raises(ValueError, match=message):
         RUNNERS[runner](figure2(), p0)
+
+
+@pytest.mark.parametrize(
+    "h, a, b", [(1.0, 0.0, 0.0), (1.0, 0.0, -20.0), (2.0, -5.0, 3.0), (0.5, 10.0, -30.0)]
+)
+def test_step_time_is_the_exact_integral_of_ds_over_grad_norm(h, a, b):
+    """Flow time over a step with log‖∇L‖ linear in s: the log-mean rule is exact there."""
+    from scipy.integrate import quad
+
+    from models.dynamics import _log_step_time
+
+    exact, _ = quad(lambda s: math.exp(-(a + (b - a) * s / h)), 0, h, epsabs=0, epsrel=1e-13)
+    assert _log_step_time(h, a, b) == pytest.approx(math.log(exact), rel=1e-12, abs=1e-12)
