@@ -2,8 +2,9 @@
 end to end (the verdict gate, the conjecture walkthrough, xdist on real claims).
 
 The copy holds models/, strategies/, theorems/ without the claim modules (claims_*.py and
-test_*.py: their suite is slow, and a test adds the few claims it needs), conftest.py and
-pyproject.toml; never the real verdict lock, counterexamples or reports.
+test_*.py: their suite is slow, and a test adds the few claims it needs), the report
+builder's code, conftest.py and pyproject.toml; never the real verdict lock, counterexamples
+or generated reports.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ def make(dest: Path, claims: dict[str, str] | None = None, *, docs: bool = False
     dest.mkdir(parents=True, exist_ok=True)
     for folder in ("models", "strategies", "theorems"):
         shutil.copytree(REPO_ROOT / folder, dest / folder, ignore=_IGNORE)
+    # The root conftest renders the HTML/Markdown report through reports/hook.py: copy the
+    # builder's code (never a generated report).
+    (dest / "reports").mkdir(exist_ok=True)
+    for name in ("__init__.py", "build.py", "hook.py"):
+        shutil.copy2(REPO_ROOT / "reports" / name, dest / "reports" / name)
     for name in ("conftest.py", "pyproject.toml"):
         shutil.copy2(REPO_ROOT / name, dest / name)
     if docs:

@@ -162,6 +162,10 @@ def throwaway_claims(monkeypatch):
     with registry.isolated():
         registry.REGISTRY.clear()
         for i, paper in enumerate(("2306.13596", "2505.17282")):
+
+            def test_fn():
+                pass
+
             claim(
                 id=f"TEST-CLI-{i}",
                 paper=paper,
@@ -169,7 +173,7 @@ def throwaway_claims(monkeypatch):
                 statement="a long statement " * 10,
                 provenance="[R+]",
                 examples=20,
-            )(lambda: None)
+            )(test_fn)
         yield
 
 

@@ -117,9 +117,10 @@ def rendered(path):
 
 # One file with every kind of outcome; most tests read the same (cached) run of it.
 MIXED = HOLDS + CONTROL + REFUTED + INCONCLUSIVE + ERROR + PARAMETRIZED + REJECTIONS + PLAIN
+# Reading order (registry.order_key): by kind (lemmas, experiments, controls), then definition.
 MIXED_IDS = [
-    "T-HOLDS", "T-CONTROL", "T-WRONG", "T-UNDECIDED", "T-BROKEN", "T-PARAM",
-    "T-ALL-REJECTED", "T-ALL-INCONCLUSIVE", "T-PLAIN", "T-SETUP",
+    "T-HOLDS", "T-WRONG", "T-UNDECIDED", "T-BROKEN", "T-PARAM",
+    "T-ALL-REJECTED", "T-ALL-INCONCLUSIVE", "T-PLAIN", "T-SETUP", "T-CONTROL",
 ]  # fmt: skip
 MIXED_ARGS = ("-v", "-rP", "--junitxml", "junit.xml")
 _CACHE: dict[str, tuple] = {}

@@ -24,6 +24,9 @@ GOOD = dict(
 def isolated_registry():
     """Throwaway claims must not leak into the real registry (or the CLI's listing)."""
     with registry.isolated():
+        # Start empty: another test may have imported the real claim modules in this process.
+        registry.REGISTRY.clear()
+        registry._DEFINED_BY.clear()
         yield
 
 

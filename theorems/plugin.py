@@ -56,6 +56,7 @@ from theorems.registry import (
     current_profile,
     load_profile,
     merge_verdicts,
+    order_key,
     register_profiles,
 )
 
@@ -682,7 +683,9 @@ def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list
                 "nodeid": first["nodeid"],
                 "_replay": witness.get("replay") or {},
                 "_replayed": any(r.get("replayed") for r in group),
-                "_order": (first["paper"], first["module"], first["line"], claim_id),
+                "_order": order_key(
+                    first["paper"], first["kind"], first["module"], first["line"], claim_id
+                ),
             }
         )
     claims.sort(key=lambda c: c.pop("_order"))

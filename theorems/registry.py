@@ -464,9 +464,29 @@ def claim_of(obj) -> ClaimInfo | None:
     return info if isinstance(info, ClaimInfo) else None
 
 
+# Reading order within a paper: definitions and their consequences first, then the lemmas,
+# theorems and corollaries, the experiments, and the negative controls last.
+KIND_ORDER = (
+    "definition",
+    "metamorphic",
+    "lemma",
+    "theorem",
+    "corollary",
+    "experiment",
+    "control",
+    "conjecture",
+)
+
+
+def order_key(paper: str, kind: str, module: str, line: int, claim_id: str) -> tuple:
+    """Sort key of a claim in reports and listings: paper, kind (reading order), definition."""
+    rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+    return (paper, rank, module, line, claim_id)
+
+
 def ordered(claims: Iterable[ClaimInfo]) -> list[ClaimInfo]:
-    """Claims by paper, then by where they are defined (module, line)."""
-    return sorted(claims, key=lambda c: (c.paper, c.module, c.line, c.id))
+    """Claims in reading order (see order_key)."""
+    return sorted(claims, key=lambda c: order_key(c.paper, c.kind, c.module, c.line, c.id))
 
 
 @contextlib.contextmanager
