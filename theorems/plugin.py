@@ -585,7 +585,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 class _Terminal:
-    """A line per claim as it finishes (verbose mode); registered on the controller only,
+    """A line per claim as it finishes (unless -q); registered on the controller only,
     because pytest_runtest_logreport receives the report but not the config."""
 
     def __init__(self, config: pytest.Config):
@@ -597,8 +597,10 @@ class _Terminal:
         if "claim" not in props or report.when not in ("setup", "call"):
             return
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None or self.config.getoption("verbose") <= 0:
-            return
+        if reporter is None or self.config.getoption("verbose") < 0:
+            return  # -q asks for the dots only
+        if self.config.getoption("verbose") == 0:
+            reporter.ensure_newline()  # progress per claim on long runs, not glued to the dots
         if "pinned" in props:
             mark = "as pinned" if props["as_pinned"] else "UNEXPECTED"
             shown = f"expected {props['expected']}, lock says {props['pinned']}, {mark}"
