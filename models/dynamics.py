@@ -69,6 +69,11 @@ class _Recorder:
             self.s.append(s)
             self.lgn.append(log_grad_norm)
 
+    def finish(self, p: np.ndarray, s: float, log_grad_norm: float) -> None:
+        """Record the last point of a run that stopped early, unless it is already recorded."""
+        if not self.ps or not np.array_equal(self.ps[-1], p):
+            self.add(p, s, log_grad_norm, force=True)
+
     def build(self, stop: str, evals: int, t0: float, **extra) -> Trajectory:
         seconds = time.perf_counter() - t0
         return Trajectory(
@@ -108,6 +113,7 @@ def gd(problem: PromptProblem, p0=None, *, eta: float, steps: int, record_every:
     for k in range(1, steps + 1):
         if ls == -math.inf:
             stop = "stationary point (gradient exactly zero)"
+            rec.finish(p, k - 1, ls)
             break
         # The update is the gradient's true size: it underflows when ∇L does, as real GD does.
         p = p - eta * math.exp(min(ls, 700.0)) * vec
@@ -129,6 +135,7 @@ def ngd(problem: PromptProblem, p0=None, *, lr: float = 0.1, steps: int = 1000, 
     for k in range(1, steps + 1):
         if lgn == -math.inf:
             stop = "stationary point (gradient exactly zero)"
+            rec.finish(p, lr * (k - 1), lgn)
             break
         p = p + lr * u
         u, lgn = _field(problem, p)
