@@ -171,13 +171,12 @@ class PromptProblem:
         log_scale, vec = self.gradient_log_np(p_np)
         return ScaledVector(log_scale, torch.from_numpy(vec))
 
-    def gradient_log_np(self, p: np.ndarray) -> tuple[float, np.ndarray]:
-        """The log-space gradient on numpy arrays: (log_scale, vec) with ∇L = e^{log_scale}·vec.
+    def log_coefficients_np(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The gradient's per-token coefficients in log space: (log|w|, sign w, r), each (n, T)
+        but r (n,), with w_it = ℓ'(m_i)·s_it·(γ_it − m_i) and ∇L = (1/n) Σ_it w_it (k_it − k_ir).
 
-        This is the engine's hot path (hundreds of calls per trajectory on tiny arrays), so it
-        is written in numpy with as few calls as possible, and the score differences
-        log|γ_it − γ_iu| are computed once per problem; the torch model (``loss_value``) is the
-        independent reference it is tested against.
+        γ_it − m_i = Σ_u s_iu (γ_it − γ_iu) is a signed log-sum-exp over u, so every w_it keeps
+        its sign and relative accuracy however small it is. r is each input's top-logit token.
         """
         keys, gam, log_pair, sign_pair, rows = self._np
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -187,7 +186,6 @@ class PromptProblem:
             e = np.exp(z)
             total = e.sum(1)
             log_s = z - np.log(total)[:, None]
-            # d_it = γ_it − m_i = Σ_u s_iu (γ_it − γ_iu): a signed log-sum-exp over u.
             a = log_s[:, None, :] + log_pair
             top = a.max(2)
             top = np.where(top > -np.inf, top, 0.0)
@@ -199,14 +197,25 @@ class PromptProblem:
             else:
                 lp = self.loss.deriv(torch.from_numpy(m)).numpy()
                 log_lp, sign_lp = np.log(np.abs(lp)), np.sign(lp)[:, None]
-            log_w = (log_lp[:, None] + log_s + log_d).ravel()
-            sign_w = (sign_lp * np.sign(acc)).ravel()
-            peak_w = log_w.max()
-            if not peak_w > -np.inf:
-                return -math.inf, np.zeros(keys.shape[2])
-            # Σ_t c_it (k_it − k_ir): centring at r is free (Σ_t c_it = 0) and exact.
-            centred = (keys - keys[rows, r][:, None, :]).reshape(-1, keys.shape[2])
-            vec = (sign_w * np.exp(log_w - peak_w)) @ centred
+            return log_lp[:, None] + log_s + log_d, sign_lp * np.sign(acc), r
+
+    def gradient_log_np(self, p: np.ndarray) -> tuple[float, np.ndarray]:
+        """The log-space gradient on numpy arrays: (log_scale, vec) with ∇L = e^{log_scale}·vec.
+
+        This is the engine's hot path (hundreds of calls per trajectory on tiny arrays), so it
+        is written in numpy with as few calls as possible, and the score differences
+        log|γ_it − γ_iu| are computed once per problem; the torch model (``loss_value``) is the
+        independent reference it is tested against.
+        """
+        keys, _, _, _, rows = self._np
+        log_w, sign_w, r = self.log_coefficients_np(p)
+        log_w, sign_w = log_w.ravel(), sign_w.ravel()
+        peak_w = log_w.max()
+        if not peak_w > -np.inf:
+            return -math.inf, np.zeros(keys.shape[2])
+        # Σ_t c_it (k_it − k_ir): centring at r is free (Σ_t c_it = 0) and exact.
+        centred = (keys - keys[rows, r][:, None, :]).reshape(-1, keys.shape[2])
+        vec = (sign_w * np.exp(log_w - peak_w)) @ centred
         peak = np.abs(vec).max()
         if peak == 0.0:
             return -math.inf, vec

@@ -498,14 +498,10 @@ def descent_slope(prompt: PromptProblem, p: Tensor, positions) -> tuple[float, f
         raise ValueError(
             f"positions: expected shape {tuple(prompt.scores.shape)}, got {tuple(mask.shape)}"
         )
-    log_s = prompt.log_softmax(p).detach().numpy()
-    gam = prompt.scores.detach().numpy()
-    pair = gam[:, :, None] - gam[:, None, :]  # γ_it − m_i = Σ_u s_iu (γ_it − γ_iu)
-    with np.errstate(divide="ignore"):
-        log_d, sign_d = signed_logsumexp_np(log_s[:, None, :] + np.log(np.abs(pair)), np.sign(pair))
-    log_lp = prompt.loss.log_neg_deriv(prompt.margins(p)).detach().numpy()  # ℓ' = −e^{log_lp}
-    sign = np.where(mask.numpy(), -sign_d, 0.0)
-    log_terms = np.where(sign != 0, log_lp[:, None] + log_s + log_d, NEG_INF)
+    # The same per-token coefficients as the gradient itself, restricted to s*'s positions.
+    log_w, sign_w, _ = prompt.log_coefficients_np(p.detach().numpy())
+    sign = np.where(mask.numpy(), sign_w, 0.0)
+    log_terms = np.where(sign != 0, log_w, NEG_INF)
     log_abs, total_sign = signed_logsumexp_np(log_terms.reshape(-1), sign.reshape(-1), axis=0)
     if total_sign == 0:
         return NEG_INF, 0.0
