@@ -13,6 +13,10 @@ if _XDIST_WORKER:
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[_var] = "1"
 
+# cuBLAS is deterministic only with a fixed workspace, which must be set before CUDA starts;
+# without it use_deterministic_algorithms (below) warns on every GPU matrix product.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -59,13 +60,21 @@ class PromptProblem:
         object.__setattr__(self, "keys", keys)
         object.__setattr__(self, "scores", scores)
         object.__setattr__(self, "loss", get_loss(self.loss))
-        # numpy copies and the per-problem constants of the hot path (gradient_log_np)
-        gam = scores.detach().numpy()
+
+    @cached_property
+    def _np(self) -> tuple[np.ndarray, ...]:
+        """Host (numpy) copies and the per-problem constants of the hot path (gradient_log_np).
+
+        Made on first use, not at construction: a problem that lives on a GPU and is only used
+        through its torch methods (the one-step gradient of models.embedding) never copies its
+        (n, T, k) keys to the host.
+        """
+        keys = self.keys.detach().cpu().numpy()
+        gam = self.scores.detach().cpu().numpy()
         pair = gam[:, :, None] - gam[:, None, :]
         with np.errstate(divide="ignore"):
             log_pair = np.log(np.abs(pair))
-        rows = np.arange(keys.shape[0])
-        object.__setattr__(self, "_np", (keys.detach().numpy(), gam, log_pair, np.sign(pair), rows))
+        return keys, gam, log_pair, np.sign(pair), np.arange(keys.shape[0])
 
     @classmethod
     def from_data(cls, X, y, v, W=None, loss="logistic") -> PromptProblem:
@@ -167,7 +176,7 @@ class PromptProblem:
 
     def gradient_scaled(self, p: Tensor) -> ScaledVector:
         """∇L(p) as a ScaledVector: exact direction and log-norm at any ‖p‖ (see module doc)."""
-        p_np = as_float_tensor(p, "p", 1).detach().numpy()
+        p_np = as_float_tensor(p, "p", 1).detach().cpu().numpy()
         log_scale, vec = self.gradient_log_np(p_np)
         return ScaledVector(log_scale, torch.from_numpy(vec))
 

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from models.attention import DTYPE, PromptProblem, as_float_tensor
+from models.device import device as torch_device
 from models.logspace import NEG_INF, signed_logsumexp_np
 from models.losses import LOGISTIC
 
@@ -89,13 +90,13 @@ def check_selection(s_star, n: int, vocab_size: int | None = None) -> Tensor:
 def token_counts(sequences, vocab_size: int) -> Tensor:
     """n_s(X_i): the (n, |S|) float64 matrix of occurrence counts (§1, "Counts")."""
     seq = check_sequences(sequences, vocab_size)
-    counts = torch.zeros(seq.shape[0], vocab_size, dtype=DTYPE)
+    counts = torch.zeros(seq.shape[0], vocab_size, dtype=DTYPE, device=seq.device)
     return counts.scatter_add_(1, seq, torch.ones_like(seq, dtype=DTYPE))
 
 
 def _scatter_to_tokens(sequences: Tensor, values: Tensor, vocab_size: int) -> Tensor:
     """Σ over all positions (j, i) with x_ji = s of values_ji, for every token s."""
-    out = torch.zeros(vocab_size, dtype=values.dtype)
+    out = torch.zeros(vocab_size, dtype=values.dtype, device=values.device)
     return out.index_add_(0, sequences.reshape(-1), values.reshape(-1))
 
 
@@ -158,6 +159,19 @@ class EmbeddingProblem:
         """The same data and head with other embeddings (e.g. the frozen E¹ after one step)."""
         return replace(self, E=E)
 
+    @property
+    def device(self) -> torch.device:
+        return self.E.device
+
+    def to(self, device) -> EmbeddingProblem:
+        """The same problem with every tensor on ``device`` (self if they are all there)."""
+        device = torch.device(device)
+        tensors = {"sequences": self.sequences, "y": self.y, "E": self.E, "v": self.v}
+        moved = {name: t.to(device) for name, t in tensors.items()}
+        if all(moved[name] is t for name, t in tensors.items()):
+            return self
+        return replace(self, **moved)
+
     # ---- the model -------------------------------------------------------------------------
     def token_scores(self, E: Tensor | None = None) -> Tensor:
         """u_s = ⟨E_s, v⟩ for every token."""
@@ -190,7 +204,7 @@ class EmbeddingProblem:
         ∇_{E_s}L = −(1/n) Σ_j h_j y_j Σ_{i: x_ji = s} σ_ji [v + (u_s − f_j) p],
         h_j = −ℓ'(y_j f_j), with u_s − f_j taken as Σ_k σ_jk (u_s − u_jk).
         """
-        p = as_float_tensor(p, "p", 1)
+        p = as_float_tensor(p, "p", 1).to(self.device)
         prompt = self.prompt_problem()
         sigma = prompt.softmax(p)  # (n, T)
         h = -LOGISTIC.deriv(prompt.margins(p))  # (n,)
@@ -318,16 +332,27 @@ def r1_coefficients(problem: EmbeddingProblem) -> tuple[Tensor, Tensor]:
     return (h0 * problem.y) @ counts / (problem.n * problem.T), f0
 
 
-def one_step(problem: EmbeddingProblem, eta0: float, p0: Tensor | None = None) -> OneStep:
-    """One GD step of size η0 on E from (problem.E, p⁰), p⁰ = 0 by default (§1 protocol, §3.1)."""
+def one_step(
+    problem: EmbeddingProblem, eta0: float, p0: Tensor | None = None, device=None
+) -> OneStep:
+    """One GD step of size η0 on E from (problem.E, p⁰), p⁰ = 0 by default (§1 protocol, §3.1).
+
+    The gradient ∇_E L, the step's only O(n·T·d) work (the gather of E[X] and the logits), runs
+    on ``device``: by default the ATTN_DEVICE setting (``models.device``; cpu unless set), so a
+    large-d sweep moves to a GPU without a change to the claims. The rest is O(|S|·d + n·T) and
+    runs where the problem lives; every tensor of the result is on the problem's device.
+    """
     eta0 = float(eta0)
     if not math.isfinite(eta0):
         raise ValueError(f"eta0: must be finite, got {eta0}")
-    p0 = torch.zeros(problem.dim, dtype=DTYPE) if p0 is None else as_float_tensor(p0, "p0", 1)
+    if p0 is None:
+        p0 = torch.zeros(problem.dim, dtype=DTYPE, device=problem.device)
+    p0 = as_float_tensor(p0, "p0", 1).to(problem.device)
     if p0.shape[0] != problem.dim:
         raise ValueError(f"p0: expected dimension {problem.dim}, got {p0.shape[0]}")
+    work = torch_device(device)
     E0, v = problem.E, problem.v
-    E1 = E0 - eta0 * problem.grad_E(p0)
+    E1 = E0 - eta0 * problem.to(work).grad_E(p0.to(work)).to(problem.device)
     beta, f0 = r1_coefficients(problem)
     alpha = average_signed_frequency(problem.sequences, problem.y, problem.vocab_size)
     alpha_bar = average_frequency(problem.sequences, problem.vocab_size)
@@ -592,12 +617,17 @@ def train_full_batch(
 ) -> Tensor:
     """Full-batch Adam on the mean logistic loss (§4.2 protocol); returns the loss curve.
 
-    The curve has epochs + 1 entries: the loss before each step and after the last. With a seed
-    the model is re-initialised first (it needs ``reset_parameters(seed)``, as the models here
-    have), so a call is reproducible.
+    The curve has epochs + 1 entries: the loss before each step and after the last; it is a CPU
+    tensor. With a seed the model is re-initialised first (it needs ``reset_parameters(seed)``,
+    as the models here have, and draws on the CPU whatever the model's device), so a call is
+    reproducible. Training runs where the model lives (``model.to(models.device.device())``
+    for a GPU): the data are moved there, and the curve stays there until the end, so an epoch
+    never waits on a copy to the host.
     """
     seq = check_sequences(sequences)
     y = check_labels(y, seq.shape[0])
+    where = next(model.parameters()).device
+    seq, y = seq.to(where), y.to(where)
     if seed is not None:
         model.reset_parameters(seed)
     opt = torch.optim.Adam([q for q in model.parameters() if q.requires_grad], lr=lr)
@@ -607,10 +637,10 @@ def train_full_batch(
         loss = LOGISTIC.value(y * model(seq)).mean()
         loss.backward()
         opt.step()
-        curve.append(float(loss.detach()))
+        curve.append(loss.detach())
     with torch.no_grad():
-        curve.append(float(LOGISTIC.value(y * model(seq)).mean()))
-    return torch.tensor(curve, dtype=DTYPE)
+        curve.append(LOGISTIC.value(y * model(seq)).mean())
+    return torch.stack(curve).cpu()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -119,7 +119,8 @@ def paper_title(paper: str) -> str:
 
 def meta_line(doc: dict) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v)
-    return f"generated {doc['generated']} · profile {doc['profile']} · {versions}"
+    device = f" · torch device {doc['device']}" if doc.get("device") else ""
+    return f"generated {doc['generated']} · profile {doc['profile']}{device} · {versions}"
 
 
 def number(x) -> str:

@@ -249,8 +249,9 @@ def test_non_hypothesis_claim_is_one_example(mixed):
 
 def test_report_schema(mixed):
     report = mixed[1]
-    assert set(report) == {"generated", "profile", "versions", "summary", "claims"}
+    assert set(report) == {"generated", "profile", "versions", "device", "summary", "claims"}
     assert report["profile"] == "ci"
+    assert report["device"] == "cpu"  # ATTN_DEVICE unset: the torch work ran on CPU
     assert set(report["versions"]) == {"python", "torch", "numpy", "cvxpy", "hypothesis"}
     assert report["summary"] == {
         "claims": 10,

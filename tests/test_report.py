@@ -154,6 +154,15 @@ def test_summary_line_counts_verdicts_and_expectations():
     assert report.summary_line(broken).endswith(", 2 errors")
 
 
+def test_meta_line_names_the_torch_device_when_the_report_has_one():
+    doc = {"generated": "g", "profile": "ci", "versions": {"torch": "2.13.0", "cvxpy": None}}
+    assert report.meta_line(doc) == "generated g · profile ci · torch 2.13.0"
+    doc["device"] = "cuda:0 (NVIDIA H200)"
+    assert report.meta_line(doc) == (
+        "generated g · profile ci · torch device cuda:0 (NVIDIA H200) · torch 2.13.0"
+    )
+
+
 def test_html_shows_every_claim_one_table_per_paper_in_order(built):
     page, _ = built
     assert f'<p class="summary">{SUMMARY}</p>' in page

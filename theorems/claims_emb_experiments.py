@@ -27,6 +27,7 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
+from models.device import device
 from models.embedding import (
     PAD_ID,
     OneLayerModel,
@@ -117,12 +118,14 @@ def _scores(model, seqs, y, vocab: int, skip=()) -> tuple[np.ndarray, ...]:
     for s in skip:
         mask[s] = False
     with torch.no_grad():
-        ev, ep = (model.E @ model.v).numpy(), (model.E @ model.p).numpy()
+        ev, ep = (model.E @ model.v).cpu().numpy(), (model.E @ model.p).cpu().numpy()
     keep = mask.numpy()
     return delta.numpy()[keep], ev[keep], ep[keep]
 
 
 def _train(label: str, model, seqs, y, vocab: int, seed: int, skip=()) -> Run:
+    """Train on the ATTN_DEVICE device (models.device; cpu unless set), read out on the host."""
+    model = model.to(device())
     curve = train_full_batch(model, seqs, y, epochs=EPOCHS, lr=LR, seed=seed).numpy()
     delta, ev, ep = _scores(model, seqs, y, vocab, skip)
     return Run(label, seed, curve, delta, ev, ep)

@@ -46,6 +46,7 @@ import pytest
 from _pytest._code.code import TerminalRepr
 from hypothesis.errors import FailedHealthCheck, Flaky, HypothesisException, Unsatisfiable
 
+from models.device import describe as describe_device
 from theorems import evidence, replay
 from theorems import lock as locks
 from theorems.registry import (
@@ -714,6 +715,7 @@ def build_report(claims: list[dict], profile: str) -> dict:
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "profile": profile,
         "versions": _versions(),
+        "device": describe_device(),
         "summary": {
             "claims": len(claims),
             **{v: verdicts[v] for v in ("holds", "refuted", "inconclusive", "error")},

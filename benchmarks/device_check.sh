@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The GPU checks of the suite as one short script, for a session lent a CUDA machine (the
+# device tool) or anyone with a GPU: the device tests (tests/test_device.py, which skip
+# without CUDA) and the GPU-against-CPU benchmark (benchmarks/test_device_speedup.py).
+# Needs torch with CUDA, pytest and pytest-benchmark only (no cvxpy). Logs and
+# reports/benchmark_device.json are copied to $OUT when it is set. About 2 minutes on an H200.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-reports}"
+mkdir -p "$out" reports
+export PYTHONUNBUFFERED=1
+python3 - <<'PY' || exit 1
+import torch
+assert torch.cuda.is_available(), "torch sees no CUDA device: nothing to check here"
+print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
+PY
+rc=0
+python3 -m pytest tests/test_device.py -rs -p no:cacheprovider --no-gate 2>&1 \
+    | tee "$out/device_tests.log" || rc=1
+python3 -m pytest benchmarks/test_device_speedup.py -s -p no:cacheprovider --no-gate 2>&1 \
+    | tee "$out/device_benchmark.log" || rc=1
+[ "$out" = reports ] || cp reports/benchmark_device.json "$out/" 2>/dev/null || rc=1
+exit "$rc"
