@@ -84,6 +84,30 @@ def _shuffled(gen: torch.Generator, tokens: list[int]) -> list[int]:
     return [tokens[j] for j in _perm(gen, len(tokens))]
 
 
+def _paired_instance(
+    gen: torch.Generator, rows, labels, star, vocab: int, d: int, *, per_row=None, meta, **fields
+) -> EmbeddingInstance:
+    """A paired builder's instance (G1, two-relevant): the sequences, labels and s* in one random
+    order, then the Gaussian embeddings, both drawn from ``gen`` in that order (the builders'
+    draw stream, so a seed keeps its instance). ``per_row``: meta lists with one entry per
+    sequence, put in the same order ahead of ``meta``; ``fields`` go to EmbeddingInstance."""
+    order = _perm(gen, len(rows))
+    E0, v = gaussian_init(gen, vocab, d)
+
+    def ordered(values):
+        return [values[k] for k in order]
+
+    return EmbeddingInstance(
+        sequences=torch.tensor(ordered(rows), dtype=torch.int64),
+        y=torch.tensor(ordered(labels), dtype=DTYPE),
+        E0=E0,
+        v=v,
+        s_star=torch.tensor(ordered(star), dtype=torch.int64),
+        meta={**{key: ordered(values) for key, values in (per_row or {}).items()}, **meta},
+        **fields,
+    )
+
+
 def _base_assumptions(dim_assumptions: set[str]) -> set[str]:
     return {GAUSSIAN_EMBEDDINGS, UNIT_HEAD} | dim_assumptions
 
@@ -136,20 +160,19 @@ def single_relevant_token_instances(
             labels.append(label)
             star.append(tok)
             pair.append(j)
-    order = _perm(gen, 2 * n_pairs)
-    E0, v = gaussian_init(gen, vocab, d)
-    return EmbeddingInstance(
-        sequences=torch.tensor([rows[k] for k in order], dtype=torch.int64),
-        y=torch.tensor([labels[k] for k in order], dtype=DTYPE),
-        E0=E0,
-        v=v,
+    return _paired_instance(
+        gen,
+        rows,
+        labels,
+        star,
+        vocab,
+        d,
         eta0=eta,
         assumptions={SINGLE_RELEVANT_TOKEN} | _base_assumptions(dim_assumptions),
         seed=seed,
-        s_star=torch.tensor([star[k] for k in order], dtype=torch.int64),
         relevant=frozenset(pos_tok) | frozenset(neg_tok),
+        per_row={"pair": pair},
         meta={
-            "pair": [pair[k] for k in order],
             "positive_tokens": tuple(pos_ids),
             "negative_tokens": tuple(neg_ids),
             "irrelevant_tokens": tuple(range(n_pos + n_neg, vocab)),
@@ -337,17 +360,16 @@ def two_relevant_instances(
         rows.append(_shuffled(gen, [STRONG_NEG, WEAK_NEG, slot_neg, *rest]))
         labels += [1.0, -1.0]
         star += [STRONG_POS, STRONG_NEG]
-    order = _perm(gen, 2 * n_pairs)
-    E0, v = gaussian_init(gen, vocab, d)
-    return EmbeddingInstance(
-        sequences=torch.tensor([rows[k] for k in order], dtype=torch.int64),
-        y=torch.tensor([labels[k] for k in order], dtype=DTYPE),
-        E0=E0,
-        v=v,
+    return _paired_instance(
+        gen,
+        rows,
+        labels,
+        star,
+        vocab,
+        d,
         eta0=eta,
         assumptions={TWO_RELEVANT_TOKENS} | _base_assumptions(dim_assumptions),
         seed=seed,
-        s_star=torch.tensor([star[k] for k in order], dtype=torch.int64),
         relevant=frozenset({STRONG_POS, STRONG_NEG, WEAK_POS, WEAK_NEG}),
         meta={
             "strong": (STRONG_POS, STRONG_NEG),
