@@ -104,6 +104,18 @@ def summary_line(claims: list[dict]) -> str:
     return f"{line}, {errors} error{'s' * (errors != 1)}" if errors else line
 
 
+NOT_RUN_COLUMNS = ("claim", "paper", "kind", "statement", "why not run")
+
+
+def not_run_line(skipped: list[dict]) -> str:
+    """'' or 'K claim(s) not run: ID, ID (below)': claims that ran no example, e.g. for want
+    of data on disk; they have no verdict and are not among the N claims."""
+    if not skipped:
+        return ""
+    ids = ", ".join(s["id"] for s in skipped)
+    return f"{len(skipped)} claim{'s' * (len(skipped) != 1)} not run: {ids} (see the end)"
+
+
 def by_paper(claims: list[dict]) -> list[tuple[str, list[dict]]]:
     """(paper, its claims in the given order): the known papers first, then the others."""
     groups: dict[str, list[dict]] = {paper: [] for paper in PAPERS}
@@ -321,15 +333,33 @@ def paper_html(paper: str, claims: list[dict], folder: Path) -> str:
     )
 
 
+def not_run_html(skipped: list[dict]) -> str:
+    if not skipped:
+        return ""
+    head = "".join(f"<th>{esc(c)}</th>" for c in NOT_RUN_COLUMNS)
+    rows = "".join(
+        f'<tr id="{esc("claim-" + s["id"])}" class="not-run">'
+        + "".join(f"<td>{esc(s[k])}</td>" for k in ("id", "paper", "kind", "statement", "reason"))
+        + "</tr>"
+        for s in skipped
+    )
+    return (
+        '<section id="not-run"><h2>Not run in this run</h2>'
+        f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></section>"
+    )
+
+
 def render_html(doc: dict, folder: Path) -> str:
-    claims = doc["claims"]
+    claims, skipped = doc["claims"], doc.get("skipped", [])
     sections = "".join(paper_html(p, group, folder) for p, group in by_paper(claims))
+    sections += not_run_html(skipped)
+    not_run = f'<p class="summary">{esc(not_run_line(skipped))}</p>' if skipped else ""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>attention-theorems: claims report</title><style>{CSS}</style></head><body>"
         "<h1>attention-theorems: claims report</h1>"
-        f'<p class="summary">{esc(summary_line(claims))}</p>'
+        f'<p class="summary">{esc(summary_line(claims))}</p>{not_run}'
         f'<p class="meta">{esc(meta_line(doc))}</p>{sections}</body></html>\n'
     )
 
@@ -398,8 +428,9 @@ def md_details(claim: dict) -> list[str]:
 
 
 def render_md(doc: dict, folder: Path, out_dir: Path) -> str:
-    claims = doc["claims"]
+    claims, skipped = doc["claims"], doc.get("skipped", [])
     lines = ["# attention-theorems: claims report", "", f"**{summary_line(claims)}**", ""]
+    lines += [md(not_run_line(skipped)), ""] if skipped else []
     lines += [md(meta_line(doc)), ""]
     for paper, group in by_paper(claims):
         lines += [f"## {md(paper_title(paper))}", "", summary_line(group), ""]
@@ -408,6 +439,11 @@ def render_md(doc: dict, folder: Path, out_dir: Path) -> str:
         lines += [""]
         for claim in group:
             lines += md_details(claim)
+    if skipped:
+        lines += ["## Not run in this run", ""]
+        lines += ["| " + " | ".join(NOT_RUN_COLUMNS) + " |", "|" + " --- |" * len(NOT_RUN_COLUMNS)]
+        keys = ("id", "paper", "kind", "statement", "reason")
+        lines += ["| " + " | ".join(md(s[k]) for k in keys) + " |" for s in skipped]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -225,6 +225,59 @@ def test_the_gate_runs_on_the_merged_xdist_report(inner, monkeypatch):
     assert len(report["claims"]) == 4
 
 
+SKIPPING = """
+import pytest
+
+@C("T-DATA", kind="experiment", runs_only_with="data on disk: $T_DATA")
+def test_data():
+    if not os.environ.get("T_DATA"):
+        pytest.skip("no data: set T_DATA")
+    assert os.environ["T_DATA"] == "good"
+
+@C("T-VANISHES", kind="experiment")
+def test_vanishes():
+    pytest.skip("skipped by mistake")
+"""
+
+
+def test_a_claim_that_needs_data_is_reported_not_run_and_its_lock_line_unchecked(
+    inner, monkeypatch
+):
+    pinned = LOCK + "T-DATA holds\n"
+    # Under xdist: the skip reaches the controller through the workers' evidence files.
+    result, report, _ = inner(pinned, "-k", "not T-VANISHES", "-n", "2", extra=SKIPPING)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "attention-theorems: 4 claims: * 1 not run — reports/claims.json",
+            "attention-theorems: T-DATA not run: no data: set T_DATA",
+            "*verdict gate passed: 3 claims match*",
+            "attention-theorems: note: claim T-DATA not run (no data: set T_DATA): lock line 5 "
+            "(holds) not checked",
+        ]
+    )
+    assert "T-DATA" not in verdicts(report) and report["summary"]["skipped"] == 1
+    (skip,) = report["skipped"]
+    assert skip["id"] == "T-DATA" and skip["reason"] == "no data: set T_DATA"
+    assert skip["runs_only_with"] == "data on disk: $T_DATA"
+    # With its data the claim runs, and the lock line is checked like any other.
+    monkeypatch.setenv("T_DATA", "bad")
+    result, report, _ = inner(pinned, "-k", "not T-VANISHES", extra=SKIPPING)
+    assert result.ret == 1 and report["skipped"] == []
+    result.stdout.fnmatch_lines(["claim T-DATA: lock says holds, this run says refuted"])
+    monkeypatch.setenv("T_DATA", "good")
+    assert inner(pinned, "-k", "not T-VANISHES", extra=SKIPPING)[0].ret == 0
+
+
+def test_a_pinned_claim_that_skips_without_saying_why_fails_the_gate(inner):
+    result, report, _ = inner(LOCK + "T-VANISHES holds\n", "-k", "T-VANISHES", extra=SKIPPING)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        ["claim T-VANISHES: collected but gave no verdict (skipped?); lock line 5 says holds"]
+    )
+    assert [s["id"] for s in report["skipped"]] == ["T-VANISHES"]  # still in the report
+
+
 def test_no_lock_is_a_note_outside_ci(inner):
     result, _, _ = inner(None)
     assert result.ret == 0

@@ -249,7 +249,10 @@ def test_non_hypothesis_claim_is_one_example(mixed):
 
 def test_report_schema(mixed):
     report = mixed[1]
-    assert set(report) == {"generated", "profile", "versions", "device", "summary", "claims"}
+    assert set(report) == {
+        "generated", "profile", "versions", "device", "summary", "claims", "skipped"
+    }  # fmt: skip
+    assert report["skipped"] == []
     assert report["profile"] == "ci"
     assert report["device"] == "cpu"  # ATTN_DEVICE unset: the torch work ran on CPU
     assert set(report["versions"]) == {"python", "torch", "numpy", "cvxpy", "hypothesis"}
@@ -261,6 +264,7 @@ def test_report_schema(mixed):
         "error": 3,
         "as_expected": 4,
         "unexpected": 6,
+        "skipped": 0,
     }
     required = {
         "id": str, "paper": str, "kind": str, "statement": str, "provenance": str,

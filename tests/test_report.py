@@ -105,6 +105,20 @@ CLAIMS = [
 ]
 
 
+# A claim that ran no example (theorems.plugin.skipped_claims): no verdict, a reason.
+NOT_RUN = {
+    "id": "T-DATA",
+    "paper": "2505.17282",
+    "kind": "experiment",
+    "statement": "holds on <real> data",
+    "provenance": "[V]",
+    "expected": "holds",
+    "reason": "no data: set T_DATA",
+    "runs_only_with": "data on disk",
+    "nodeid": "theorems/claims_x.py::test_data",
+}
+
+
 def write_claims(folder: Path, claims: list[dict] = CLAIMS) -> Path:
     doc = {
         "generated": "2025-01-01T00:00:00+00:00",
@@ -112,6 +126,7 @@ def write_claims(folder: Path, claims: list[dict] = CLAIMS) -> Path:
         "versions": {"python": "3.11.7", "torch": "2.13.0", "cvxpy": None},
         "summary": {},  # the builder counts from the claims
         "claims": claims,
+        "skipped": [NOT_RUN],
     }
     path = folder / "claims.json"
     path.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
@@ -170,8 +185,21 @@ def test_html_shows_every_claim_one_table_per_paper_in_order(built):
     assert positions == sorted(positions)
     sections = [page.index(f'id="paper-{p}"') for p in ("2306.13596", "2505.17282", "conjecture")]
     assert sections == sorted(sections)
-    assert page.count("<table>") == 3
+    assert page.count("<table>") == 4  # one per paper, and the claims not run
+    assert page.index('id="not-run"') > sections[-1]
     assert "Max-Margin Token Selection in Attention Mechanism" in page
+
+
+def test_claims_that_were_not_run_are_listed_with_why(built):
+    page, text = built
+    assert '<p class="summary">1 claim not run: T-DATA (see the end)</p>' in page
+    section = page[page.index('<section id="not-run">') :]
+    assert '<tr id="claim-T-DATA" class="not-run">' in section
+    assert "<td>holds on &lt;real&gt; data</td><td>no data: set T_DATA</td>" in section
+    assert "1 claim not run: T-DATA (see the end)" in text
+    assert text.rstrip().endswith(
+        "| T-DATA | 2505.17282 | experiment | holds on \\<real\\> data | no data: set T\\_DATA |"
+    )
 
 
 def test_html_escapes_text_and_keeps_unicode(built):
@@ -314,7 +342,7 @@ def test_browser_shows_every_claim_without_console_errors(chromium, claims_json,
     dom, console = browse(chromium, tmp_path, html_path, "--dump-dom")
     assert console == []
     assert SUMMARY in dom
-    for cid in IN_ORDER:
+    for cid in [*IN_ORDER, NOT_RUN["id"]]:
         assert f'id="claim-{cid}"' in dom
 
 

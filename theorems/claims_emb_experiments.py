@@ -460,6 +460,7 @@ def _real_corpora() -> list[tuple[str, list[str], torch.Tensor]]:
     note=f"Runs only when ${IMDB_ENV} (the aclImdb folder) or ${YELP_ENV} (the polarity train "
     "CSV) names data on disk; nothing is downloaded. Otherwise the claim is skipped. The data "
     "used is recorded as metric 'corpus:<name>'.",
+    runs_only_with=f"real data on disk: ${IMDB_ENV} or ${YELP_ENV}",
 )
 def test_real_data_phenomenology():
     corpora = _real_corpora()

@@ -183,6 +183,7 @@ def gate(
     collected: Iterable[str] = (),
     partial: bool = False,
     saved: Mapping[str, str] | None = None,
+    optional: Mapping[str, str] | None = None,
     profile: str | None = None,
     where: str | None = None,
 ) -> GateResult:
@@ -192,10 +193,13 @@ def gate(
     not in the run names no claim only if the run is full). `collected`: ids the run
     collected (a collected claim with no verdict, e.g. skipped, is a problem too).
     `partial`: the run did not collect every claim; lock lines it did not run are skipped.
-    `saved`: id -> path of a saved counterexample, named in the diff. `where`: the lock's
-    path as shown in messages.
+    `saved`: id -> path of a saved counterexample, named in the diff. `optional`: id -> skip
+    reason of the claims that skipped for want of what they declare they need
+    (``runs_only_with``): their lock lines are noted as not checked, not failed. `where`: the
+    lock's path as shown in messages.
     """
     result, saved, collected = GateResult(), saved or {}, set(collected)
+    optional = optional or {}
     where, ran = where or str(lock.path), {}
     for claim in claims:
         ran[claim["id"]] = claim
@@ -220,7 +224,12 @@ def gate(
             result.checked += 1
     for claim_id in sorted(collected - set(ran)):  # e.g. a skipped claim
         entry = lock.entries.get(claim_id)
-        if entry is not None:
+        if entry is not None and claim_id in optional:
+            result.notes.append(
+                f"claim {claim_id} not run ({optional[claim_id]}): lock line {entry.line} "
+                f"({entry.verdict}) not checked"
+            )
+        elif entry is not None:
             result.problems.append(
                 f"claim {claim_id}: collected but gave no verdict (skipped?); "
                 f"lock line {entry.line} says {entry.verdict}"

@@ -102,6 +102,7 @@ class _State:
     worker: str  # "main" without xdist, else the xdist worker id
     is_worker: bool
     records: dict[str, dict] = field(default_factory=dict)  # item nodeid -> record
+    skips: dict[str, dict] = field(default_factory=dict)  # item nodeid -> skipped claim item
     summary: dict | None = None
     # The verdict gate: on/off (and why off), the lock (None: no file) or why it is malformed.
     gate_on: bool = True
@@ -117,14 +118,16 @@ class _State:
     gate_lines: list[str] = field(default_factory=list)
     saved: list[dict] = field(default_factory=list)
     replayed: dict[str, dict] = field(default_factory=dict)  # claims that replayed a saved one
+    skipped: list[dict] = field(default_factory=list)  # claims that ran no example
 
     def flush(self) -> None:
-        if not self.records and not self.collection:
+        if not self.records and not self.skips and not self.collection:
             return
         doc = {
             "run_id": self.run_id,
             "worker": self.worker,
             "records": list(self.records.values()),
+            "skips": list(self.skips.values()),
             "collection": self.collection,
         }
         _write_json(self.run_dir / f"{self.worker}.json", doc)
@@ -516,9 +519,39 @@ class _ClaimRepr(TerminalRepr):
             tw.line(str(self.inner))
 
 
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return text.removeprefix("Skipped: ").strip()
+
+
+def _record_skip(item: pytest.Item, info: ClaimInfo, report: pytest.TestReport) -> None:
+    """A claim item that ran no example: kept, so the report can say it was not run and why."""
+    state = item.config.stash[_STATE]
+    state.skips[item.nodeid] = {
+        "id": info.id,
+        "paper": info.paper,
+        "kind": info.kind,
+        "statement": info.statement,
+        "provenance": info.provenance,
+        "expected": info.expected,
+        "reason": _skip_reason(report),
+        "runs_only_with": info.runs_only_with,
+        "nodeid": _base_nodeid(item),
+        "item": item.nodeid,
+        "module": info.module,
+        "line": info.line,
+    }
+    state.flush()
+
+
 def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> None:
     info = _claim(item)
-    if info is None or report.skipped:
+    if info is None:
+        return
+    if report.skipped:
+        if report.when in ("setup", "call"):
+            _record_skip(item, info, report)
         return
     if report.when == "setup" and report.failed:
         collector, verdict, reason = evidence.Collector(), "error", "setup failed"
@@ -708,7 +741,9 @@ def _versions() -> dict[str, str | None]:
     return found
 
 
-def build_report(claims: list[dict], profile: str) -> dict:
+def build_report(claims: list[dict], profile: str, skipped: list[dict] = ()) -> dict:
+    """The claims.json document. ``skipped``: claims that ran no example (``skipped_claims``);
+    they have no verdict and are not counted among the claims."""
     verdicts = Counter(c["verdict"] for c in claims)
     expected_ok = sum(c["as_expected"] for c in claims)
     return {
@@ -721,14 +756,36 @@ def build_report(claims: list[dict], profile: str) -> dict:
             **{v: verdicts[v] for v in ("holds", "refuted", "inconclusive", "error")},
             "as_expected": expected_ok,
             "unexpected": len(claims) - expected_ok,
+            "skipped": len(skipped),
         },
         "claims": claims,
+        "skipped": list(skipped),
     }
 
 
-def _read_run(run_dir: Path) -> tuple[list[dict], dict | None]:
-    """Every record of the run, and what the processes collected (merged)."""
+def skipped_claims(skips: Iterable[dict], claims: Iterable[dict]) -> list[dict]:
+    """One entry per claim that was skipped and gave no verdict (in reading order); a claim
+    with a verdict from some of its items is reported by that verdict alone."""
+    judged = {c["id"] for c in claims}
+    out: dict[str, dict] = {}
+    for skip in sorted(skips, key=lambda s: s["item"]):
+        if skip["id"] not in judged and skip["id"] not in out:
+            out[skip["id"]] = skip
+    fields = ("id", "paper", "kind", "statement", "provenance", "expected", "reason")
+    ordered = sorted(
+        out.values(),
+        key=lambda s: order_key(s["paper"], s["kind"], s["module"], s["line"], s["id"]),
+    )
+    return [
+        {**{k: s[k] for k in fields}, "runs_only_with": s["runs_only_with"], "nodeid": s["nodeid"]}
+        for s in ordered
+    ]
+
+
+def _read_run(run_dir: Path) -> tuple[list[dict], list[dict], dict | None]:
+    """Every record and skipped item of the run, and what the processes collected (merged)."""
     records: dict[str, dict] = {}
+    skips: dict[str, dict] = {}
     collection: dict | None = None
     for path in sorted(run_dir.glob("*.json")):
         try:
@@ -738,6 +795,8 @@ def _read_run(run_dir: Path) -> tuple[list[dict], dict | None]:
             continue
         for record in doc.get("records", []):
             records[record["item"]] = record
+        for skip in doc.get("skips", []):
+            skips[skip["item"]] = skip
         part = doc.get("collection")
         if part:
             if collection is None:
@@ -747,7 +806,7 @@ def _read_run(run_dir: Path) -> tuple[list[dict], dict | None]:
             collection["known_note"] = collection["known_note"] or part.get("known_note")
             if part.get("known") is None:
                 collection["known"] = None
-    return list(records.values()), collection
+    return list(records.values()), list(skips.values()), collection
 
 
 def _relative(path: Path, config: pytest.Config) -> str:
@@ -782,7 +841,9 @@ def _save_counterexamples(state: _State, claims: list[dict], replays: dict, conf
             state.saved.append(saved)
 
 
-def _run_gate(state: _State, claims: list[dict], collection: dict | None, config) -> None:
+def _run_gate(
+    state: _State, claims: list[dict], skipped: list[dict], collection: dict | None, config
+) -> None:
     """Compare the merged verdicts with the lock; fill state.gate and state.gate_lines."""
     where = _relative(state.lock_path, config)
     if not state.gate_on:
@@ -814,6 +875,7 @@ def _run_gate(state: _State, claims: list[dict], collection: dict | None, config
         # Claims that exist but could not be listed: their lock lines are not checked.
         partial=bool(not_run) or bool(collection.get("known_note")),
         saved={s["id"]: s["shown"] for s in state.saved},
+        optional={s["id"]: s["reason"] for s in skipped if s["runs_only_with"]},
         profile=current_profile(),
         where=where,
     )
@@ -827,12 +889,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if state.is_worker:
         return
     config = session.config
-    records, collection = _read_run(state.run_dir)
-    if records:
+    records, skips, collection = _read_run(state.run_dir)
+    if records or skips:
         claims = merge_records(records, keep_replay=True)
         replays = {c["id"]: c.pop("_replay", {}) for c in claims}
         state.replayed = {c["id"]: c for c in claims if c.pop("_replayed", False)}
-        report = build_report(claims, current_profile())
+        skipped = skipped_claims(skips, claims)
+        state.skipped = skipped
+        report = build_report(claims, current_profile(), skipped)
         _write_json(state.report_path, report)  # first: nothing below may lose the report
         state.summary = dict(
             report["summary"],
@@ -842,7 +906,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         )
         _save_counterexamples(state, claims, replays, config)
         try:
-            _run_gate(state, claims, collection, config)
+            _run_gate(state, claims, skipped, collection, config)
         except Exception as exc:  # a bug in the gate must fail the run, not pass it
             state.gate = locks.GateResult(problems=[f"the verdict gate itself failed: {exc!r}"])
         if state.gate is not None and not state.gate.ok and session.exitstatus == 0:
@@ -850,7 +914,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     shutil.rmtree(state.run_dir, ignore_errors=True)
     with contextlib.suppress(OSError):
         state.run_dir.parent.rmdir()  # only if no other run left evidence there
-    if not records:
+    if not records and not skips:
         return
     for callback in list(_AFTER_REPORT):
         try:
@@ -868,9 +932,12 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     write(
         f"attention-theorems: {s['claims']} claims: {s['holds']} held, "
         f"{s['refuted_as_expected']} refuted as expected, {s['unexpected']} unexpected, "
-        f"{s['inconclusive']} inconclusive, {s['error']} error — "
+        f"{s['inconclusive']} inconclusive, {s['error']} error"
+        f"{f', {len(state.skipped)} not run' if state.skipped else ''} — "
         f"{_relative(state.report_path, config)}"
     )
+    for skip in state.skipped:
+        write(f"attention-theorems: {skip['id']} not run: {skip['reason']}")
     for saved in state.saved:
         if not saved["changed"]:
             continue

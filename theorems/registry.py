@@ -65,6 +65,9 @@ class ClaimInfo:
     max_inconclusive: float = 0.2
     figures: tuple[str, ...] = ()
     note: str = ""
+    # What the claim needs that a run may lack (e.g. data on disk): when set, a run that skips
+    # the claim for want of it is reported as not run and leaves its lock line unchecked.
+    runs_only_with: str = ""
     # Where the claim is defined; filled by the decorator.
     module: str = ""
     qualname: str = ""
@@ -272,6 +275,7 @@ def _validate(
     max_inconclusive,
     figures,
     note,
+    runs_only_with="",
 ) -> tuple[str, ...]:
     if not isinstance(id, str) or not ID_PATTERN.match(id):
         _fail(
@@ -301,6 +305,8 @@ def _validate(
         _fail("figures", f"{id}: must be file names (non-empty strings), got {figures!r}")
     if not isinstance(note, str):
         _fail("note", f"{id}: must be a string, got {note!r}")
+    if not isinstance(runs_only_with, str):
+        _fail("runs_only_with", f"{id}: must be a string, got {runs_only_with!r}")
     return figures
 
 
@@ -396,8 +402,15 @@ def claim(
     max_inconclusive: float = 0.2,
     figures: Iterable[str] = (),
     note: str = "",
+    runs_only_with: str = "",
 ) -> Callable[[Callable], Callable]:
-    """Register a pytest test function as a claim. Apply it outermost (above @given)."""
+    """Register a pytest test function as a claim. Apply it outermost (above @given).
+
+    ``runs_only_with``: what the claim needs that a machine may lack (real data on disk, say).
+    Such a claim may ``pytest.skip`` when it is missing: the report lists it as not run, with
+    the skip's reason, and the verdict gate leaves its lock line unchecked. Any other claim
+    that skips while the lock pins it fails the gate (a claim must not vanish silently).
+    """
     figures = _validate(
         id=id,
         paper=paper,
@@ -409,6 +422,7 @@ def claim(
         max_inconclusive=max_inconclusive,
         figures=figures,
         note=note,
+        runs_only_with=runs_only_with,
     )
 
     def decorate(fn: Callable) -> Callable:
@@ -435,6 +449,7 @@ def claim(
             max_inconclusive=float(max_inconclusive),
             figures=figures,
             note=note,
+            runs_only_with=runs_only_with.strip(),
             module=getattr(fn, "__module__", "") or "",
             qualname=qualname,
             file=file,
