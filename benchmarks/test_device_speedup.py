@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.embedding import EmbeddingProblem, OneLayerModel, one_step, train_full_batch
+from models.embedding import OneLayerModel, one_step, train_full_batch
+from strategies import uniform_token_problem
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -40,15 +41,6 @@ def _every_core():
     torch.set_num_threads(before)
 
 
-def _problem(n: int, T: int, S: int, d: int, seed: int = 0) -> EmbeddingProblem:
-    gen = torch.Generator().manual_seed(seed)
-    seqs = torch.randint(0, S, (n, T), generator=gen)
-    y = torch.where(torch.rand(n, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
-    E = torch.randn(S, d, generator=gen, dtype=torch.float64) / d**0.5
-    v = torch.randn(d, generator=gen, dtype=torch.float64)
-    return EmbeddingProblem(sequences=seqs, y=y, E=E, v=v / v.norm())
-
-
 def _synced(fn):
     def run():
         out = fn()
@@ -60,7 +52,7 @@ def _synced(fn):
 
 @pytest.mark.parametrize("where", ["cpu", "cuda"])
 def test_one_step(benchmark, where):
-    problem = _problem(**ONE_STEP)
+    problem = uniform_token_problem(0, **ONE_STEP)
     gen = torch.Generator().manual_seed(2)
     p0 = torch.randn(problem.dim, generator=gen, dtype=torch.float64) / 10  # p0 ≠ 0: logits work
     benchmark.group = "one_step"
@@ -73,7 +65,8 @@ def test_one_step(benchmark, where):
 
 @pytest.mark.parametrize("where", ["cpu", "cuda"])
 def test_training(benchmark, where):
-    problem = _problem(TRAIN["n"], TRAIN["T"], TRAIN["S"], TRAIN["d"], seed=1)
+    size = {k: TRAIN[k] for k in ("n", "T", "S", "d")}
+    problem = uniform_token_problem(1, **size)
     model = OneLayerModel(problem.vocab_size, problem.dim, train_v=True, seed=0).to(where)
     benchmark.group = "train_full_batch"
     curve = benchmark.pedantic(

@@ -22,6 +22,7 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from models.embedding import EmbeddingProblem
 from strategies.instances import (
     DIM_EXCEEDS_VOCAB,
     GAUSSIAN_EMBEDDINGS,
@@ -47,6 +48,7 @@ __all__ = [
     "zipf_corpus",
     "zipf_instance",
     "gaussian_init",
+    "uniform_token_problem",
 ]
 
 
@@ -57,6 +59,17 @@ def gaussian_init(gen: torch.Generator, vocab: int, d: int, unit_head: bool = Tr
     if unit_head:
         v = v / torch.linalg.vector_norm(v)
     return E0, v
+
+
+def uniform_token_problem(seed: int, n: int, T: int, S: int, d: int) -> EmbeddingProblem:
+    """A fixed-seed problem of a given size, outside Hypothesis (device tests, benchmarks):
+    tokens i.i.d. uniform over |S|, labels uniform ±1, E⁰ and v from ``gaussian_init``. It
+    promises sizes and the protocol's initialisation, none of the papers' assumptions."""
+    gen = torch.Generator().manual_seed(int(seed))
+    seqs = torch.randint(0, S, (n, T), generator=gen)
+    y = _labels(gen, n)
+    E0, v = gaussian_init(gen, S, d)
+    return EmbeddingProblem(sequences=seqs, y=y, E=E0, v=v)
 
 
 def _dim(draw, d, vocab: int) -> tuple[int, set[str]]:

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from models import device as dev
+from strategies import uniform_token_problem
 
 
 def test_cpu_is_the_default(monkeypatch):
@@ -101,15 +102,8 @@ def meta_ok(monkeypatch):
         monkeypatch.setattr(module, name, _shape_only(getattr(module, name)))
 
 
-def _problem(n=6, T=4, S=9, d=16, seed=0):
-    from models.embedding import EmbeddingProblem
-
-    gen = torch.Generator().manual_seed(seed)
-    seqs = torch.randint(0, S, (n, T), generator=gen)
-    y = torch.where(torch.rand(n, generator=gen) < 0.5, -1.0, 1.0).to(torch.float64)
-    E = torch.randn(S, d, generator=gen, dtype=torch.float64) / d**0.5
-    v = torch.randn(d, generator=gen, dtype=torch.float64)
-    return EmbeddingProblem(sequences=seqs, y=y, E=E, v=v / v.norm())
+def _problem():
+    return uniform_token_problem(0, n=6, T=4, S=9, d=16)
 
 
 def test_the_embedding_gradient_runs_wholly_on_the_problems_device(meta_ok):
@@ -187,7 +181,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 def test_one_step_at_large_d_on_the_gpu_matches_the_cpu(monkeypatch):
     from models.embedding import one_step
 
-    problem = _problem(n=200, T=8, S=30, d=4096, seed=1)
+    problem = uniform_token_problem(1, n=200, T=8, S=30, d=4096)
     cpu = one_step(problem, 10.0, device="cpu")
     monkeypatch.setenv("ATTN_DEVICE", "cuda")
     gpu = one_step(problem, 10.0)  # the setting, as the claims use it
@@ -204,7 +198,7 @@ def test_one_step_at_large_d_on_the_gpu_matches_the_cpu(monkeypatch):
 def test_training_on_the_gpu_matches_the_cpu(kind):
     from models.embedding import OneLayerModel, TwoLayerModel, train_full_batch
 
-    problem = _problem(n=64, T=12, S=40, d=32, seed=2)
+    problem = uniform_token_problem(2, n=64, T=12, S=40, d=32)
     cls = TwoLayerModel if kind == "two" else OneLayerModel
     curves = []
     for where in ("cpu", "cuda"):

@@ -479,7 +479,8 @@ def _base_nodeid(item: pytest.Item) -> str:
     return nodeid[: -len(suffix)] if suffix and nodeid.endswith(suffix) else nodeid
 
 
-def _record(item, info, collector, verdict, error, falsifying, reason="") -> dict:
+def _identity(item: pytest.Item, info: ClaimInfo) -> dict:
+    """What every per-item entry (a record or a skip) says of its claim and item."""
     return {
         "id": info.id,
         "paper": info.paper,
@@ -487,6 +488,16 @@ def _record(item, info, collector, verdict, error, falsifying, reason="") -> dic
         "statement": info.statement,
         "provenance": info.provenance,
         "expected": info.expected,
+        "nodeid": _base_nodeid(item),
+        "item": item.nodeid,
+        "module": info.module,
+        "line": info.line,
+    }
+
+
+def _record(item, info, collector, verdict, error, falsifying, reason="") -> dict:
+    return {
+        **_identity(item, info),
         "verdict": verdict,
         "reason": reason,
         "budget": info.budget,
@@ -495,11 +506,7 @@ def _record(item, info, collector, verdict, error, falsifying, reason="") -> dic
         "error": error,
         "figures": list(info.figures),
         "note": info.note,
-        "nodeid": _base_nodeid(item),
-        "item": item.nodeid,
         "replayed": getattr(getattr(item, "obj", None), "__attn_replay__", None) is not None,
-        "module": info.module,
-        "line": info.line,
     }
 
 
@@ -529,18 +536,9 @@ def _record_skip(item: pytest.Item, info: ClaimInfo, report: pytest.TestReport) 
     """A claim item that ran no example: kept, so the report can say it was not run and why."""
     state = item.config.stash[_STATE]
     state.skips[item.nodeid] = {
-        "id": info.id,
-        "paper": info.paper,
-        "kind": info.kind,
-        "statement": info.statement,
-        "provenance": info.provenance,
-        "expected": info.expected,
+        **_identity(item, info),
         "reason": _skip_reason(report),
         "runs_only_with": info.runs_only_with,
-        "nodeid": _base_nodeid(item),
-        "item": item.nodeid,
-        "module": info.module,
-        "line": info.line,
     }
     state.flush()
 
