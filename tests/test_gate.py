@@ -237,6 +237,11 @@ def test_data():
 @C("T-VANISHES", kind="experiment")
 def test_vanishes():
     pytest.skip("skipped by mistake")
+
+@C("T-XFAIL", kind="experiment")
+@pytest.mark.xfail(reason="ran, and failed as marked")
+def test_xfail():
+    assert False
 """
 
 
@@ -257,7 +262,7 @@ def test_a_claim_that_needs_data_is_reported_not_run_and_its_lock_line_unchecked
         ]
     )
     assert "T-DATA" not in verdicts(report) and report["summary"]["skipped"] == 1
-    (skip,) = report["skipped"]
+    (skip,) = report["skipped"]  # an xfail ran: it is no claim "not run"
     assert skip["id"] == "T-DATA" and skip["reason"] == "no data: set T_DATA"
     assert skip["runs_only_with"] == "data on disk: $T_DATA"
     # With its data the claim runs, and the lock line is checked like any other.
