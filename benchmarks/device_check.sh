@@ -3,7 +3,8 @@
 # device tool) or anyone with a GPU: the device tests (tests/test_device.py, which skip
 # without CUDA) and the GPU-against-CPU benchmark (benchmarks/test_device_speedup.py).
 # Needs torch with CUDA, pytest and pytest-benchmark only (no cvxpy). Logs and
-# reports/benchmark_device.json are copied to $OUT when it is set. About 2 minutes on an H200.
+# reports/benchmark_device.json are copied to $OUT when it is set. Not yet run on a GPU (no
+# session has been lent one); budget a few minutes, the CPU baseline at d = 16384 included.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-reports}"

@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.embedding import OneLayerModel, one_step, train_full_batch
-from strategies import uniform_token_problem
+from models.embedding import OneLayerModel, one_step, train_full_batch, uniform_token_problem
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

@@ -215,6 +215,28 @@ class EmbeddingProblem:
         return -(along_v[:, None] * self.v[None, :] + along_p[:, None] * p[None, :])
 
 
+def gaussian_init(gen: torch.Generator, vocab: int, d: int, unit_head: bool = True):
+    """(E0, v) of the protocol (§1): E0 rows i.i.d. N(0, I/d); v ~ N(0, I/d), normalised to
+    ‖v‖ = 1 if unit_head. Drawn from ``gen`` on the CPU, E0 first."""
+    E0 = torch.randn((vocab, d), generator=gen, dtype=DTYPE) / math.sqrt(d)
+    v = torch.randn(d, generator=gen, dtype=DTYPE) / math.sqrt(d)
+    if unit_head:
+        v = v / torch.linalg.vector_norm(v)
+    return E0, v
+
+
+def uniform_token_problem(seed: int, n: int, T: int, S: int, d: int) -> EmbeddingProblem:
+    """A fixed-seed problem of a given size (device tests, benchmarks): tokens i.i.d. uniform
+    over |S|, labels uniform ±1, E⁰ and v from ``gaussian_init``. It promises sizes and the
+    protocol's initialisation, none of the papers' assumptions (those come from the
+    strategies)."""
+    gen = torch.Generator().manual_seed(int(seed))
+    seqs = torch.randint(0, S, (n, T), generator=gen)
+    y = torch.where(torch.rand(n, generator=gen, dtype=DTYPE) < 0.5, -1.0, 1.0).to(DTYPE)
+    E0, v = gaussian_init(gen, S, d)
+    return EmbeddingProblem(sequences=seqs, y=y, E=E0, v=v)
+
+
 # ---------------------------------------------------------------------------------------------
 # Definitions (§2)
 # ---------------------------------------------------------------------------------------------

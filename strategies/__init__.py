@@ -14,7 +14,6 @@ from strategies.embedding import (
     k_level_instances,
     single_relevant_token_instances,
     two_relevant_instances,
-    uniform_token_problem,
     zipf_corpus,
     zipf_instance,
 )
@@ -104,7 +103,6 @@ __all__ = [
     "general_frequency_instances",
     "k_level_instances",
     "two_relevant_instances",
-    "uniform_token_problem",
     "zipf_corpus",
     "zipf_instance",
 ]

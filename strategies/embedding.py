@@ -16,13 +16,11 @@ evaluate them that way (a float mean may add rounding of order 1e-17).
 
 from __future__ import annotations
 
-import math
-
 import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from models.embedding import EmbeddingProblem
+from models.embedding import gaussian_init
 from strategies.instances import (
     DIM_EXCEEDS_VOCAB,
     GAUSSIAN_EMBEDDINGS,
@@ -48,28 +46,7 @@ __all__ = [
     "zipf_corpus",
     "zipf_instance",
     "gaussian_init",
-    "uniform_token_problem",
 ]
-
-
-def gaussian_init(gen: torch.Generator, vocab: int, d: int, unit_head: bool = True):
-    """(E0, v): E0 rows i.i.d. N(0, I/d); v ~ N(0, I/d), normalised to ‖v‖ = 1 if unit_head."""
-    E0 = torch.randn((vocab, d), generator=gen, dtype=DTYPE) / math.sqrt(d)
-    v = torch.randn(d, generator=gen, dtype=DTYPE) / math.sqrt(d)
-    if unit_head:
-        v = v / torch.linalg.vector_norm(v)
-    return E0, v
-
-
-def uniform_token_problem(seed: int, n: int, T: int, S: int, d: int) -> EmbeddingProblem:
-    """A fixed-seed problem of a given size, outside Hypothesis (device tests, benchmarks):
-    tokens i.i.d. uniform over |S|, labels uniform ±1, E⁰ and v from ``gaussian_init``. It
-    promises sizes and the protocol's initialisation, none of the papers' assumptions."""
-    gen = torch.Generator().manual_seed(int(seed))
-    seqs = torch.randint(0, S, (n, T), generator=gen)
-    y = _labels(gen, n)
-    E0, v = gaussian_init(gen, S, d)
-    return EmbeddingProblem(sequences=seqs, y=y, E=E0, v=v)
 
 
 def _dim(draw, d, vocab: int) -> tuple[int, set[str]]:

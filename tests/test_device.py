@@ -1,10 +1,14 @@
 """models.device: the one place that reads ATTN_DEVICE."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from models import device as dev
-from strategies import uniform_token_problem
+from models.embedding import uniform_token_problem
 
 
 def test_cpu_is_the_default(monkeypatch):
@@ -206,3 +210,27 @@ def test_training_on_the_gpu_matches_the_cpu(kind):
         curves.append(train_full_batch(model, problem.sequences, problem.y, 20, 0.05, seed=4))
     assert curves[1].device.type == "cpu"
     torch.testing.assert_close(curves[1], curves[0], rtol=1e-9, atol=1e-12)
+
+
+# ---- the GPU check script's promise ----------------------------------------------------------
+
+NO_SOLVERS = """
+import sys
+for name in ("cvxpy", "clarabel", "scs", "osqp", "ecos"):
+    sys.modules[name] = None  # an import fails as for a package that is not installed
+import pytest
+sys.exit(pytest.main(sys.argv[1:]))
+"""
+
+
+def test_the_device_checks_run_without_the_svm_solvers():
+    """benchmarks/device_check.sh runs on a GPU image that has torch and pytest but no cvxpy:
+    the device tests and the GPU benchmark must not import the SVM oracle."""
+    root = Path(__file__).resolve().parent.parent
+    files = ["tests/test_device.py", "benchmarks/test_device_speedup.py"]
+    run = subprocess.run(
+        [sys.executable, "-c", NO_SOLVERS, *files, "-q", "-p", "no:cacheprovider", "--no-gate",
+         "-k", "not without_the_svm_solvers"],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

@@ -35,6 +35,7 @@ from models.embedding import (
     token_counts,
     tokenize,
     train_full_batch,
+    uniform_token_problem,
 )
 
 F64 = torch.float64
@@ -611,3 +612,15 @@ def test_load_yelp_polarity_errors(tmp_path, content, message):
 def test_load_yelp_polarity_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing.csv"):
         load_yelp_polarity(tmp_path / "missing.csv")
+
+
+def test_uniform_token_problem_has_its_sizes_and_the_protocols_init():
+    problem = uniform_token_problem(5, n=40, T=6, S=11, d=64)
+    assert (problem.n, problem.T, problem.vocab_size, problem.dim) == (40, 6, 11, 64)
+    assert set(problem.y.tolist()) == {-1.0, 1.0}
+    assert float(torch.linalg.vector_norm(problem.v)) == pytest.approx(1.0, abs=1e-15)
+    # E⁰ rows ~ N(0, I/d): squared row norms average 1
+    assert float((problem.E**2).sum(1).mean()) == pytest.approx(1.0, rel=0.15)
+    again = uniform_token_problem(5, n=40, T=6, S=11, d=64)
+    assert torch.equal(again.sequences, problem.sequences) and torch.equal(again.E, problem.E)
+    assert not torch.equal(uniform_token_problem(6, n=40, T=6, S=11, d=64).E, problem.E)

@@ -28,7 +28,6 @@ from strategies import (
     k_level_instances,
     single_relevant_token_instances,
     two_relevant_instances,
-    uniform_token_problem,
     zipf_corpus,
     zipf_instance,
 )
@@ -181,18 +180,6 @@ def test_zipf_corpus_is_deterministic_and_well_formed():
     # Zipf: token 0 is the most frequent, far above the median token
     counts = torch.bincount(seqs.ravel(), minlength=300)
     assert int(counts.argmax()) < 3 and counts[0] > 20 * counts.median()
-
-
-def test_uniform_token_problem_has_its_sizes_and_the_protocols_init():
-    problem = uniform_token_problem(5, n=40, T=6, S=11, d=64)
-    assert (problem.n, problem.T, problem.vocab_size, problem.dim) == (40, 6, 11, 64)
-    assert set(problem.y.tolist()) == {-1.0, 1.0}
-    assert float(torch.linalg.vector_norm(problem.v)) == pytest.approx(1.0, abs=1e-15)
-    # E⁰ rows ~ N(0, I/d): squared row norms average 1
-    assert float((problem.E**2).sum(1).mean()) == pytest.approx(1.0, rel=0.15)
-    again = uniform_token_problem(5, n=40, T=6, S=11, d=64)
-    assert torch.equal(again.sequences, problem.sequences) and torch.equal(again.E, problem.E)
-    assert not torch.equal(uniform_token_problem(6, n=40, T=6, S=11, d=64).E, problem.E)
 
 
 def test_zipf_instance_biases():
