@@ -104,7 +104,9 @@ def summary_line(claims: list[dict]) -> str:
     return f"{line}, {errors} error{'s' * (errors != 1)}" if errors else line
 
 
+# The "Not run" table: its columns, and the field of a skipped claim each one shows.
 NOT_RUN_COLUMNS = ("claim", "paper", "kind", "statement", "why not run")
+NOT_RUN_FIELDS = ("id", "paper", "kind", "statement", "reason")
 
 
 def not_run_line(skipped: list[dict]) -> str:
@@ -339,7 +341,7 @@ def not_run_html(skipped: list[dict]) -> str:
     head = "".join(f"<th>{esc(c)}</th>" for c in NOT_RUN_COLUMNS)
     rows = "".join(
         f'<tr id="{esc("claim-" + s["id"])}" class="not-run">'
-        + "".join(f"<td>{esc(s[k])}</td>" for k in ("id", "paper", "kind", "statement", "reason"))
+        + "".join(f"<td>{esc(s[k])}</td>" for k in NOT_RUN_FIELDS)
         + "</tr>"
         for s in skipped
     )
@@ -442,8 +444,7 @@ def render_md(doc: dict, folder: Path, out_dir: Path) -> str:
     if skipped:
         lines += ["## Not run in this run", ""]
         lines += ["| " + " | ".join(NOT_RUN_COLUMNS) + " |", "|" + " --- |" * len(NOT_RUN_COLUMNS)]
-        keys = ("id", "paper", "kind", "statement", "reason")
-        lines += ["| " + " | ".join(md(s[k]) for k in keys) + " |" for s in skipped]
+        lines += ["| " + " | ".join(md(s[k]) for k in NOT_RUN_FIELDS) + " |" for s in skipped]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -770,15 +770,15 @@ def skipped_claims(skips: Iterable[dict], claims: Iterable[dict]) -> list[dict]:
     for skip in sorted(skips, key=lambda s: s["item"]):
         if skip["id"] not in judged and skip["id"] not in out:
             out[skip["id"]] = skip
-    fields = ("id", "paper", "kind", "statement", "provenance", "expected", "reason")
+    fields = (
+        "id", "paper", "kind", "statement", "provenance", "expected", "reason",
+        "runs_only_with", "nodeid",
+    )  # fmt: skip
     ordered = sorted(
         out.values(),
         key=lambda s: order_key(s["paper"], s["kind"], s["module"], s["line"], s["id"]),
     )
-    return [
-        {**{k: s[k] for k in fields}, "runs_only_with": s["runs_only_with"], "nodeid": s["nodeid"]}
-        for s in ordered
-    ]
+    return [{k: s[k] for k in fields} for s in ordered]
 
 
 def _read_run(run_dir: Path) -> tuple[list[dict], list[dict], dict | None]:

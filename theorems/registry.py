@@ -275,7 +275,7 @@ def _validate(
     max_inconclusive,
     figures,
     note,
-    runs_only_with="",
+    runs_only_with,
 ) -> tuple[str, ...]:
     if not isinstance(id, str) or not ID_PATTERN.match(id):
         _fail(
