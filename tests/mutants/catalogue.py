@@ -1,0 +1,305 @@
+"""Hand-written semantic mutants of models/: plausible bugs of the mathematics, kept as data.
+
+Each entry replaces one exact source snippet (``old``, which must occur exactly once in
+``file``) by ``new``. ``tests/mutants/run.py`` applies one mutant at a time to a throwaway
+copy of the committed tree and runs the claims gate and the unit tests against it;
+``tests/mutants/test_catalogue.py`` keeps the snippets in step with the code.
+
+The snippets are exact source lines, some longer than the line limit (hence the noqa).
+
+Fields: id, file (relative to the repository root), old, new, category, fault (one sentence
+on the mathematical fault the mutant injects).
+"""
+
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+#: Every module of models/ that must carry at least one mutant (device.py is optional).
+MODULES = (
+    "attention.py",
+    "losses.py",
+    "logspace.py",
+    "svm.py",
+    "selection.py",
+    "dynamics.py",
+    "regpath.py",
+    "joint.py",
+    "wtrain.py",
+    "heads.py",
+    "embedding.py",
+    "predict.py",
+)
+
+MUTANTS: list[dict[str, str]] = [
+    # ---------------------------------------------------------------- losses.py
+    {
+        "id": "M01-losses-logistic-deriv-sign",
+        "file": "models/losses.py",
+        "old": "        return -torch.sigmoid(-x)\n",
+        "new": "        return -torch.sigmoid(x)\n",
+        "category": "wrong derivative",
+        "fault": "The logistic ℓ'(x) becomes −σ(x) instead of −σ(−x): the derivative of "
+        "log(1 + e^{x}), i.e. of the loss of the opposite margin.",
+    },
+    {
+        "id": "M02-losses-logistic-logderiv-hotpath",
+        "file": "models/losses.py",
+        "old": "        return -np.logaddexp(0.0, x)  # −softplus(x), exact for every x\n",
+        "new": "        return -np.logaddexp(0.0, -x)  # −softplus(x), exact for every x\n",
+        "category": "wrong derivative",
+        "fault": "The numpy log(−ℓ'(x)) of the logistic loss used by the engine's hot path "
+        "returns log σ(x) instead of log σ(−x), so inputs with large margins get the largest "
+        "weight in ∇L (the per-input weights are inverted; n = 1 directions are unchanged).",
+    },
+    # ---------------------------------------------------------------- logspace.py
+    {
+        "id": "M03-logspace-combine-drops-sign",
+        "file": "models/logspace.py",
+        "old": "    weights = np.where(live, sign * np.exp(np.where(live, log_abs, top) - top), 0.0)\n",
+        "new": "    weights = np.where(live, np.exp(np.where(live, log_abs, top) - top), 0.0)\n",
+        "category": "dropped sign",
+        "fault": "combine_np sums |w_j|·vec_j instead of sign_j·|w_j|·vec_j: every negative "
+        "coefficient of a signed log-space sum (the joint v-gradient) is added as positive.",
+    },
+    # ---------------------------------------------------------------- attention.py
+    {
+        "id": "M04-attention-logsoftmax-unnormalised",
+        "file": "models/attention.py",
+        "old": "            log_s = z - np.log(total)[:, None]\n",
+        "new": "            log_s = z\n",
+        "category": "dropped factor",
+        "fault": "The log-space gradient uses the unnormalised e^{z_t} instead of the softmax "
+        "s_t = e^{z_t}/Σe^{z}: each input's term of ∇L is scaled by 1/(Σ_u e^{z_u})², which "
+        "leaves n = 1 directions exact but re-weights the inputs when n ≥ 2.",
+    },
+    {
+        "id": "M05-attention-smoothness-factor",
+        "file": "models/attention.py",
+        "old": "        return float((k2 * (m1 * rng**2 / 4 + 3 * m0 * rng)).mean())\n",
+        "new": "        return float((k2 * (m1 * rng**2 / 4 + m0 * rng)).mean())\n",
+        "category": "dropped factor",
+        "fault": "The Lipschitz constant of ∇L drops the factor 3 of ‖∇²_z m‖ ≤ 3R, so the "
+        "'rigorous' smoothness bound L_p can fall below the true curvature and η = 1/L_p "
+        "steps are no longer guaranteed to descend.",
+    },
+    {
+        "id": "M06-attention-loss-gap-first-order",
+        "file": "models/attention.py",
+        "old": "                self.loss.log_neg_deriv(top) + log_delta,\n",
+        "new": "                log_delta,\n",
+        "category": "dropped factor",
+        "fault": "In the first-order branch of log(L − L*) the factor −ℓ'(γ_iα) is dropped: the "
+        "loss gap becomes (1/n)Σδ_i instead of (1/n)Σ −ℓ'(γ_iα)δ_i once δ < e^{-600}.",
+    },
+    # ---------------------------------------------------------------- svm.py
+    {
+        "id": "M07-svm-constraint-direction",
+        "file": "models/svm.py",
+        "old": "    constraint = A @ x >= b\n",
+        "new": "    constraint = A @ x <= b\n",
+        "category": "flipped inequality",
+        "fault": "The QP handed to the solvers asks A x ≤ b instead of A x ≥ b (the "
+        "max-margin constraints point the wrong way; its optimum is x = 0).",
+    },
+    {
+        "id": "M08-svm-att-constraints-index-set",
+        "file": "models/svm.py",
+        "old": "    i_idx, t_idx = np.nonzero(np.arange(T)[None, :] != alpha[:, None])\n",
+        "new": "    i_idx, t_idx = np.nonzero(np.arange(T)[None, :] > alpha[:, None])\n",
+        "category": "off-by-one index set",
+        "fault": "ATT-SVM(α) only constrains the tokens after α_i (t > α_i) instead of every "
+        "t ≠ α_i, so tokens before the selected one may out-score it.",
+    },
+    {
+        "id": "M09-svm-wmm-closed-form-factor",
+        "file": "models/svm.py",
+        "old": "    W, duals = np.outer(q.x, p) / pp, q.duals / pp\n",
+        "new": "    W, duals = np.outer(q.x, p) / np.sqrt(pp), q.duals / np.sqrt(pp)\n",
+        "category": "wrong constant",
+        "fault": "The closed form W^mm = q^mm pᵀ/‖p‖² is computed with ‖p‖ instead of ‖p‖², "
+        "which is the right direction but the wrong scale (its margins are ‖p‖, not 1).",
+    },
+    {
+        "id": "M10-svm-certificate-loosened",
+        "file": "models/svm.py",
+        "old": "        return self.worst <= self.tol\n",
+        "new": "        return self.worst <= 1e4 * self.tol\n",
+        "category": "loosened tolerance",
+        "fault": "The KKT certificate accepts residuals up to 1e-3 instead of 1e-7, so "
+        "approximate solver points pass as certified optima.",
+    },
+    # ---------------------------------------------------------------- selection.py
+    {
+        "id": "M11-selection-ties-locally-optimal",
+        "file": "models/selection.py",
+        "old": "            if gap <= tie:\n",
+        "new": "            if gap < -tie:\n",
+        "category": "non-strict inequality",
+        "fault": "Def. 2 asks support tokens to score strictly below α_i; the mutant only "
+        "rejects support tokens that beat α_i, so a tie counts as locally optimal.",
+    },
+    # ---------------------------------------------------------------- dynamics.py
+    {
+        "id": "M12-dynamics-converge-no-persistence",
+        "file": "models/dynamics.py",
+        "old": "        if norm >= persist * start:\n",
+        "new": "        if norm >= start:\n",
+        "category": "dropped factor",
+        "fault": "The tracer declares directional convergence at the first aligned point "
+        "instead of requiring the alignment to persist while ‖p‖ grows tenfold, so a path "
+        "passing near an unstable ray counts as converged.",
+    },
+    {
+        "id": "M13-dynamics-gd-normalised-step",
+        "file": "models/dynamics.py",
+        "old": "        p = p - eta * math.exp(min(ls, 700.0)) * vec\n",
+        "new": "        p = p - eta * vec\n",
+        "category": "wrong step size",
+        "fault": "Plain GD moves by η·∇L/max|∇L| (a normalised step) instead of η·∇L, so the "
+        "step no longer shrinks with the gradient and the descent lemma's η ≤ 1/L_p "
+        "guarantee does not apply.",
+    },
+    {
+        "id": "M14-dynamics-ngd-ascent",
+        "file": "models/dynamics.py",
+        "old": "        p = p + lr * u\n",
+        "new": "        p = p - lr * u\n",
+        "category": "dropped sign",
+        "fault": "Normalised GD steps along +∇L/‖∇L‖ (u is already −∇L/‖∇L‖): gradient "
+        "ascent on the loss.",
+    },
+    {
+        "id": "M15-dynamics-converge-threshold",
+        "file": "models/dynamics.py",
+        "old": "        if unit is None or 0.5 * float(np.sum((p / np.linalg.norm(p) - unit) ** 2)) > target:\n",
+        "new": "        if unit is None or 0.5 * float(np.sum((p / np.linalg.norm(p) - unit) ** 2)) > 1e3 * target:\n",
+        "category": "loosened tolerance",
+        "fault": "The tracer's stopping test accepts 1 − cos(p, p^mm) ≤ 1e-3 instead of 1e-6, "
+        "so it stops far from the max-margin direction (the final status still asks 1e-6).",
+    },
+    # ---------------------------------------------------------------- regpath.py
+    {
+        "id": "M16-regpath-rank-negative-gap",
+        "file": "models/regpath.py",
+        "old": "    return torch.where(sign > 0, log_abs, torch.where(sign < 0, -BIG - log_abs, -BIG))\n",
+        "new": "    return torch.where(sign > 0, log_abs, torch.where(sign < 0, -BIG + log_abs, -BIG))\n",
+        "category": "dropped sign",
+        "fault": "The order-preserving image of a negative loss gap G < 0 uses −BIG + log|G|, "
+        "which increases with |G|: among points whose loss is below the floor of a local α, "
+        "the search prefers the highest loss.",
+    },
+    {
+        "id": "M17-regpath-tangent-hessian-sign",
+        "file": "models/regpath.py",
+        "old": "    return proj @ (H - radial * eye) @ proj + u[:, :, None] * u[:, None, :]\n",
+        "new": "    return proj @ (H + radial * eye) @ proj + u[:, :, None] * u[:, None, :]\n",
+        "category": "wrong derivative",
+        "fault": "The Riemannian Hessian on the sphere ‖p‖ = R adds the Weingarten term "
+        "(∇f·p̂/R)I instead of subtracting it, so the curvature of f restricted to the sphere "
+        "is wrong (Newton steps and the strict-minimum test use it).",
+    },
+    # ---------------------------------------------------------------- joint.py
+    {
+        "id": "M18-joint-relaxed-set-flipped",
+        "file": "models/joint.py",
+        "old": "    p_relax = att_svm(problem.keys, alpha, relaxed_inputs=~support)\n",
+        "new": "    p_relax = att_svm(problem.keys, alpha, relaxed_inputs=support)\n",
+        "category": "off-by-one index set",
+        "fault": "The relaxed ATT-SVM of Theorem J relaxes the support vectors of the v-SVM "
+        "instead of the inputs outside its support (the complement set).",
+    },
+    {
+        "id": "M19-joint-vgrad-drops-label",
+        "file": "models/joint.py",
+        "old": "        sign_w = np.repeat(sign_lp * y, X.shape[1])\n",
+        "new": "        sign_w = np.repeat(sign_lp, X.shape[1])\n",
+        "category": "dropped sign",
+        "fault": "∇_v L = (1/n)Σ ℓ'(m_i) y_i X_iᵀs_i loses the label y_i, so negative inputs "
+        "push v the wrong way.",
+    },
+    # ---------------------------------------------------------------- wtrain.py
+    {
+        "id": "M20-wtrain-gradient-transposed",
+        "file": "models/wtrain.py",
+        "old": "        return log_scale, np.outer(g, self._p_np)\n",
+        "new": "        return log_scale, np.outer(self._p_np, g)\n",
+        "category": "wrong derivative",
+        "fault": "∂L/∂W is returned as p gᵀ instead of g pᵀ (the transpose of the rank-one "
+        "gradient of x_itᵀ W p).",
+    },
+    {
+        "id": "M21-wtrain-singular-ratio-index",
+        "file": "models/wtrain.py",
+        "old": "    return float(s[1] / s[0]) if s.numel() > 1 and s[0] > 0 else 0.0\n",
+        "new": "    return float(s[-1] / s[0]) if s.numel() > 1 and s[0] > 0 else 0.0\n",
+        "category": "off-by-one index",
+        "fault": "The rank-one test reads σ_min/σ₁ instead of σ₂/σ₁ (identical for d = 2; for "
+        "d ≥ 3 a rank-two W would pass as rank one).",
+    },
+    # ---------------------------------------------------------------- heads.py
+    {
+        "id": "M22-heads-softmax-jacobian-centring",
+        "file": "models/heads.py",
+        "old": "        c = s * (a - (s * a).sum(-1, keepdim=True))  # (diag(s) − ssᵀ) a\n",
+        "new": "        c = s * a  # (diag(s) − ssᵀ) a\n",
+        "category": "wrong derivative",
+        "fault": "The softmax Jacobian diag(s) − ssᵀ is replaced by diag(s) in the "
+        "nonlinear-head gradient (the −ssᵀ term is dropped).",
+    },
+    {
+        "id": "M23-heads-token-scores-drop-label",
+        "file": "models/heads.py",
+        "old": "        return self.y[:, None] * self.psi_of(self.X)\n",
+        "new": "        return self.psi_of(self.X)\n",
+        "category": "dropped sign",
+        "fault": "The one-hot scores Y_i ψ(x_it) lose the label, so for y_i = −1 the "
+        "'ψ-optimal' token of Theorem NL is the worst one.",
+    },
+    # ---------------------------------------------------------------- embedding.py
+    {
+        "id": "M24-embedding-r3-target-factor",
+        "file": "models/embedding.py",
+        "old": "    r3_target = eta0 / 2 * v2 * alpha\n",
+        "new": "    r3_target = eta0 * v2 * alpha\n",
+        "category": "dropped factor",
+        "fault": "Lemma 4.1's prediction ⟨E¹_s, v⟩ ≈ (η0/2)α_s loses the factor 1/2 "
+        "(the logistic ℓ'(0) = −1/2).",
+    },
+    {
+        "id": "M25-embedding-alpha-frequency",
+        "file": "models/embedding.py",
+        "old": "    return check_labels(y, n) @ counts / (n * T)\n",
+        "new": "    return check_labels(y, n) @ counts / n\n",
+        "category": "dropped factor",
+        "fault": "The average signed frequency α_s = (1/n)Σ y_i n_s(X_i)/T loses the 1/T: "
+        "raw counts instead of frequencies.",
+    },
+    {
+        "id": "M26-embedding-gradE-p-term-sign",
+        "file": "models/embedding.py",
+        "old": "        return -(along_v[:, None] * self.v[None, :] + along_p[:, None] * p[None, :])\n",
+        "new": "        return -(along_v[:, None] * self.v[None, :] - along_p[:, None] * p[None, :])\n",
+        "category": "dropped sign",
+        "fault": "In ∇_{E_s}L ∝ σ[v + (u_s − f)p] the p-term enters with the wrong sign "
+        "(invisible at p = 0, the theory's p⁰).",
+    },
+    # ---------------------------------------------------------------- predict.py
+    {
+        "id": "M27-predict-max-error-factor",
+        "file": "models/predict.py",
+        "old": '        "max_error": float((step.E1 @ problem.v - float(eta0) / 2 * step.alpha).abs().max()),\n',
+        "new": '        "max_error": float((step.E1 @ problem.v - float(eta0) * step.alpha).abs().max()),\n',
+        "category": "dropped factor",
+        "fault": "The CLI's paper-form error |⟨E¹_s, v⟩ − (η0/2)α_s| is computed against η0·α_s.",
+    },
+    {
+        "id": "M28-predict-local-opt-of-global",
+        "file": "models/predict.py",
+        "old": "    local = local_optimality(problem.keys, scores, sel)\n",
+        "new": "    local = local_optimality(problem.keys, scores, opt)\n",
+        "category": "wrong index set",
+        "fault": "`check` reports whether the global optimum is locally optimal instead of "
+        "whether the selection gradient flow reached is.",
+    },
+]
