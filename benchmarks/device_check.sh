@@ -10,15 +10,17 @@ cd "$(dirname "$0")/.."
 out="${OUT:-reports}"
 mkdir -p "$out" reports
 export PYTHONUNBUFFERED=1
-python3 - <<'PY' || exit 1
+# The interpreter whose torch is checked: $PYTHON if set (a venv's python), else python3.
+py="${PYTHON:-python3}"
+"$py" - <<'PY' || exit 1
 import torch
 assert torch.cuda.is_available(), "torch sees no CUDA device: nothing to check here"
 print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
 PY
 rc=0
-python3 -m pytest tests/test_device.py -rs -p no:cacheprovider --no-gate 2>&1 \
+"$py" -m pytest tests/test_device.py -rs -p no:cacheprovider --no-gate 2>&1 \
     | tee "$out/device_tests.log" || rc=1
-python3 -m pytest benchmarks/test_device_speedup.py -s -p no:cacheprovider --no-gate 2>&1 \
+"$py" -m pytest benchmarks/test_device_speedup.py -s -p no:cacheprovider --no-gate 2>&1 \
     | tee "$out/device_benchmark.log" || rc=1
 [ "$out" = reports ] || cp reports/benchmark_device.json "$out/" 2>/dev/null || rc=1
 exit "$rc"

@@ -8,6 +8,7 @@ Regenerate the page's outputs after a deliberate change with
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -46,6 +47,12 @@ def commands(block: str) -> list[tuple[str, list[str]]]:
     return steps
 
 
+def with_this_python(command: str) -> str:
+    """The command as run here: a leading `python` is the interpreter running the tests, not
+    whatever `python` comes first on PATH."""
+    return re.sub(r"^python(?= )", shlex.quote(sys.executable), command)
+
+
 def walkthrough() -> list[tuple[str, list[str]]]:
     return [step for block in CONSOLE.findall(DOC.read_text()) for step in commands(block)]
 
@@ -78,7 +85,7 @@ def test_the_walkthrough_prints_what_the_page_shows(tmp_path):
     steps = walkthrough()
     assert len(steps) >= 5 and steps[0][0].startswith("cp docs/examples/")
     for command, expected in steps:
-        done = repo_copy.shell(root, command)
+        done = repo_copy.shell(root, with_this_python(command))
         assert done.returncode == 0, f"$ {command}\n{done.stdout}"
         gap = missing(expected, done.stdout)
         assert gap is None, f"$ {command}\nexpected line not printed: {gap!r}\n\n{done.stdout}"
@@ -109,7 +116,7 @@ def regenerate() -> None:
         def fill(match: re.Match) -> str:
             body = []
             for command, _ in commands(match.group(1)):
-                done = repo_copy.shell(root, command)
+                done = repo_copy.shell(root, with_this_python(command))
                 body += [f"$ {command}", *_elide(done.stdout)]
             return "```console\n" + "\n".join(body) + "\n```"
 
