@@ -22,3 +22,9 @@ def test_ci_runs_the_readme_commands_verbatim():
     ci_lines = {line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()}
     for command in readme_commands():
         assert command in ci_lines, f".ci/run does not run the README command: {command}"
+
+
+def test_the_install_command_installs_the_lock_and_nothing_unpinned():
+    install = readme_commands()[0]
+    assert "-r requirements.lock" in install and "--no-deps" in install, install
+    assert (ROOT / "requirements.lock").is_file()
