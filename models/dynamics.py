@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from scipy.integrate import LSODA
 
+from models import failures
 from models.attention import PromptProblem, as_float_tensor, one_minus_cos
 
 Tensor = torch.Tensor
@@ -236,6 +237,7 @@ def trace_flow(
             p_new, s_new = solver.y.copy(), float(solver.t)
             if not np.isfinite(p_new).all():
                 stop = "non-finite iterate"  # never expected; reported rather than returned
+                failures.report(failures.NUMERICS, "non-finite iterate", f"after {steps} steps")
                 break
             u_new, lgn_new = _field(problem, p_new)
             evals[0] += 1
@@ -384,4 +386,6 @@ def converge(
             f"{traj.stop} at ‖p‖={float(torch.linalg.vector_norm(p)):.3g}, 1−cos={omc:.2e}, "
             f"flow heading 1−cos={flow_omc:.2e}"
         )
+    if status == "inconclusive":  # a flow left undecided is never evidence either way
+        failures.report(failures.GRADIENT_FLOW, "undecided", reason)
     return Outcome(status, reason, p, sel, omc, svm, traj, max_other)

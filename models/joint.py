@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from models import failures
 from models.attention import DTYPE, PromptProblem, as_float_tensor
 from models.logspace import combine_np
 from models.losses import Loss, get_loss
@@ -395,6 +396,9 @@ def joint_reg_path_point(
     rivals = rival_minima(g, f_best, int(top[k]), True)
     v = _on_circle(r, np.array([a_ref[k]]))[0]
     p = _on_circle(R, np.array([b_ref[k]]))[0]
+    certified = bool(math.isfinite(f_best) and rivals == 0)
+    if not certified:  # the global minimiser is not established: no evidence
+        failures.report(failures.REG_PATH, "joint point not certified", f"(r, R)=({r:g}, {R:g})")
     return JointRegPoint(
         v=v,
         p=p,
@@ -404,7 +408,7 @@ def joint_reg_path_point(
         objective_kind=obj.kind,
         n_local_minima=int(minima.size),
         gap=float(others.min() - f_best) if others.size else math.inf,
-        certified=bool(math.isfinite(f_best) and rivals == 0),
+        certified=certified,
         radial_descent=_radial_descent(problem, v, p),
         seconds=time.perf_counter() - t0,
         details={"grid": grid, "rival_minima": rivals},

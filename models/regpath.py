@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from scipy.signal import find_peaks
 
+from models import failures
 from models.attention import one_minus_cos
 from models.selection import global_opt
 from models.svm import att_svm
@@ -700,6 +701,8 @@ def _result(problem, obj, found: _Found, R, method, t0, interior=None) -> RegPoi
     p = found.p
     with torch.no_grad():
         loss = float(problem.loss_value(p))
+    if not found.certified:  # the global minimiser is not established: no evidence
+        failures.report(failures.REG_PATH, "point not certified", f"R={R:g}, {method}")
     return RegPoint(
         p=p.detach().clone(),
         R=R,

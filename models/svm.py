@@ -29,7 +29,11 @@ import cvxpy as cp
 import numpy as np
 from scipy.optimize import linprog, nnls
 
+from models import failures
+
 Status = Literal["optimal", "infeasible", "inaccurate", "solver_error"]
+#: Statuses that are failures of the oracle (reported to models.failures), not answers.
+FAILED: frozenset[str] = frozenset({"inaccurate", "solver_error"})
 
 #: A row is active when its slack is at most this times max(1, ‖x‖).
 ACTIVE_TOL = 1e-6
@@ -220,10 +224,23 @@ class SVMSolution:
 
 
 def solve_margin_qp(A, b, *, tol: float = 1e-7) -> SVMSolution:
-    """min ½‖x‖² s.t. A x ≥ b, certified; never raises for infeasibility or solver failures."""
+    """min ½‖x‖² s.t. A x ≥ b, certified; never raises for infeasibility or solver failures.
+
+    An answer that is neither certified optimal nor certified infeasible is also reported to
+    ``models.failures`` (an example that met it is inconclusive, whatever its caller does)."""
     A, b = _as_problem(A, b)
     if not tol > 0:
         raise ValueError(f"tol: must be positive, got {tol}")
+    return _reported(_solve_margin_qp(A, b, tol))
+
+
+def _reported(sol: SVMSolution) -> SVMSolution:
+    if sol.status in FAILED:
+        failures.report(failures.SVM_ORACLE, sol.status, sol.reason)
+    return sol
+
+
+def _solve_margin_qp(A: np.ndarray, b: np.ndarray, tol: float) -> SVMSolution:
     if A.shape[0] == 0:
         return _unconstrained(A.shape[1], tol)
     lp = linprog(np.zeros(A.shape[1]), A_ub=-A, b_ub=-b, bounds=(None, None), method="highs")
@@ -471,7 +488,7 @@ def w_svm_closed_form(X, p, alpha, *, tol: float = 1e-7) -> SVMSolution:
     cert = certify(A, b, W, duals, tol=tol)
     status = "optimal" if q.ok and cert.ok else "inaccurate"
     reason = f"ATT-SVM: {q.status} ({q.reason}); W certificate: {cert.summary()}"
-    return SVMSolution(status, W, duals, cert, solver, reason, rows)
+    return _reported(SVMSolution(status, W, duals, cert, solver, reason, rows))
 
 
 def v_svm(Z, y, *, tol: float = 1e-7) -> SVMSolution:

@@ -57,7 +57,7 @@ COLUMNS = (
     "provenance",
     "expected",
     "verdict",
-    "examples",
+    "examples (premise met)",
     "worst slack",
     "seconds",
     "figures",
@@ -92,7 +92,8 @@ def load(claims_json: Path) -> dict:
 
 
 def summary_line(claims: list[dict]) -> str:
-    """'N claims: H held, R refuted as expected, U unexpected, I inconclusive[, E errors]'."""
+    """'N claims: H held, R refuted as expected, U unexpected, I inconclusive[, V vacuous]
+    [, E errors]'."""
     verdicts = Counter(c["verdict"] for c in claims)
     refuted = sum(c["verdict"] == "refuted" and c["as_expected"] for c in claims)
     unexpected = sum(not c["as_expected"] for c in claims)
@@ -100,6 +101,8 @@ def summary_line(claims: list[dict]) -> str:
         f"{len(claims)} claims: {verdicts['holds']} held, {refuted} refuted as expected, "
         f"{unexpected} unexpected, {verdicts['inconclusive']} inconclusive"
     )
+    if verdicts["vacuous"]:
+        line += f", {verdicts['vacuous']} vacuous"
     errors = verdicts["error"]
     return f"{line}, {errors} error{'s' * (errors != 1)}" if errors else line
 
@@ -201,7 +204,7 @@ td.details{padding-top:0}
 .badge.unsure{background:#d97706}.badge.derived{background:#7e22ce}
 .prov{font-size:.8rem;color:#4b5563}
 .verdict{font-weight:700}
-.v-holds{color:#15803d}.v-refuted{color:#be123c}.v-inconclusive{color:#b45309}
+.v-holds{color:#15803d}.v-refuted{color:#be123c}.v-inconclusive{color:#b45309}.v-vacuous{color:#6b21a8}
 .v-error{color:#fff;background:#1f2328;padding:0 .3em;border-radius:3px}
 .ok{color:#6b7280;font-size:.8rem}.bad{color:#dc2626;font-size:.8rem;font-weight:700}
 .note{color:#374151;font-style:italic;margin:.15rem 0}
@@ -234,6 +237,15 @@ def provenance_html(text: str) -> str:
     )
     rest = TAG.sub("", text).strip()
     return badges + (f' <span class="prov">{esc(rest)}</span>' if rest else "")
+
+
+def examples_text(claim: dict) -> str:
+    """'40 (met 12/100)': examples that completed, and in how many examples the claim's
+    premise (or, undeclared, its assumptions) held out of those tried."""
+    premise = claim.get("premise")
+    if not premise:
+        return str(claim["examples"])
+    return f"{claim['examples']} (met {premise['met']}/{premise['of']})"
 
 
 def verdict_html(claim: dict) -> str:
@@ -275,6 +287,8 @@ def details_html(claim: dict) -> str:
         parts.append(
             f'<p class="reasons">inconclusive: {esc(counts_text(claim["inconclusive"]))}</p>'
         )
+    if claim.get("verdict") == "vacuous" and claim.get("reason"):
+        parts.append(f'<p class="reasons">vacuous: {esc(claim["reason"])}</p>')
     found = counterexample_json(claim)
     if found:
         parts.append(fold("minimal counterexample", f"<pre>{esc(found)}</pre>"))
@@ -311,7 +325,7 @@ def claim_html(claim: dict, folder: Path) -> str:
         f"<td>{provenance_html(claim['provenance'])}</td>"
         f"<td>{esc(claim['expected'])}</td>"
         f"<td>{verdict_html(claim)}</td>"
-        f'<td class="num">{esc(claim["examples"])}</td>'
+        f'<td class="num">{esc(examples_text(claim))}</td>'
         f'<td class="slack">{slack}</td>'
         f'<td class="num">{claim["seconds"]:.2f}</td>'
         f'<td rowspan="{span}">{figures}</td>'
@@ -398,7 +412,7 @@ def md_row(claim: dict, folder: Path, out_dir: Path) -> str:
         md(claim["provenance"]),
         md(claim["expected"]),
         f"**{md(claim['verdict'])}**{mark}",
-        str(claim["examples"]),
+        md(examples_text(claim)),
         "<br>".join(md(s) for s in slack_items(claim)),
         f"{claim['seconds']:.2f}",
         "<br>".join(md_figure(folder, out_dir, name) for name in claim["figures"]),
@@ -412,6 +426,7 @@ def md_details(claim: dict) -> list[str]:
     if claim["note"]:
         lines += [f"*{md(claim['note'])}*", ""]
     facts = {
+        "vacuous": claim.get("reason", "") if claim.get("verdict") == "vacuous" else "",
         "inconclusive": counts_text(claim["inconclusive"]),
         "rejected": counts_text(claim["rejections"]),
         "metrics": "; ".join(metric_items(claim)),

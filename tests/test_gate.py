@@ -181,7 +181,7 @@ def test_c_a_malformed_lock_names_every_bad_line(inner):
             "malformed verdict lock */theorems/verdicts.lock:",
             "  line 5: T-HOLDS is pinned twice (lines 2 and 5)",
             "  line 6: unknown verdict 'passes' for T-NEW (choose one of holds, refuted, "
-            "inconclusive, error)",
+            "inconclusive, vacuous, error)",
             "  line 7: expected 'CLAIM-ID VERDICT [PAPER]', got 'T-LONELY'",
             "  line 8: 't-lower' is not a claim id (e.g. MM-SVM-MARGIN)",
         ]
@@ -299,7 +299,7 @@ def test_parse_collects_every_problem_with_its_line():
     assert err.value.problems == [
         "line 3: MM-A is pinned twice (lines 2 and 3)",
         "line 4: unknown verdict 'maybe' for MM-B (choose one of holds, refuted, inconclusive, "
-        "error)",
+        "vacuous, error)",
         "line 5: expected 'CLAIM-ID VERDICT [PAPER]', got 'bad'",
     ]
     lock = locks.parse("# profile: dev\nMM-A holds two words\n")

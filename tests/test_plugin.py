@@ -167,7 +167,7 @@ def test_outcomes_and_summary_line(mixed):
     result.assert_outcomes(passed=5, failed=5, errors=1)
     result.stdout.fnmatch_lines(
         ["attention-theorems: 10 claims: 2 held, 1 refuted as expected, 6 unexpected, "
-         "2 inconclusive, 3 error — reports/claims.json"]
+         "2 inconclusive, 1 vacuous, 2 error — reports/claims.json"]
     )  # fmt: skip
 
 
@@ -214,12 +214,13 @@ def test_mostly_inconclusive_claim_is_inconclusive_and_fails(mixed):
     result.stdout.fnmatch_lines(["claim T-UNDECIDED: verdict inconclusive, expected holds*"])
 
 
-def test_only_rejections_is_an_error_only_inconclusive_is_inconclusive(mixed):
+def test_only_rejections_is_vacuous_only_inconclusive_is_inconclusive(mixed):
     claims = by_id(mixed[1])
     rejected = claims["T-ALL-REJECTED"]
-    assert rejected["verdict"] == "error" and not rejected["as_expected"]
-    assert "does not meet the claim's assumptions" in rejected["error"]
+    assert rejected["verdict"] == "vacuous" and not rejected["as_expected"]
+    assert rejected["reason"].startswith("its assumptions held in 0 of")
     assert rejected["rejections"]["never valid"] > 0
+    assert rejected["premise"]["met"] == 0 and not rejected["premise"]["declared"]
     undecided = claims["T-ALL-INCONCLUSIVE"]
     assert undecided["verdict"] == "inconclusive" and undecided["as_expected"]  # unknown
     assert undecided["inconclusive"]["never decided"] > 0
@@ -261,7 +262,8 @@ def test_report_schema(mixed):
         "holds": 2,
         "refuted": 3,
         "inconclusive": 2,
-        "error": 3,
+        "vacuous": 1,
+        "error": 2,
         "as_expected": 4,
         "unexpected": 6,
         "skipped": 0,
@@ -272,7 +274,8 @@ def test_report_schema(mixed):
         "rejections": dict, "inconclusive": dict, "worst_slack": dict, "metrics": dict,
         "seconds": float, "counterexample": (dict, type(None)),
         "falsifying_example": (str, type(None)), "error": (str, type(None)),
-        "figures": list, "note": str, "nodeid": str,
+        "figures": list, "note": str, "nodeid": str, "premise": dict, "failures": dict,
+        "tolerated_failures": dict,
     }  # fmt: skip
     for c in report["claims"]:
         for key, kind in required.items():
@@ -351,7 +354,7 @@ def test_repo_root_conftest_loads_the_plugin():
         (errors.FailedHealthCheck("HealthCheck.too_slow"), "error"),
         (ZeroDivisionError("oops"), "error"),
         (evidence.InconclusiveExample("ill-conditioned"), "inconclusive"),
-        (evidence.RejectedExample("no margin"), "error"),
+        (evidence.RejectedExample("no margin"), "vacuous"),  # a plain claim's one example
     ],
 )
 def test_judge_classifies_outcomes(exc, verdict):
@@ -367,8 +370,17 @@ def test_judge_too_many_rejections_depends_on_why():
     unsatisfiable = errors.Unsatisfiable("Unable to satisfy assumptions")
     assert plugin.judge(unsatisfiable, collector, INFO)[0] == "inconclusive"
     collector.rejections["no margin"] = 50
-    verdict, error, _ = plugin.judge(unsatisfiable, collector, INFO)
-    assert verdict == "error" and "does not meet the claim's assumptions" in error
+    collector._outcomes["rejected"] = 90  # 40 inconclusive examples met the assumptions
+    assert plugin.judge(unsatisfiable, collector, INFO)[0] == "inconclusive"
+    collector.inconclusive.clear()
+    collector._outcomes["rejected"] = 50
+    verdict, error, reason = plugin.judge(unsatisfiable, collector, INFO)
+    assert verdict == "vacuous" and error is None
+    assert reason.startswith("its assumptions held in 0 of 50 examples")
+    # Hypothesis' filter health check is read from our counts, not from its message.
+    health = errors.FailedHealthCheck("any text at all")
+    assert plugin.judge(health, collector, INFO)[0] == "vacuous"
+    assert plugin.judge(health, evidence.Collector(), INFO)[0] == "error"
 
 
 def test_judge_counts_inconclusive_against_the_threshold():

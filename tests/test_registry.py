@@ -34,7 +34,7 @@ def isolated_registry():
 def restore_profile():
     before = registry.current_profile()
     yield
-    settings.load_profile(before)
+    registry.load_profile(before)
 
 
 def test_registers_and_marks_a_plain_test():
@@ -150,17 +150,26 @@ def test_profile_budget_scaling(profile, examples, budget):
 def test_given_claim_gets_the_scaled_budget(profile, budget, restore_profile):
     registry.load_profile(profile)
     assert registry.current_profile() == profile
+    calls = []
 
     @claim(**{**GOOD, "examples": 40})
-    @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(x=st.integers())
     def test_x(x):
-        pass
+        calls.append(x)
 
-    applied = test_x._hypothesis_internal_use_settings
-    assert applied.max_examples == budget
-    assert applied.deadline is None
-    assert HealthCheck.function_scoped_fixture in applied.suppress_health_check  # author's
+    test_x()
+    assert len(calls) == budget  # every example of the budget ran, no more
+
+
+def test_a_claim_with_its_own_settings_is_refused_with_the_reason(restore_profile):
+    registry.load_profile("ci")
+    with pytest.raises(ClaimRegistrationError, match=r"TEST-REG-GOOD.*remove @settings"):
+
+        @claim(**GOOD)
+        @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+        @given(x=st.integers())
+        def test_x(x):
+            pass
 
 
 def test_profiles_have_the_documented_settings(restore_profile):
@@ -288,7 +297,6 @@ def test_nightly_slack_becomes_a_hypothesis_target(restore_profile, monkeypatch)
     monkeypatch.setattr(evidence.hypothesis, "target", lambda v, label: targeted.append(label))
 
     @claim(**{**GOOD, "examples": 1})  # 20 examples under nightly
-    @settings(database=None)
     @given(x=st.integers(0, 10**6))
     def test_x(x):
         evidence.slack("x", x, 10**6)

@@ -19,9 +19,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import Phase, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
+from models import failures
 from models.attention import PromptProblem, cosine, one_minus_cos
 from models.dynamics import gd, trace_flow
 from models.losses import square
@@ -73,12 +74,6 @@ F14_CHECKPOINTS = (100, 500, 1000, 2000)
 F4_R0 = (0.1, 0.25, 0.5, 1.0, 2.0)
 
 
-#: Hypothesis' explain phase re-runs a shrunk failing example many times to report which parts
-#: could vary; with dynamics in the loop it took 87 s of F9's 93 s (measured). Controls keep
-#: generation and shrinking (the minimal counterexample is the point) and skip it.
-NO_EXPLAIN = settings(phases=[p for p in Phase if p is not Phase.explain])
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _torch_one_thread():
     """Tiny tensors: intra-op threads only add wake-up latency (ms per op on a busy box)."""
@@ -115,7 +110,6 @@ def _with_scores(inst: PromptInstance, g: torch.Tensor, meta: dict) -> PromptIns
     note="Fig. 1(b) and [N] (11/30 random runs) show GD converging to a non-global "
     "locally-optimal α; Theorem L is local.",
 )
-@NO_EXPLAIN
 @given(inst=with_init(global_opt_instances()))
 def test_f2_gd_always_global(inst):
     """(Wrong) GD always converges to p^mm(opt) for general scores (spec §5 F2)."""
@@ -156,7 +150,6 @@ def tied_local_instances(draw):
     note="A support token tying with α_i exerts no restoring force; the pull of higher-scoring "
     "non-support tokens then moves p away (Fig. 1(a), α = (1, 0): GD leaves from R0 ≤ 10).",
 )
-@NO_EXPLAIN
 @given(cone=tied_local_instances().flatmap(lambda i: cone_inits(i, *CONE_SCAN[-1])))
 def test_f3_tie_still_attracts(cone):
     """(Wrong) A selection tied with its support tokens still attracts GD (spec §5 F3)."""
@@ -180,7 +173,6 @@ def test_f3_tie_still_attracts(cone):
     note="R0 must be large enough: Fig. 1(b), α = (1, 0), escapes to the global direction from "
     "R0 = 2 and converges from R0 ≥ 5 [N].",
 )
-@NO_EXPLAIN
 @given(cone=local_opt_instances().flatmap(lambda i: cone_inits(i, st.sampled_from(F4_R0), 1e-2)))
 def test_f4_local_convergence_any_r0(cone):
     """(Wrong) Local convergence from any R0 (spec §5 F4)."""
@@ -219,7 +211,6 @@ def beaten_support_instances(draw):
     "leaves (Fig. 1 data, α = third token: final cos ≈ −0.66 [N]). Ties are avoided on "
     "purpose: with ties GD can stall (see MM-F3 and MM-THM-G).",
 )
-@NO_EXPLAIN
 @given(cone=beaten_support_instances().flatmap(lambda i: cone_inits(i, 10.0, 1e-3)))
 def test_f5_nonlocal_attracts(cone):
     """(Wrong) A non-locally-optimal α attracts GD from its cone (spec §5 F5)."""
@@ -247,7 +238,6 @@ def test_f5_nonlocal_attracts(cone):
     note="[N]: 1,864 of 10,000 random p violate the sign with uniform random scores (n = 3, "
     "T = 5, key dimension 15); with equal non-optimal scores, none (MM-LEMMA-DESCENT).",
 )
-@NO_EXPLAIN
 @given(inst=global_opt_instances(), seed=SEEDS)
 def test_descent_general_scores(inst, seed):
     """(Wrong) p^mm is a descent direction everywhere for general scores (spec §2.1)."""
@@ -276,7 +266,6 @@ def test_descent_general_scores(inst, seed):
     note="The exponential comes from the softmax, not from the loss: ℓ(x) = −x gives the "
     "ATT-SVM direction (spec §1.7, loss comparison of §4).",
 )
-@NO_EXPLAIN
 @given(inst=with_init(equal_nonopt_instances(n=1, loss="correlation")))
 def test_f7_correlation_loss_no_max_margin(inst):
     """(Wrong) Correlation loss ⇒ no convergence to p^mm (spec §5 F7)."""
@@ -300,7 +289,6 @@ def test_f7_correlation_loss_no_max_margin(inst):
     note="With v fixed the floor is (1/n)Σℓ(γ_i,opt_i) > 0 (spec §1.3); L → 0 only if the "
     "optimal scores → ∞.",
 )
-@NO_EXPLAIN
 @given(inst=with_init(equal_nonopt_instances(n=1)))
 def test_f8_loss_to_zero(inst):
     """(Wrong) L(p(t)) → 0 (spec §5 F8)."""
@@ -340,7 +328,6 @@ def _straddling_scores(n: int, T: int):
     note="A finite attention mixture attains the target: the flow stops at a finite minimiser "
     "with L = 0 (spec §5 F9), so no divergence and no max-margin limit.",
 )
-@NO_EXPLAIN
 @given(
     inst=st.integers(2, 3).flatmap(
         lambda T: decoupled_instances(
@@ -386,7 +373,6 @@ def test_f9_square_loss_diverges(inst, seed):
     "rank one (spec §2.8; a nuclear-norm SVM belongs to the (K, Q) factorization of the "
     "companion paper).",
 )
-@NO_EXPLAIN
 @given(inst=equal_nonopt_instances(n=1), seed=SEEDS)
 def test_f13_w_full_rank(inst, seed):
     """(Wrong) W converges to a full-rank matrix (spec §5 F13)."""
@@ -409,13 +395,11 @@ def test_f13_w_full_rank(inst, seed):
     note="The paper states only asymptotic limits (spec §0 'Rates'); plain GD's directional "
     "convergence is logarithmically slow ([N]: cos 0.97–0.99 after 1000 steps at η = 1).",
 )
-@NO_EXPLAIN
 @given(inst=with_init(equal_nonopt_instances(n=1)))
 def test_f14_rate(inst):
     """(Wrong) 1 − cos ≤ C/t for plain GD (spec §5 F14)."""
     _record(inst)
-    sol = att_svm(inst.keys, inst.alpha)
-    assert sol.ok, f"oracle: {sol.status}"
+    sol = evidence.solved(att_svm(inst.keys, inst.alpha), "ATT-SVM(α)")
     eta = 1.0 / inst.problem.smoothness_bound()
     traj = gd(inst.problem, inst.p0, eta=eta, steps=max(F14_CHECKPOINTS))
     for t in F14_CHECKPOINTS:
@@ -445,12 +429,13 @@ def test_f11_infeasible_is_classified(inst, seed):
     sol = att_svm(inst.keys, inst.alpha)
     assert sol.status == "infeasible", f"oracle says {sol.status}: {sol.reason}"
     p0 = random_points(seeded(seed), inst.keys.shape[2], 1, -1.0, 1.0)[0]
-    out, transient = settle(inst.problem, p0)
+    with failures.tolerate(failures.GRADIENT_FLOW):  # "inconclusive" is a classification here
+        out, transient = settle(inst.problem, p0)
     evidence.metric(f"outcome {out.status}", 1.0)
     if np.array_equal(out.selected, inst.alpha):
         assert out.status != "converged", "reported convergence to an infeasible ATT-SVM"
     if out.converged:
-        assert out.svm.ok, f"converged without a certified SVM: {out.svm.status}"
+        assert out.svm.status == "optimal", f"converged without a certified SVM: {out.svm.status}"
         assert out.one_minus_cos <= DIRECTION_TOL
 
 
@@ -497,7 +482,8 @@ def test_f15_numerical_artefacts(inst):
     """Float64 artefacts are resolved or reported, never mistaken for refutations (§5 F15)."""
     _record(inst)
     p0 = torch.zeros(inst.d, dtype=DTYPE) if inst.p0 is None else inst.p0
-    out, transient = settle(inst.problem, p0)
+    with failures.tolerate(failures.GRADIENT_FLOW):  # "inconclusive" is a classification here
+        out, transient = settle(inst.problem, p0)
     record_outcome(out, transient)
     evidence.metric("engine inconclusive", float(out.status == "inconclusive"))
     sol = att_svm(inst.keys, inst.alpha)

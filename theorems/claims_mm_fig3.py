@@ -63,7 +63,7 @@ def _run(tight: bool):
     problem = JointProblem(inst.X, inst.y, inst.W)
     svms = relaxed_svm_for(problem, inst.alpha)
     for name, sol in (("v^mm", svms.v_mm), ("p^relax", svms.p_relax), ("p^full", svms.p_full)):
-        assert sol.ok, f"{name}: {sol.status} ({sol.reason})"
+        evidence.solved(sol, name)
     run = joint_ngd(problem, inst.v, inst.p0, lr=LR, steps=STEPS, alpha=inst.alpha)
     return inst, problem, svms, run
 
@@ -247,7 +247,8 @@ def test_reg_path_picture():
     problem = key_problem(inst)
     glob = att_svm(problem.keys, global_opt(problem.scores))
     local = att_svm(problem.keys, inst.alpha)
-    assert glob.ok and local.ok
+    evidence.solved(glob, "ATT-SVM(opt)")
+    evidence.solved(local, "ATT-SVM(α)")
     path = [reg_path_point(problem, R) for R in RP_RADII]
     eps = safe_cap(problem, inst.alpha, local)
     caps = [local_reg_path_point(problem, inst.alpha, R, eps) for R in RP_RADII[3:]]

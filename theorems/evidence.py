@@ -18,6 +18,8 @@ import hypothesis
 from hypothesis.control import currently_in_test_context
 from hypothesis.errors import UnsatisfiedAssumption
 
+from models import failures
+
 __all__ = [
     "Collector",
     "InconclusiveExample",
@@ -27,6 +29,7 @@ __all__ = [
     "inconclusive",
     "instance",
     "metric",
+    "premise",
     "reject",
     "slack",
     "solved",
@@ -85,6 +88,18 @@ class Collector:
         self._last_nonfinite: dict[str, set[str]] = {}
         self.last_body_exception: BaseException | None = None
         self.is_hypothesis = False  # set by the plugin: the claim is a Hypothesis test
+        # The premise (premise()): per example, whether the body declared it and it held;
+        # over the claim, in how many examples it held. Claims that never call premise() are
+        # counted by their assumptions: every example that was not rejected met them.
+        self._premise: bool | None = None
+        self.premise_declared = False
+        self.premise_met = 0
+        # Machinery failures (models.failures) that discarded an example, and failures a
+        # claim tolerates by its statement (failures.tolerate), by key.
+        self.failures: Counter[str] = Counter()
+        self.tolerated: Counter[str] = Counter()
+        self._explicit = False
+        self._last_explicit: dict[str, bool] = {}
 
     @property
     def examples(self) -> int:
@@ -102,6 +117,30 @@ class Collector:
         """Names of metrics/slacks that were NaN or infinite in the counterexample."""
         return sorted(self._last_nonfinite.get("raised", ()))
 
+    @property
+    def counterexample_arguments(self) -> dict[str, Any] | None:
+        """The @given arguments of the last example that raised (the minimal one)."""
+        return self._last_arguments.get("raised")
+
+    @property
+    def counterexample_is_replay(self) -> bool:
+        """Whether the counterexample is the claim's saved one, replayed as an @example."""
+        return self._last_explicit.get("raised", False)
+
+    @property
+    def tried(self) -> int:
+        """Every example body that ran, whatever its outcome."""
+        return sum(self._outcomes.values())
+
+    def premise(self) -> dict[str, Any]:
+        """In how many examples the claim's premise held ("met"), out of how many were
+        tried ("of"); "declared": whether the claim states its premise with premise()."""
+        if self.premise_declared:
+            met = self.premise_met
+        else:  # the assumptions: every example that was not rejected met them
+            met = self.tried - self._outcomes["rejected"] + sum(self.inconclusive.values())
+        return {"met": met, "of": self.tried, "declared": self.premise_declared}
+
     def replay(self) -> dict[str, Any]:
         """The counterexample's @given arguments in the typed JSON encoding of
         theorems.replay ({"args": ...} or {"unrepresentable": ...}; {} if none)."""
@@ -109,12 +148,14 @@ class Collector:
 
         return encode_arguments(self._last_arguments.get("raised"))
 
-    def begin(self, arguments: dict[str, Any] | None = None) -> None:
+    def begin(self, arguments: dict[str, Any] | None = None, explicit: bool = False) -> None:
         self._current = None
         self._counted = False
         self._targets = {}
         self._arguments = arguments
         self._nonfinite = set()
+        self._premise = None
+        self._explicit = explicit
 
     def end(self, exc_type: type[BaseException] | None, exc: BaseException | None = None) -> None:
         # No branch here depends on whether the example failed: Hypothesis' explain phase
@@ -124,7 +165,10 @@ class Collector:
         self._last_instance[outcome] = self._current
         self._last_arguments[outcome] = self._arguments
         self._last_nonfinite[outcome] = self._nonfinite
+        self._last_explicit[outcome] = self._explicit
         self.last_body_exception = exc
+        self.premise_declared = self.premise_declared or self._premise is not None
+        self.premise_met += int(outcome != "rejected" and bool(self._premise))
         # An assume() in the body, not routed through reject(), is a rejection too.
         self.rejections["assume()"] += int(outcome == "rejected" and not self._counted)
         for label, ratio in self._targets.items():
@@ -135,6 +179,9 @@ class Collector:
             "examples": self.examples,
             "rejections": {k: v for k, v in sorted(self.rejections.items()) if v},
             "inconclusive": {k: v for k, v in sorted(self.inconclusive.items()) if v},
+            "failures": {k: v for k, v in sorted(self.failures.items()) if v},
+            "tolerated_failures": {k: v for k, v in sorted(self.tolerated.items()) if v},
+            "premise": self.premise(),
             "worst_slack": {k: dict(v) for k, v in sorted(self.worst_slack.items())},
             "metrics": {k: dict(v) for k, v in sorted(self.metrics.items())},
             "seconds": self.seconds,
@@ -160,21 +207,67 @@ def collecting(collector: Collector) -> Iterator[Collector]:
 
 class example:
     """Bracket one example body (a Hypothesis example, or a whole non-Hypothesis claim);
-    `arguments` are the example's @given arguments (kept for the counterexample store)."""
+    `arguments` are the example's @given arguments (kept for the counterexample store),
+    `explicit` says they are the claim's saved counterexample, replayed.
 
-    def __init__(self, arguments: dict[str, Any] | None = None):
+    The failure guard: a failure of the machinery during the body (anything reported to
+    ``models.failures``, an exception from a numerical library, a non-finite number in the
+    evidence) makes the example inconclusive with its reason, whatever the body did next:
+    an assertion that fails after an oracle failed is no counterexample, and a body that
+    passes after one is no support."""
+
+    def __init__(self, arguments: dict[str, Any] | None = None, explicit: bool = False):
         self.arguments = arguments
+        self.explicit = explicit
+        self._watching: contextlib.AbstractContextManager | None = None
+        self._watch: failures.Watch | None = None
 
     def __enter__(self) -> None:
+        self._watching = failures.watch()
+        self._watch = self._watching.__enter__()
         collector = _active
         if collector is not None:
-            collector.begin(self.arguments)
+            collector.begin(self.arguments, self.explicit)
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        self._watching.__exit__(None, None, None)
         collector = _active
         if collector is not None:
-            collector.end(exc_type, exc)
-        return False
+            collector.tolerated.update(f.key for f in self._watch.tolerated)
+        failure = _failure_of(self._watch, exc, collector)
+        if failure is None:
+            if collector is not None:
+                collector.end(exc_type, exc)
+            return False
+        # Discard the example as inconclusive, with the failure as its reason.
+        if collector is not None:
+            collector.failures[failure.key] += 1
+            collector.inconclusive[failure.key] += 1
+            collector._counted = True
+            collector.end(InconclusiveExample, None)
+        if currently_in_test_context():
+            hypothesis.note(f"inconclusive: {failure}")
+            hypothesis.event(f"inconclusive: {failure.key}")
+            hypothesis.reject()
+        raise InconclusiveExample(str(failure)) from exc
+
+
+def _failure_of(watch, exc, collector) -> failures.Failure | None:
+    """The machinery failure that decides an example, or None (rejections stay rejections)."""
+    if exc is not None and isinstance(exc, _REJECTIONS):
+        return None
+    if watch.failures:
+        return watch.failures[0]
+    if exc is not None:
+        found = failures.from_exception(exc)
+        if found is not None:
+            return found
+    # A failing example with a NaN or infinity in its evidence: the numerics broke, not the
+    # claim. (A passing one may record an infinite value on purpose, e.g. "d needed = ∞".)
+    broken = sorted(collector._nonfinite) if collector is not None and exc is not None else []
+    if broken:
+        return failures.Failure(failures.NUMERICS, "non-finite evidence", ", ".join(broken))
+    return None
 
 
 def current() -> Collector | None:
@@ -230,6 +323,19 @@ def metric(name: str, value: float) -> None:
     if not math.isnan(value):
         entry["min"] = value if math.isnan(entry["min"]) else min(entry["min"], value)
         entry["max"] = value if math.isnan(entry["max"]) else max(entry["max"], value)
+
+
+def premise(met: bool, what: str = "premise") -> bool:
+    """Declare whether this example meets the claim's premise (the "if" of an implication
+    checked only where it holds); returns ``met``. A claim whose premise held in fewer
+    examples than its ``min_premise`` gets the verdict vacuous, never holds."""
+    met = bool(met)
+    collector = _active
+    if collector is not None:
+        collector._premise = met if collector._premise is None else (collector._premise and met)
+    if currently_in_test_context():
+        hypothesis.event(f"{what}: {'met' if met else 'not met'}")
+    return met
 
 
 def _stop(counter_name: str, prefix: str, reason: str, exc: type[RejectedExample]) -> NoReturn:

@@ -8,7 +8,7 @@ file, one claim per line, so that a change of verdict is a one-line diff in revi
     MM-DESCENT-DIRECTION        holds         2306.13596
     MM-CTRL-GENERAL-SCORES      refuted       2306.13596
 
-Columns: claim id, pinned verdict (holds, refuted, inconclusive, error), paper (the rest of
+Columns: claim id, pinned verdict (holds, refuted, inconclusive, vacuous, error), paper (the rest of
 the line, informational). `#` starts a comment. Conjectures (expected="unknown") are
 reported but never pinned. Rewrite the lock after a deliberate change with
 `python -m theorems lock --update` (from reports/claims.json).
@@ -38,7 +38,7 @@ HEADER = """\
 # `python -m pytest theorems/` fails when a claim's verdict differs from its line here.
 # After a deliberate change, rewrite it with: python -m theorems lock --update
 # Conjectures (expected="unknown") are reported but never pinned.
-# Columns: claim id, verdict (holds | refuted | inconclusive | error), paper.
+# Columns: claim id, verdict (holds | refuted | inconclusive | vacuous | error), paper.
 """
 _PROFILE = re.compile(r"^#\s*profile:\s*(\S+)\s*$")
 

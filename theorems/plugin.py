@@ -51,12 +51,14 @@ from theorems import evidence, replay
 from theorems import lock as locks
 from theorems.registry import (
     REGISTRY,
+    VERDICTS,
     ClaimInfo,
     as_expected,
     claim_of,
     current_profile,
     load_profile,
     merge_verdicts,
+    note_profile,
     order_key,
     register_profiles,
 )
@@ -240,7 +242,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "claim(id): a registered claim of one of the papers")
     # --hypothesis-profile (Hypothesis' own option) wins over ATTN_HYPOTHESIS_PROFILE.
-    if not config.getoption("hypothesis_profile", default=None):
+    given_profile = config.getoption("hypothesis_profile", default=None)
+    if given_profile:
+        note_profile(given_profile)  # Hypothesis' own plugin loads it
+    else:
         try:
             load_profile()
         except ValueError as exc:
@@ -393,19 +398,27 @@ def _describe(exc: BaseException) -> str:
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def falsifying_text(exc: BaseException | None) -> str | None:
-    """Hypothesis' "Falsifying example: ..." notes (and the @reproduce_failure hint)."""
-    if exc is None:
+def falsifying_text(info: ClaimInfo, collector: evidence.Collector) -> str | None:
+    """The minimal counterexample as a call of the claim's test, built from the arguments
+    the framework recorded for the last failing example (Hypothesis replays the shrunk one
+    last); None when no example of a Hypothesis claim failed."""
+    arguments = collector.counterexample_arguments
+    if not collector.is_hypothesis or arguments is None:
         return None
-    keep = ("Falsifying", "You can reproduce this example", "@reproduce_failure")
-    parts = [
-        str(note).strip()
-        for leaf in _leaves(exc)
-        for note in getattr(leaf, "__notes__", ())
-        if str(note).lstrip().startswith(keep)
-    ]
-    # Object reprs of fixtures carry memory addresses, which differ between runs.
-    return _trim(_ADDRESS.sub("", "\n".join(parts))) if parts else None
+    name = info.qualname.rsplit(".", 1)[-1]
+    lines = [f"    {key}={_repr(value)}," for key, value in arguments.items()]
+    where = " (the saved counterexample, replayed)" if collector.counterexample_is_replay else ""
+    # Object reprs carry memory addresses, which differ between runs.
+    text = "\n".join([f"Falsifying example{where}: {name}(", *lines, ")"])
+    return _trim(_ADDRESS.sub("", text))
+
+
+def _repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception as exc:  # a broken __repr__ must not lose the verdict
+        text = f"<{type(value).__name__}: repr failed: {exc!r}>"
+    return text.replace("\n", "\n    ")
 
 
 def _from_the_body(exc: BaseException, collector: evidence.Collector) -> bool:
@@ -417,13 +430,21 @@ def _from_the_body(exc: BaseException, collector: evidence.Collector) -> bool:
 def judge(
     exc: BaseException | None, collector: evidence.Collector, info: ClaimInfo
 ) -> tuple[str, str | None, str]:
-    """(verdict, error text or None, one-line reason) for one claim item."""
+    """(verdict, error text or None, one-line reason) for one claim item.
+
+    A machinery failure never reaches here as a counterexample: evidence.example turned any
+    example it touched into an inconclusive one. What is left to decide: a counterexample
+    (refuted), too few examples meeting the premise (vacuous), too many undecided ones
+    (inconclusive), a broken claim or strategy (error), or support (holds)."""
     snap = collector.snapshot()
     rejected, undecided = sum(snap["rejections"].values()), sum(snap["inconclusive"].values())
+    premise = snap["premise"]
     if exc is None:
         seen = collector.examples + undecided
-        if collector.examples == 0:
-            return "inconclusive", None, f"no example completed ({undecided} inconclusive)"
+        if collector.examples == 0 and undecided:
+            return "inconclusive", None, f"no example completed ({snap['inconclusive']})"
+        if premise["met"] < info.min_premise or collector.examples == 0:
+            return "vacuous", None, _vacuous_reason(info, premise, snap)
         if undecided / seen > info.max_inconclusive:
             return (
                 "inconclusive",
@@ -435,34 +456,26 @@ def judge(
     if isinstance(exc, Flaky):  # before the group test: FlakyFailure is an ExceptionGroup
         return "error", _describe(exc), "Hypothesis reports a flaky (non-deterministic) test"
     if all(isinstance(leaf, AssertionError) for leaf in _leaves(exc)):
-        broken = snap["counterexample_nonfinite"]
-        if broken:  # a NaN failing an assertion is the numerics breaking, not the claim
-            return (
-                "inconclusive",
-                None,
-                f"the failing example has non-finite evidence ({', '.join(broken)}): "
-                "the numerics broke down, so it is no counterexample",
-            )
         return "refuted", None, "a counterexample was found"
     if isinstance(exc, evidence.InconclusiveExample):
         return "inconclusive", None, f"the numerics could not decide: {exc.reason}"
     if isinstance(exc, evidence.RejectedExample):
-        message = f"the instance does not meet the claim's assumptions: {exc.reason}"
-        return "error", message, message
-    too_many_rejections = isinstance(exc, Unsatisfiable) or (
-        isinstance(exc, FailedHealthCheck) and "filter_too_much" in str(exc)
+        return "vacuous", None, f"the instance does not meet the claim's assumptions: {exc.reason}"
+    # Hypothesis gave up on drawing examples that pass the assumptions: by our own counts,
+    # not by its message (Unsatisfiable, or the filter_too_much health check).
+    gave_up = isinstance(exc, Unsatisfiable) or (
+        isinstance(exc, FailedHealthCheck) and (rejected or undecided)
     )
-    if too_many_rejections:
-        if undecided and undecided >= rejected:
+    if gave_up:
+        if undecided and (undecided >= rejected or premise["met"] >= info.min_premise):
             return (
                 "inconclusive",
                 None,
                 f"too many inconclusive examples: {snap['inconclusive']}",
             )
-        message = (
-            "the strategy does not meet the claim's assumptions (too many rejections: "
-            f"{snap['rejections'] or 'in the strategy itself'})\n{_describe(exc)}"
-        )
+        if rejected:
+            return "vacuous", None, _vacuous_reason(info, premise, snap)
+        message = f"the strategy draws no valid instance\n{_describe(exc)}"
         return "error", _trim(message), message.splitlines()[0]
     drawn = collector.is_hypothesis and not isinstance(exc, HypothesisException)
     if drawn and not _from_the_body(exc, collector):
@@ -470,6 +483,15 @@ def judge(
         message = f"the strategy failed to build an instance: {text.splitlines()[0]}"
         return "error", _trim(f"{message}\n{text}"), message
     return "error", _describe(exc), f"{type(exc).__name__} raised"
+
+
+def _vacuous_reason(info: ClaimInfo, premise: dict, snap: dict) -> str:
+    what = "its premise" if premise["declared"] else "its assumptions"
+    rejections = f"; rejected: {snap['rejections']}" if snap["rejections"] else ""
+    return (
+        f"{what} held in {premise['met']} of {premise['of']} examples "
+        f"(at least {info.min_premise} needed){rejections}: no evidence either way"
+    )
 
 
 def _base_nodeid(item: pytest.Item) -> str:
@@ -507,6 +529,7 @@ def _record(item, info, collector, verdict, error, falsifying, reason="") -> dic
         "figures": list(info.figures),
         "note": info.note,
         "replayed": getattr(getattr(item, "obj", None), "__attn_replay__", None) is not None,
+        "counterexample_replayed": collector.counterexample_is_replay and verdict == "refuted",
     }
 
 
@@ -559,7 +582,7 @@ def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestR
         collector = item.stash.get(_COLLECTOR, None) or evidence.Collector()
         exc = call.excinfo.value if call.excinfo is not None else None
         verdict, error, reason = judge(exc, collector, info)
-        falsifying = falsifying_text(exc)
+        falsifying = falsifying_text(info, collector) if verdict == "refuted" else None
     else:
         return
     state = item.config.stash[_STATE]
@@ -589,10 +612,6 @@ def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestR
         # A control refuted as expected: the run passes, the evidence keeps the example.
         report.outcome = "passed"
         report.longrepr = None
-        # ... and Hypothesis need not write a patch adding it as an @example (the store
-        # keeps it, theorems.replay): that also spares every run importing libcst.
-        with contextlib.suppress(AttributeError):
-            delattr(item, "_hypothesis_failing_examples")
         if falsifying:
             report.sections.append((f"claim {info.id}: refuted as expected", falsifying))
     elif not ok:
@@ -707,6 +726,9 @@ def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list
                 "budget": sum(r["budget"] for r in group),
                 "rejections": dict(sorted(rejections.items())),
                 "inconclusive": dict(sorted(undecided.items())),
+                "failures": _sum_counts(r.get("failures", {}) for r in group),
+                "tolerated_failures": _sum_counts(r.get("tolerated_failures", {}) for r in group),
+                "premise": _sum_premise(r.get("premise") for r in group),
                 "worst_slack": dict(sorted(worst.items())),
                 "metrics": dict(sorted(metrics.items())),
                 "seconds": round(sum(r["seconds"] for r in group), 6),
@@ -718,6 +740,7 @@ def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list
                 "nodeid": first["nodeid"],
                 "_replay": witness.get("replay") or {},
                 "_replayed": any(r.get("replayed") for r in group),
+                "_counterexample_replayed": bool(witness.get("counterexample_replayed")),
                 "_order": order_key(
                     first["paper"], first["kind"], first["module"], first["line"], claim_id
                 ),
@@ -727,7 +750,24 @@ def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list
     for claim in claims if not keep_replay else ():
         claim.pop("_replay")
         claim.pop("_replayed")
+        claim.pop("_counterexample_replayed")
     return claims
+
+
+def _sum_counts(parts: Iterable[dict]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for part in parts:
+        total.update(part)
+    return dict(sorted(total.items()))
+
+
+def _sum_premise(parts: Iterable[dict | None]) -> dict:
+    parts = [p for p in parts if p]
+    return {
+        "met": sum(p["met"] for p in parts),
+        "of": sum(p["of"] for p in parts),
+        "declared": any(p["declared"] for p in parts),
+    }
 
 
 def _versions() -> dict[str, str | None]:
@@ -752,7 +792,7 @@ def build_report(claims: list[dict], profile: str, skipped: list[dict] = ()) -> 
         "device": describe_device(),
         "summary": {
             "claims": len(claims),
-            **{v: verdicts[v] for v in ("holds", "refuted", "inconclusive", "error")},
+            **{v: verdicts[v] for v in VERDICTS},
             "as_expected": expected_ok,
             "unexpected": len(claims) - expected_ok,
             "skipped": len(skipped),
@@ -892,7 +932,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if records or skips:
         claims = merge_records(records, keep_replay=True)
         replays = {c["id"]: c.pop("_replay", {}) for c in claims}
-        state.replayed = {c["id"]: c for c in claims if c.pop("_replayed", False)}
+        still = {c["id"]: c.pop("_counterexample_replayed", False) for c in claims}
+        state.replayed = {
+            c["id"]: {**c, "_counterexample_replayed": still[c["id"]]}
+            for c in claims
+            if c.pop("_replayed", False)
+        }
         skipped = skipped_claims(skips, claims)
         state.skipped = skipped
         report = build_report(claims, current_profile(), skipped)
@@ -931,7 +976,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     write(
         f"attention-theorems: {s['claims']} claims: {s['holds']} held, "
         f"{s['refuted_as_expected']} refuted as expected, {s['unexpected']} unexpected, "
-        f"{s['inconclusive']} inconclusive, {s['error']} error"
+        f"{s['inconclusive']} inconclusive, {s['vacuous']} vacuous, {s['error']} error"
         f"{f', {len(state.skipped)} not run' if state.skipped else ''} — "
         f"{_relative(state.report_path, config)}"
     )
@@ -954,8 +999,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     for claim_id, claim in state.replayed.items():
         if not verbose and claim["expected"] == "refuted":
             continue  # controls replay theirs every run: say so only when asked (-v)
-        explicit = "Falsifying explicit example" in (claim["falsifying_example"] or "")
-        if claim["verdict"] == "refuted" and explicit:
+        if claim["verdict"] == "refuted" and claim["_counterexample_replayed"]:
             outcome = "still refutes it"
         elif claim["verdict"] == "refuted":
             outcome = "passed, and the search found another counterexample"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 
-from theorems import evidence
+from theorems import evidence, hypothesis_compat
 
 KINDS = frozenset(
     {
@@ -38,7 +38,10 @@ KINDS = frozenset(
     }
 )
 EXPECTED = frozenset({"holds", "refuted", "unknown"})
-VERDICTS = ("holds", "refuted", "inconclusive", "error")
+#: holds: no counterexample, and the premise was met; refuted: a counterexample; inconclusive:
+#: the machinery could not decide; vacuous: the premise or assumptions were met in too few
+#: examples for "holds" to mean anything; error: the claim or its strategy is broken.
+VERDICTS = ("holds", "refuted", "inconclusive", "vacuous", "error")
 
 # An upper-case prefix (MM, EMB, or a user's own), then dash-separated letters and digits.
 ID_PATTERN = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)+$")
@@ -63,6 +66,8 @@ class ClaimInfo:
     expected: str
     examples: int
     max_inconclusive: float = 0.2
+    # Below this many examples meeting the premise (or the assumptions), the verdict is vacuous.
+    min_premise: int = 1
     figures: tuple[str, ...] = ()
     note: str = ""
     # What the claim needs that a run may lack (e.g. data on disk): when set, a run that skips
@@ -196,6 +201,9 @@ def profile_from_env() -> str:
     return name
 
 
+_LOADED_PROFILE: str | None = None
+
+
 def load_profile(name: str | None = None) -> str:
     """Register the profiles and load `name` (default: from the environment)."""
     register_profiles()
@@ -203,13 +211,20 @@ def load_profile(name: str | None = None) -> str:
     if _DATABASE_ERROR and name in ("dev", "nightly"):
         raise ValueError(_DATABASE_ERROR)
     settings.load_profile(name)
+    note_profile(name)
     return name
 
 
+def note_profile(name: str) -> None:
+    """Remember the name of the profile loaded (by us, or by --hypothesis-profile)."""
+    global _LOADED_PROFILE
+    _LOADED_PROFILE = name
+
+
 def current_profile() -> str:
-    """The name of the loaded Hypothesis profile ("default" if none of ours was loaded)."""
-    # Hypothesis keeps the loaded name on the class; --hypothesis-profile also sets it.
-    return getattr(settings, "_current_profile", None) or "default"
+    """The name of the loaded Hypothesis profile ("default" if none of ours was loaded).
+    Kept here: Hypothesis 6.100 has no public way to ask it."""
+    return _LOADED_PROFILE or "default"
 
 
 def scaled_examples(examples: int, profile: str | None = None) -> int:
@@ -231,13 +246,14 @@ def merge_verdicts(verdicts: Iterable[str]) -> str:
     """One verdict for the items of a parametrized claim.
 
     Any refuted -> refuted (a counterexample is the strongest finding); else any error ->
-    error; else any inconclusive -> inconclusive; else holds.
+    error; else any inconclusive -> inconclusive; else any vacuous -> vacuous (a part of the
+    claim was never exercised); else holds.
     """
     seen = set(verdicts)
     unknown = seen - set(VERDICTS)
     if unknown:
         raise ValueError(f"unknown verdicts {sorted(unknown)}")
-    for verdict in ("refuted", "error", "inconclusive"):
+    for verdict in ("refuted", "error", "inconclusive", "vacuous"):
         if verdict in seen:
             return verdict
     if not seen:
@@ -273,6 +289,7 @@ def _validate(
     expected,
     examples,
     max_inconclusive,
+    min_premise,
     figures,
     note,
     runs_only_with,
@@ -298,6 +315,8 @@ def _validate(
         or not 0.0 <= max_inconclusive <= 1.0
     ):
         _fail("max_inconclusive", f"{id}: must be a fraction in [0, 1], got {max_inconclusive!r}")
+    if isinstance(min_premise, bool) or not isinstance(min_premise, int) or min_premise < 1:
+        _fail("min_premise", f"{id}: must be an integer >= 1, got {min_premise!r}")
     if isinstance(figures, str):
         figures = (figures,)
     figures = tuple(figures)
@@ -312,7 +331,7 @@ def _validate(
 
 def _definition_site(fn: Callable) -> tuple[str, str, int]:
     """(file, qualname, first line) of the user's function, looking through @given."""
-    inner = getattr(getattr(fn, "hypothesis", None), "inner_test", None) or fn
+    inner = hypothesis_compat.inner_test(fn) if hypothesis_compat.is_hypothesis_test(fn) else fn
     inner = inspect.unwrap(inner)  # through functools.wraps chains, ours included
     code = getattr(inner, "__code__", None)
     file = os.path.realpath(code.co_filename) if code else "<unknown>"
@@ -335,16 +354,19 @@ def _register(info: ClaimInfo) -> None:
     REGISTRY[info.id] = info
 
 
-def _count_examples(inner: Callable, given: tuple[str, ...] = ()) -> Callable:
+def _count_examples(inner: Callable, given: tuple[str, ...], replayed: dict) -> Callable:
     # Hypothesis calls `inner_test` once per example; the context manager classifies each
-    # run (passed / rejected / raised) without branching here, so Hypothesis' "explain"
-    # phase never reports lines of this file as "only run by failing examples". The
-    # example's @given arguments go along, for the counterexample store.
+    # run (passed / rejected / raised / inconclusive) without branching here. The example's
+    # @given arguments go along, for the counterexample store; `replayed` holds the saved
+    # counterexample's arguments once _add_replay has added them as an explicit example
+    # (Hypothesis hands an explicit example's objects to the test as they are).
     @functools.wraps(inner)
     def counted(*args, **kwargs):
         __tracebackhide__ = True  # pytest: show the claim's frames, not this one
         arguments = {name: kwargs[name] for name in given if name in kwargs}
-        with evidence.example(arguments):
+        saved = replayed.get("arguments")
+        explicit = bool(saved) and all(arguments.get(k) is v for k, v in saved.items())
+        with evidence.example(arguments, explicit):
             _check_replay(arguments)
             return inner(*args, **kwargs)
 
@@ -365,16 +387,12 @@ def _check_replay(arguments: dict) -> None:
 def _given_names(fn: Callable) -> tuple[str, ...]:
     """The @given argument names of a Hypothesis test, in signature order (those it removes
     from the signature pytest sees)."""
-    handle = fn.hypothesis
-    try:
-        inner = list(inspect.signature(handle.inner_test).parameters)
-        outer = set(inspect.signature(fn).parameters)
-        return tuple(name for name in inner if name not in outer)
-    except (TypeError, ValueError):  # pragma: no cover - an unusual callable
-        return tuple(getattr(handle, "_given_kwargs", {}) or {})
+    inner = list(inspect.signature(hypothesis_compat.inner_test(fn)).parameters)
+    outer = set(inspect.signature(fn).parameters)
+    return tuple(name for name in inner if name not in outer)
 
 
-def _add_replay(fn: Callable, info: ClaimInfo, given: tuple[str, ...]) -> Callable:
+def _add_replay(fn: Callable, info: ClaimInfo, given: tuple[str, ...], replayed: dict):
     """Replay the claim's saved counterexample first (theorems.replay), as an explicit
     example added outermost (Hypothesis runs the outermost @example first)."""
     from hypothesis import example
@@ -387,6 +405,7 @@ def _add_replay(fn: Callable, info: ClaimInfo, given: tuple[str, ...]) -> Callab
     if arguments is None:
         return fn
     fn.__attn_replay__ = replay.path_for(info.id)
+    replayed["arguments"] = arguments
     return example(**arguments)(fn)
 
 
@@ -400,6 +419,7 @@ def claim(
     expected: str = "holds",
     examples: int = 50,
     max_inconclusive: float = 0.2,
+    min_premise: int = 1,
     figures: Iterable[str] = (),
     note: str = "",
     runs_only_with: str = "",
@@ -420,6 +440,7 @@ def claim(
         expected=expected,
         examples=examples,
         max_inconclusive=max_inconclusive,
+        min_premise=min_premise,
         figures=figures,
         note=note,
         runs_only_with=runs_only_with,
@@ -428,8 +449,9 @@ def claim(
     def decorate(fn: Callable) -> Callable:
         # pytest only collects test_* functions: a claim on anything else (e.g. by mistake on a
         # @st.composite strategy) would never run and silently miss the report.
+        is_property = callable(fn) and hypothesis_compat.is_hypothesis_test(fn)
         name = (
-            getattr(getattr(fn, "hypothesis", None), "inner_test", fn).__name__
+            (hypothesis_compat.inner_test(fn) if is_property else fn).__name__
             if callable(fn)
             else ""
         )
@@ -447,6 +469,7 @@ def claim(
             expected=expected,
             examples=examples,
             max_inconclusive=float(max_inconclusive),
+            min_premise=min_premise,
             figures=figures,
             note=note,
             runs_only_with=runs_only_with.strip(),
@@ -456,17 +479,16 @@ def claim(
             line=line,
         )
         _register(info)
-        handle = getattr(fn, "hypothesis", None)
-        if getattr(fn, "is_hypothesis_test", False) and handle is not None:
-            # Keep any @settings the author gave; override only the example budget.
-            current = getattr(fn, "_hypothesis_internal_use_settings", None) or settings.default
-            fn._hypothesis_internal_use_settings = settings(
-                parent=current, max_examples=info.budget
-            )
-            given = _given_names(fn)
-            if not getattr(handle.inner_test, "__attn_counted__", False):
-                handle.inner_test = _count_examples(handle.inner_test, given)
-            fn = _add_replay(fn, info, given)
+        if is_property:
+            try:
+                fn = hypothesis_compat.with_budget(fn, info.budget)
+            except hypothesis_compat.SettingsConflict as exc:
+                raise ClaimRegistrationError(f"@claim({id!r}): {exc}") from None
+            given, replayed = _given_names(fn), {}
+            if not getattr(hypothesis_compat.inner_test(fn), "__attn_counted__", False):
+                counted = _count_examples(hypothesis_compat.inner_test(fn), given, replayed)
+                hypothesis_compat.set_inner_test(fn, counted)
+            fn = _add_replay(fn, info, given, replayed)
         fn.__claim__ = info
         return pytest.mark.claim(id)(fn)
 

@@ -1,0 +1,60 @@
+"""Everything the framework asks of Hypothesis beyond writing a property, in one place.
+
+Only public, documented interfaces are used: a @given test's ``.hypothesis.inner_test`` (the
+function Hypothesis calls once per example, documented as reassignable for wrappers), and
+the ``settings`` decorator. Nothing here reads Hypothesis' printed text or its private
+attributes; ``tests/test_hypothesis_compat.py`` checks each function against the installed
+Hypothesis, so an upstream change fails a named test rather than a verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hypothesis import Phase, settings
+from hypothesis.errors import InvalidArgument
+
+__all__ = [
+    "SettingsConflict",
+    "inner_test",
+    "is_hypothesis_test",
+    "set_inner_test",
+    "with_budget",
+]
+
+
+class SettingsConflict(ValueError):
+    """The test already carries its own @settings, so the framework cannot set its budget."""
+
+
+def is_hypothesis_test(fn: Callable) -> bool:
+    """Whether ``fn`` is a Hypothesis property (decorated with @given)."""
+    return callable(getattr(getattr(fn, "hypothesis", None), "inner_test", None))
+
+
+def inner_test(fn: Callable) -> Callable:
+    """The function Hypothesis calls once per example (the user's body, with its arguments)."""
+    return fn.hypothesis.inner_test
+
+
+def set_inner_test(fn: Callable, new: Callable) -> None:
+    """Wrap the per-example call (Hypothesis documents ``inner_test`` as reassignable)."""
+    fn.hypothesis.inner_test = new
+
+
+def with_budget(fn: Callable, max_examples: int) -> Callable:
+    """``fn`` under the active profile's settings with ``max_examples`` examples and without
+    Hypothesis' explain phase: it re-runs the dynamics of a failing example for most of a
+    minute to annotate source lines, and the framework builds its counterexample from the
+    arguments it recorded, not from Hypothesis' text.
+
+    SettingsConflict if ``fn`` already has @settings (Hypothesis allows one per test)."""
+    phases = tuple(p for p in settings.default.phases if p is not Phase.explain)
+    try:
+        return settings(max_examples=max_examples, phases=phases)(fn)
+    except InvalidArgument as exc:
+        raise SettingsConflict(
+            "the claim has its own @settings; the framework sets each claim's example budget "
+            "from the profile (ATTN_HYPOTHESIS_PROFILE): remove @settings from the claim "
+            f"({exc})"
+        ) from None
