@@ -1,7 +1,8 @@
 """Root conftest: Hypothesis profiles, torch determinism, and the claims plugin.
 
-Profiles (theorems.registry.register_profiles): dev, ci (default), nightly, debug, chosen by
-ATTN_HYPOTHESIS_PROFILE; Hypothesis' --hypothesis-profile overrides it.
+Profiles (theorems.registry.register_profiles): dev, ci (default), ci-random, nightly, debug,
+chosen by ATTN_HYPOTHESIS_PROFILE; Hypothesis' --hypothesis-profile overrides it. A random
+profile's seed is ATTN_HYPOTHESIS_SEED, or drawn here and printed at the end of the run.
 """
 
 import os
@@ -42,6 +43,8 @@ _torch_determinism()
 registry.register_profiles()
 try:
     registry.load_profile()
+    # Drawn now, before xdist starts its workers, which inherit it through the environment.
+    registry.run_seed()
 except ValueError:
     pass  # theorems.plugin reports the bad ATTN_HYPOTHESIS_PROFILE as a usage error
 
@@ -58,3 +61,12 @@ def torch_determinism():
     """Re-assert the torch settings for the session (a test module may have changed them)."""
     _torch_determinism()
     yield
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    seed = os.environ.get(registry.SEED_ENV)
+    if seed and registry.current_profile() != "ci":
+        terminalreporter.write_line(
+            f"attention-theorems: profile {registry.current_profile()}, seed {seed} (replay: "
+            f"ATTN_HYPOTHESIS_PROFILE={registry.current_profile()} {registry.SEED_ENV}={seed})"
+        )

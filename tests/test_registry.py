@@ -306,3 +306,37 @@ def test_nightly_slack_becomes_a_hypothesis_target(restore_profile, monkeypatch)
     with evidence.collecting(collector):
         test_x()
     assert collector.examples == 20 and targeted == ["x"] * 20
+
+
+def test_ci_random_draws_a_seed_shares_it_and_replays_it(restore_profile, monkeypatch):
+    monkeypatch.delenv(registry.SEED_ENV, raising=False)
+    registry.load_profile("ci-random")
+    assert not settings.default.derandomize and settings.default.database is None
+    assert registry.scaled_examples(50) == 50  # the ci budgets
+    drawn = registry.run_seed()
+    assert isinstance(drawn, int) and registry.run_seed() == drawn  # put in the environment
+
+    def draws(seed):
+        monkeypatch.setenv(registry.SEED_ENV, str(seed))
+        seen = []
+        with registry.isolated():
+
+            @claim(**{**GOOD, "examples": 10})
+            @given(x=st.integers(0, 10**9))
+            def test_x(x):
+                seen.append(x)
+
+            test_x()
+        return seen
+
+    assert draws(1234) == draws(1234)  # a seed given back replays the same examples
+    assert draws(1234) != draws(4321)
+    monkeypatch.setenv(registry.SEED_ENV, "not-a-number")
+    with pytest.raises(ValueError, match="ATTN_HYPOTHESIS_SEED"):
+        registry.run_seed()
+
+
+def test_derandomized_profiles_use_no_seed(restore_profile, monkeypatch):
+    monkeypatch.delenv(registry.SEED_ENV, raising=False)
+    registry.load_profile("ci")
+    assert registry.run_seed() is None

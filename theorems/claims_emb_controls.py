@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -68,15 +67,6 @@ NOISY_DATA = st.one_of(
         T=st.integers(7, 8), d=st.sampled_from([64, 128]), eta0=st.just(20.0)
     ),
 )
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add overhead on a shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -66,15 +66,6 @@ IMDB_ENV, YELP_ENV = "ATTN_IMDB_DIR", "ATTN_YELP_CSV"
 REAL_DOCS, REAL_VOCAB, REAL_LEN = 2000, 2000, 64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small models: on a shared 2-core machine one intra-op thread is ~10× faster than two."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @dataclass(frozen=True)
 class Run:
     """One trained model on one corpus and what the figures of §4.2 plot."""

@@ -23,7 +23,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import given, seed
 from hypothesis import strategies as st
@@ -107,15 +106,6 @@ def shared_stream(test):
     instances and ``run_flow``'s cache traces each flow once. Other profiles keep their own
     (derandomized or random) streams; the claims do not depend on the sharing."""
     return seed(FLOW_STREAM_SEED)(test) if current_profile() == "ci" else test
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add overhead on a shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # ---------------------------------------------------------------------------------------------

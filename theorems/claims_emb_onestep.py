@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -63,15 +62,6 @@ RATE_MAX_SLOPE = -0.3
 # One-step data (spec §3.1 "How to check"): G2 (general frequencies) and G1 (Assumption 1),
 # each with the ranges of spec §6.
 ONE_STEP_DATA = st.one_of(general_frequency_instances(), single_relevant_token_instances())
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add overhead on a shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @st.composite

@@ -17,7 +17,6 @@ import dataclasses
 import math
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -26,7 +25,6 @@ from models import failures
 from models.attention import PromptProblem, cosine, one_minus_cos
 from models.dynamics import gd, trace_flow
 from models.losses import square
-from models.regpath import single_thread
 from models.selection import local_optimality
 from models.svm import att_svm
 from models.wtrain import singular_ratio
@@ -72,13 +70,6 @@ F14_C = 10.0
 F14_CHECKPOINTS = (100, 500, 1000, 2000)
 #: F4: cone radii below Theorem L's R0 (the Fig. 1(b) escape was at R0 = 2).
 F4_R0 = (0.1, 0.25, 0.5, 1.0, 2.0)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _torch_one_thread():
-    """Tiny tensors: intra-op threads only add wake-up latency (ms per op on a busy box)."""
-    with single_thread():
-        yield
 
 
 def _record(inst: PromptInstance) -> None:

@@ -16,12 +16,11 @@ never to the local one (blue), which only the cap-restricted path reaches.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
 from models.attention import one_minus_cos
 from models.joint import JointProblem, joint_ngd, relaxed_svm_for
-from models.regpath import local_reg_path_point, reg_path_point, single_thread
+from models.regpath import local_reg_path_point, reg_path_point
 from models.selection import global_opt
 from models.svm import att_svm
 from strategies import figure1_instance, figure3_instance
@@ -46,12 +45,6 @@ P_TOL = 1e-3
 PROB_TOL = 1e-6
 #: Regularization-path picture: radii on the keys of Fig. 1(b) (‖p^mm‖ = 0.995).
 RP_RADII = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _torch_one_thread():
-    with single_thread():
-        yield
 
 
 # ---- Figure 3 ------------------------------------------------------------------------------------

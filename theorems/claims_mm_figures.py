@@ -10,14 +10,12 @@ initialization, a marker every 10 steps, ATT-SVM directions dashed (global red, 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from models.attention import one_minus_cos
 from models.dynamics import gd, ngd
-from models.regpath import single_thread
 from models.selection import local_optimality
 from models.svm import att_svm
 from strategies import figure1_instance, figure2_instance, loss_comparison_instance
@@ -43,13 +41,6 @@ FIG2_GD_PROB_AT_100 = 0.99
 #: 100 (≈ 1 for a + b·log t, 2 for linear growth; measured 0.80–0.90).
 FIG2_NGD_LINEAR = 0.9
 FIG2_GD_DOUBLING_RATIO = 1.2
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _torch_one_thread():
-    """Tiny tensors: intra-op threads only add wake-up latency (ms per op on a busy box)."""
-    with single_thread():
-        yield
 
 
 def _palette(x: np.ndarray):

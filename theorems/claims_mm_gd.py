@@ -19,7 +19,6 @@ import dataclasses
 import math
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -27,7 +26,7 @@ from hypothesis import strategies as st
 from models.attention import PromptProblem, one_minus_cos
 from models.dynamics import Outcome, converge, gd, trace_flow
 from models.logspace import signed_logsumexp_np
-from models.regpath import log_gap_batch, single_thread
+from models.regpath import log_gap_batch
 from models.selection import local_optimality
 from models.svm import att_svm, w_svm, w_svm_closed_form
 from models.wtrain import WProblem, singular_ratio, w_ngd
@@ -84,13 +83,6 @@ W_SIGMA_RATIO_MAX = 1e-2
 #: are compared in log space (log(L − L*)), accurate to ~1e-15 relative.
 MONOTONE_SLACK = 1e-12
 GD_STEPS = 2000
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _torch_one_thread():
-    """Tiny tensors: intra-op threads only add wake-up latency (ms per op on a busy box)."""
-    with single_thread():
-        yield
 
 
 def _record(inst: PromptInstance) -> None:

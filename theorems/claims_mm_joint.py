@@ -32,14 +32,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from models.attention import one_minus_cos
 from models.joint import JointProblem, joint_ngd, joint_reg_path_point, relaxed_svm_for
-from models.regpath import single_thread
 from models.svm import att_svm
 from strategies import figure3_instance
 from strategies.instances import NONTIGHT_V_SVM, SVM_FEASIBLE, TIGHT_V_SVM, PromptInstance
@@ -78,12 +76,6 @@ RATE_RATIO = 4.0
 
 def j_tol(c: float) -> float:
     return J_K / c**2
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _torch_one_thread():
-    with single_thread():
-        yield
 
 
 # ---- instances -----------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from models.attention import PromptProblem, one_minus_cos
 from models.heads import NonlinearHeadProblem, concave_bump, squared_norm
-from models.regpath import local_reg_path_point, reg_path_point, single_thread, svm_directions
+from models.regpath import local_reg_path_point, reg_path_point, svm_directions
 from models.selection import global_opt, support_sets
 from models.svm import att_svm
 from strategies import (
@@ -86,13 +86,6 @@ F10_RADII = (10.0, 100.0)
 def rp_tol(c: float) -> float:
     """The tolerance on 1 − cos(p_R, p^mm) at R = c·‖p^mm‖ (see RP_K)."""
     return RP_K / c**2
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _torch_one_thread():
-    """Tiny tensors: intra-op threads only add wake-up latency."""
-    with single_thread():
-        yield
 
 
 # ---- helpers -----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hypothesis import Phase, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import InvalidArgument
 
 __all__ = [
@@ -42,19 +43,22 @@ def set_inner_test(fn: Callable, new: Callable) -> None:
     fn.hypothesis.inner_test = new
 
 
-def with_budget(fn: Callable, max_examples: int) -> Callable:
+def with_budget(fn: Callable, max_examples: int, seed: int | None = None) -> Callable:
     """``fn`` under the active profile's settings with ``max_examples`` examples and without
     Hypothesis' explain phase: it re-runs the dynamics of a failing example for most of a
     minute to annotate source lines, and the framework builds its counterexample from the
     arguments it recorded, not from Hypothesis' text.
 
+    ``seed``: start the (non-derandomized) search from this seed (Hypothesis' @seed).
+
     SettingsConflict if ``fn`` already has @settings (Hypothesis allows one per test)."""
     phases = tuple(p for p in settings.default.phases if p is not Phase.explain)
     try:
-        return settings(max_examples=max_examples, phases=phases)(fn)
+        fn = settings(max_examples=max_examples, phases=phases)(fn)
     except InvalidArgument as exc:
         raise SettingsConflict(
             "the claim has its own @settings; the framework sets each claim's example budget "
             "from the profile (ATTN_HYPOTHESIS_PROFILE): remove @settings from the claim "
             f"({exc})"
         ) from None
+    return fn if seed is None else hypothesis_seed(seed)(fn)

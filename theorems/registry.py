@@ -48,8 +48,10 @@ ID_PATTERN = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)+$")
 
 PROFILE_ENV = "ATTN_HYPOTHESIS_PROFILE"
 DEFAULT_PROFILE = "ci"
-PROFILES = ("dev", "ci", "nightly", "debug")
+PROFILES = ("dev", "ci", "ci-random", "nightly", "debug")
 DATABASE_ENV = "ATTN_HYPOTHESIS_DB"
+#: The seed of a randomized run (ci-random draws one and prints it; give it back to replay).
+SEED_ENV = "ATTN_HYPOTHESIS_SEED"
 
 
 class ClaimRegistrationError(ValueError):
@@ -173,6 +175,9 @@ def register_profiles() -> None:
         phases=tuple(p for p in Phase if p is not Phase.explain),
         **common,
     )
+    # The ci budgets on fresh random draws: does a verdict survive examples it was not pinned
+    # with? The run's seed is printed and accepted back (ATTN_HYPOTHESIS_SEED, run_seed).
+    settings.register_profile("ci-random", parent=settings.get_profile("ci"), derandomize=False)
     settings.register_profile("dev", derandomize=False, max_examples=20, **shared, **common)
     settings.register_profile(
         "nightly",
@@ -227,6 +232,25 @@ def current_profile() -> str:
     return _LOADED_PROFILE or "default"
 
 
+def run_seed(profile: str | None = None) -> int | None:
+    """The seed every claim's search starts from, or None (derandomized profiles, or a random
+    profile without a seed). Under ci-random a seed is always used: ATTN_HYPOTHESIS_SEED, or
+    one drawn now and put in the environment, so that xdist workers (started later, with this
+    environment) and the report use the same one."""
+    profile = profile or current_profile()
+    given = os.environ.get(SEED_ENV, "").strip()
+    if given:
+        try:
+            return int(given)
+        except ValueError:
+            raise ValueError(f"{SEED_ENV}={given!r} is not an integer") from None
+    if profile != "ci-random":
+        return None
+    drawn = int.from_bytes(os.urandom(4), "big")
+    os.environ[SEED_ENV] = str(drawn)
+    return drawn
+
+
 def scaled_examples(examples: int, profile: str | None = None) -> int:
     """A claim's ci budget scaled to `profile` (the active one by default)."""
     profile = profile or current_profile()
@@ -236,7 +260,7 @@ def scaled_examples(examples: int, profile: str | None = None) -> int:
         return 20 * examples
     if profile == "debug":
         return 1
-    return examples  # ci, and any profile we do not know
+    return examples  # ci, ci-random, and any profile we do not know
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -481,7 +505,7 @@ def claim(
         _register(info)
         if is_property:
             try:
-                fn = hypothesis_compat.with_budget(fn, info.budget)
+                fn = hypothesis_compat.with_budget(fn, info.budget, seed=run_seed())
             except hypothesis_compat.SettingsConflict as exc:
                 raise ClaimRegistrationError(f"@claim({id!r}): {exc}") from None
             given, replayed = _given_names(fn), {}
