@@ -96,6 +96,10 @@ def test_reimporting_the_same_definition_is_not_a_duplicate(tmp_path, monkeypatc
         (dict(paper=""), "paper"),
         (dict(statement="  "), "statement"),
         (dict(provenance=""), "provenance"),
+        (dict(provenance="recalled from memory"), "provenance"),  # no tag at all
+        (dict(provenance="[V] data, [X] message"), "provenance"),  # a tag not in the specs
+        (dict(provenance="[D, Q]"), "provenance"),
+        (dict(min_premise=0), "min_premise"),
         (dict(kind="guess"), "kind"),
         (dict(expected="maybe"), "expected"),
         (dict(examples=0), "examples"),
@@ -340,3 +344,34 @@ def test_derandomized_profiles_use_no_seed(restore_profile, monkeypatch):
     monkeypatch.delenv(registry.SEED_ENV, raising=False)
     registry.load_profile("ci")
     assert registry.run_seed() is None
+
+
+@pytest.mark.parametrize(
+    "provenance", ["[D]", "[R?] hypotheses, [D] n = 1", "[D, N]", "[R]/[U]", "[V] data, [?] x"]
+)
+def test_provenance_names_tags_of_the_specs(provenance):
+    @claim(**{**GOOD, "provenance": provenance})
+    def test_x():
+        pass
+
+    assert registry.REGISTRY["TEST-REG-GOOD"].provenance == provenance
+
+
+def test_a_conjecture_is_expected_unknown_unless_the_suite_has_settled_it():
+    @claim(**{**GOOD, "kind": "conjecture"})
+    def test_x():
+        pass
+
+    assert registry.REGISTRY["TEST-REG-GOOD"].expected == "unknown"
+
+    @claim(**{**GOOD, "id": "TEST-REG-SETTLED", "kind": "conjecture", "expected": "refuted"})
+    def test_y():
+        pass
+
+    assert registry.REGISTRY["TEST-REG-SETTLED"].expected == "refuted"
+
+    @claim(**{**GOOD, "id": "TEST-REG-LEMMA"})
+    def test_z():
+        pass
+
+    assert registry.REGISTRY["TEST-REG-LEMMA"].expected == "holds"

@@ -38,6 +38,13 @@ KINDS = frozenset(
     }
 )
 EXPECTED = frozenset({"holds", "refuted", "unknown"})
+#: The provenance tags of the specs (their tables in ../shared/spec/*.md): [V] verified in
+#: text read, [V-frag] read in a fragment, [R+] recalled with confidence, [R] reconstructed,
+#: [R?] recalled with low confidence, [D] derived, [N] numerically observed, [U] unverified,
+#: [?] unknown. A claim's provenance names at least one; free text may surround them
+#: ("[R?] hypotheses, [D] n = 1"), and one bracket may hold several ("[D, N]").
+PROVENANCE_TAGS = frozenset({"V", "V-frag", "R+", "R", "R?", "D", "N", "U", "?"})
+_TAG = re.compile(r"\[([^\]]*)\]")
 #: holds: no counterexample, and the premise was met; refuted: a counterexample; inconclusive:
 #: the machinery could not decide; vacuous: the premise or assumptions were met in too few
 #: examples for "holds" to mean anything; error: the claim or its strategy is broken.
@@ -327,6 +334,15 @@ def _validate(
     for field, value in (("paper", paper), ("statement", statement), ("provenance", provenance)):
         if not isinstance(value, str) or not value.strip():
             _fail(field, f"{id}: must be a non-empty string, got {value!r}")
+    tags = [t.strip() for group in _TAG.findall(provenance) for t in group.split(",")]
+    unknown_tags = [t for t in tags if t not in PROVENANCE_TAGS]
+    if not tags or unknown_tags:
+        _fail(
+            "provenance",
+            f"{id}: {provenance!r} must name tags from "
+            f"{', '.join(f'[{t}]' for t in sorted(PROVENANCE_TAGS))}"
+            + (f" (unknown: {', '.join(unknown_tags)})" if unknown_tags else " (none found)"),
+        )
     if kind not in KINDS:
         _fail("kind", f"{id}: {kind!r} is not one of {sorted(KINDS)}")
     if expected not in EXPECTED:
@@ -440,7 +456,7 @@ def claim(
     kind: str,
     statement: str,
     provenance: str,
-    expected: str = "holds",
+    expected: str | None = None,
     examples: int = 50,
     max_inconclusive: float = 0.2,
     min_premise: int = 1,
@@ -455,6 +471,8 @@ def claim(
     the skip's reason, and the verdict gate leaves its lock line unchecked. Any other claim
     that skips while the lock pins it fails the gate (a claim must not vanish silently).
     """
+    if expected is None:  # a conjecture's verdict is what the run finds; the rest must hold
+        expected = "unknown" if kind == "conjecture" else "holds"
     figures = _validate(
         id=id,
         paper=paper,
