@@ -58,6 +58,12 @@ class Trajectory:
     def norms(self) -> np.ndarray:
         return torch.linalg.vector_norm(self.ps, dim=-1).numpy()
 
+    @property
+    def softmax(self) -> Tensor:
+        """The attention of every input at every recorded point, shape (k, n, T)."""
+        logits = torch.einsum("itd,kd->kit", self.problem.keys, self.ps)
+        return torch.softmax(logits, dim=-1)
+
 
 class _Recorder:
     def __init__(self, problem: PromptProblem, every: int):

@@ -6,14 +6,17 @@ reports/claims.json, saves refuted claims' counterexamples and checks the verdic
 `python -m theorems list|check|lock` lists claims, checks one instance, checks or rewrites
 the lock.
 
-A new claim or conjecture needs only this package and `strategies`:
+A new claim or conjecture needs only this package: besides the framework (`claim`,
+`evidence`, and Hypothesis' own `given`, `example` and `note`; `saved` rebuilds a saved
+counterexample for `@example(inst=saved("ID"))`), it re-exports the public mathematics a
+property needs, imported on first use (docs/api.md lists each with its meaning):
 
-    from strategies import equal_nonopt_instances
-    from theorems import claim, evidence, given
+    from theorems import att_svm, claim, equal_nonopt_instances, gd, given, one_minus_cos
 
-(`given`, `example` and `note` are Hypothesis' own, re-exported; `saved` rebuilds a saved
-counterexample for `@example(inst=saved("ID"))`.) See docs/conjectures.md.
+See docs/conjectures.md.
 """
+
+import importlib
 
 from hypothesis import example, given, note
 
@@ -40,3 +43,39 @@ __all__ = [
     "saved",
     "saved_arguments",
 ]
+
+#: The public mathematics, by the module that defines it (docs/api.md). Imported lazily, so
+#: that `import theorems` (every pytest run loads the plugin) does not pay for cvxpy or torch.
+PUBLIC_API = {
+    # instance strategies (each instance records the assumptions it was built to satisfy)
+    "strategies": (
+        "decoupled_instances",
+        "global_opt_instances",
+        "equal_nonopt_instances",
+        "local_opt_instances",
+        "infeasible_instances",
+        "cone_inits",
+        "single_relevant_token_instances",
+        "general_frequency_instances",
+        "two_relevant_instances",
+        "k_level_instances",
+    ),
+    # dynamics: gradient descent, normalized GD, the certified gradient-flow tracer
+    "models.dynamics": ("gd", "ngd", "trace_flow", "converge"),
+    # the certified SVM oracle
+    "models.svm": ("att_svm", "w_svm", "v_svm", "cls_svm"),
+    # geometry and selection
+    "models.attention": ("cosine", "one_minus_cos"),
+    "models.selection": ("global_opt", "local_optimality", "support_sets"),
+}
+_LAZY = {name: module for module, names in PUBLIC_API.items() for name in names}
+__all__ += sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'theorems' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

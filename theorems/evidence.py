@@ -158,10 +158,10 @@ class Collector:
         self._explicit = explicit
 
     def end(self, exc_type: type[BaseException] | None, exc: BaseException | None = None) -> None:
-        # No branch here depends on whether the example failed: Hypothesis' explain phase
-        # would otherwise list these lines as "always and only run by failing examples".
         outcome = _outcome(exc_type)
         self._outcomes[outcome] += 1
+        if outcome == "raised" and self._current is None:
+            self._current = _instance_of(self._arguments)  # the body recorded none itself
         self._last_instance[outcome] = self._current
         self._last_arguments[outcome] = self._arguments
         self._last_nonfinite[outcome] = self._nonfinite
@@ -189,6 +189,19 @@ class Collector:
             "counterexample_nonfinite": self.counterexample_nonfinite,
             "replay": self.replay(),
         }
+
+
+def _instance_of(arguments: dict[str, Any] | None) -> Any:
+    """The instance among an example's @given arguments (the one with ``to_json()``, the
+    schema of `python -m theorems check`), recorded for a claim that did not call
+    instance() itself; None if there is no such argument, or more than one."""
+    found = [v for v in (arguments or {}).values() if callable(getattr(v, "to_json", None))]
+    if len(found) != 1:
+        return None
+    try:
+        return to_jsonable(found[0].to_json())
+    except Exception:  # a broken to_json must not lose the verdict
+        return None
 
 
 _active: Collector | None = None
