@@ -75,7 +75,8 @@ def test_no_claim_is_refuted_by_a_failing_solver(tmp_path):
         else:
             ok = c["verdict"] == (pinned.verdict(claim_id) or c["expected"])
         if not ok:
-            wrong.append(f"{claim_id}: {c['verdict']} ({c['reason']}), faults {faults.get(claim_id)}")
+            touched_by = faults.get(claim_id)
+            wrong.append(f"{claim_id}: {c['verdict']} ({c['reason']}), faults {touched_by}")
     assert not wrong, "\n".join(wrong)
     if not every:  # the solver-free claims of the list ran untouched, with their verdicts
         assert not {"MM-LEMMA-DESCENT", "EMB-N2-SIGN"} & touched
