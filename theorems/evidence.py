@@ -267,8 +267,8 @@ class example:
 
 def _failure_of(watch, exc, collector) -> failures.Failure | None:
     """The machinery failure that decides an example, or None (rejections stay rejections)."""
-    if exc is not None and isinstance(exc, _REJECTIONS):
-        return None
+    if exc is not None and (isinstance(exc, _REJECTIONS) or not isinstance(exc, Exception)):
+        return None  # a rejection stays one; Ctrl-C and Hypothesis' own control flow pass
     if watch.failures:
         return watch.failures[0]
     if exc is not None:
