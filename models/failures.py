@@ -55,7 +55,7 @@ class Failure:
         return f"{self.key} ({self.detail})" if self.detail else self.key
 
 
-@dataclass
+@dataclass(eq=False)  # identity: nested watches must never be mistaken for one another
 class Watch:
     """What was reported while one ``watch()`` was open."""
 
