@@ -100,6 +100,13 @@ def test_control_only_failures(x):
     import cvxpy
     raise cvxpy.error.SolverError("Clarabel failed")
 
+@C("F-FAIL-THEN-REJECT", examples=10)
+@given(x=st.integers(0, 10))
+def test_fail_then_reject(x):
+    from models import failures
+    failures.report("SVM oracle", "inaccurate", "residual 1e-3")
+    evidence.reject("the SVM is not optimal")  # caused by the failure: not an assumption
+
 @C("F-TOLERATED", examples=10)
 @given(x=st.integers(0, 10))
 def test_tolerated(x):
@@ -180,6 +187,10 @@ def test_each_failure_is_an_error_or_inconclusive_with_its_reason(inner, pyteste
     control, reason = verdict("F-CONTROL-ONLY-FAILURES")
     assert control == "inconclusive"
     assert claims["F-CONTROL-ONLY-FAILURES"]["failures"] == {"solver exception: SolverError": 11}
+    rejected, reason = verdict("F-FAIL-THEN-REJECT")
+    assert rejected == "inconclusive", reason  # not vacuous: the assumptions may well hold
+    assert claims["F-FAIL-THEN-REJECT"]["rejections"] == {}
+    assert claims["F-FAIL-THEN-REJECT"]["failures"] == {"SVM oracle: inaccurate": 11}
     assert verdict("F-TOLERATED") == ("holds", "held on 10 examples")
     assert claims["F-TOLERATED"]["tolerated_failures"] == {"gradient flow: undecided": 10}
     vacuous, reason = verdict("F-VACUOUS-PREMISE")
@@ -195,7 +206,7 @@ def test_each_failure_is_an_error_or_inconclusive_with_its_reason(inner, pyteste
     assert replayed == "error" and reason == "ReplayError raised"
     assert "F-REPLAY.json: invalid JSON at line 1" in claims["F-REPLAY"]["error"]
     # None of them passes; each failing item names its claim, verdict and reason.
-    result.assert_outcomes(passed=2, failed=11)
+    result.assert_outcomes(passed=2, failed=12)
     result.stdout.fnmatch_lines(["claim F-STRATEGY: verdict error, expected holds (the strategy*"])
     assert not any(c["verdict"] == "refuted" for c in claims.values())
     assert [p.name for p in store.glob("*.json")] == ["F-REPLAY.json"]  # nothing refuted

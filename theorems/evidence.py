@@ -151,6 +151,7 @@ class Collector:
     def begin(self, arguments: dict[str, Any] | None = None, explicit: bool = False) -> None:
         self._current = None
         self._counted = False
+        self._stopped: tuple[str, str] | None = None  # (counter, reason) of reject/inconclusive
         self._targets = {}
         self._arguments = arguments
         self._nonfinite = set()
@@ -248,11 +249,20 @@ class example:
         if collector is not None:
             collector.tolerated.update(f.key for f in self._watch.tolerated)
         failure = _failure_of(self._watch, exc, collector)
+        stopped = collector._stopped if collector is not None else None
+        if failure is not None and stopped is not None and stopped[0] == "inconclusive":
+            collector.failures[failure.key] += 1  # the body already said it cannot decide
+            failure = None
         if failure is None:
             if collector is not None:
                 collector.end(exc_type, exc)
             return False
-        # Discard the example as inconclusive, with the failure as its reason.
+        # Discard the example as inconclusive, with the failure as its reason. A rejection the
+        # body made after the failure (e.g. "reject unless the SVM is optimal") was caused by
+        # it: the instance may well meet the assumptions, so it is undecided, not rejected.
+        if collector is not None and stopped is not None:
+            collector.rejections[stopped[1]] -= 1
+            collector.rejections += Counter()  # drop the count if it fell to zero
         if collector is not None:
             collector.failures[failure.key] += 1
             collector.inconclusive[failure.key] += 1
@@ -267,10 +277,12 @@ class example:
 
 def _failure_of(watch, exc, collector) -> failures.Failure | None:
     """The machinery failure that decides an example, or None (rejections stay rejections)."""
-    if exc is not None and (isinstance(exc, _REJECTIONS) or not isinstance(exc, Exception)):
-        return None  # a rejection stays one; Ctrl-C and Hypothesis' own control flow pass
+    if exc is not None and not isinstance(exc, Exception):
+        return None  # Ctrl-C and Hypothesis' own control flow pass through
     if watch.failures:
         return watch.failures[0]
+    if exc is not None and isinstance(exc, _REJECTIONS):
+        return None  # a rejection with no failure before it stays a rejection
     if exc is not None:
         found = failures.from_exception(exc)
         if found is not None:
@@ -356,6 +368,7 @@ def _stop(counter_name: str, prefix: str, reason: str, exc: type[RejectedExample
     if collector is not None:
         getattr(collector, counter_name)[reason] += 1
         collector._counted = True
+        collector._stopped = (counter_name, reason)
     if currently_in_test_context():
         hypothesis.event(f"{prefix}: {reason}")
         hypothesis.reject()
