@@ -351,11 +351,23 @@ def cmd_lock(args: argparse.Namespace) -> int:
         known, order, why = None, [c["id"] for c in claims], None
     if why:
         print(f"note: {why}; lock lines of claims not in the report are kept", file=sys.stderr)
+    incomplete = report.get("incomplete") or {}
+    if not isinstance(incomplete, dict):
+        return _error(f"{report_path}: not a claims report ('incomplete' is not an object)", 2)
+    if incomplete:
+        print(
+            f"note: {report_path} is the report of a run that did not finish "
+            f"({incomplete.get('reason')}); lock lines of claims not in it are kept",
+            file=sys.stderr,
+        )
     if args.update:
         rows, changes = locks.update(lock, claims, known=known, order=order)
         text = locks.render(rows, report.get("profile"))
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path.write_text(text, encoding="utf-8")
+        try:
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            lock_path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            return _error(f"{lock_path}: cannot write the lock: {exc.strerror or exc}", 2)
         for line in changes:
             print(line)
         pinned = {r[0] for r in rows}
@@ -373,7 +385,10 @@ def cmd_lock(args: argparse.Namespace) -> int:
         claims,
         known=known,
         collected=reported,
-        partial=bool(not_run),
+        partial=bool(not_run) or bool(incomplete),
+        # A report of a run that did not finish never matches the lock as a full one.
+        unfinished={i: incomplete.get("reason", "") for i in incomplete.get("not_finished", [])},
+        collection_errors=incomplete.get("collection_errors"),
         profile=report.get("profile"),
     )
     for problem in result.problems:

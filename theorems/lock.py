@@ -44,12 +44,12 @@ _PROFILE = re.compile(r"^#\s*profile:\s*(\S+)\s*$")
 
 
 class LockError(ValueError):
-    """A malformed lock file; `problems` holds one message per bad line."""
+    """A malformed (or unreadable) lock file; `problems` holds one message per bad line."""
 
-    def __init__(self, path: Path | str, problems: list[str]):
+    def __init__(self, path: Path | str, problems: list[str], *, what: str = "malformed"):
         self.path, self.problems = Path(path), problems
         lines = "\n".join(f"  {p}" for p in problems)
-        super().__init__(f"malformed verdict lock {path}:\n{lines}")
+        super().__init__(f"{what} verdict lock {path}:\n{lines}")
 
 
 @dataclass(frozen=True)
@@ -115,11 +115,20 @@ def read(path: Path | str) -> Lock | None:
     """The lock at `path`, or None if there is no such file; LockError if it is malformed."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LockError(path, [f"cannot read: {exc}"]) from None
+    except IsADirectoryError:
+        raise LockError(path, ["it is a directory, not a file"], what="unreadable") from None
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise LockError(path, [f"cannot read it: {why}"], what="unreadable") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        problem = f"line {line}: not UTF-8 text (byte {data[exc.start]:#04x}: {exc.reason})"
+        raise LockError(path, [problem], what="unreadable") from None
     return parse(text, path)
 
 
@@ -184,6 +193,8 @@ def gate(
     partial: bool = False,
     saved: Mapping[str, str] | None = None,
     optional: Mapping[str, str] | None = None,
+    unfinished: Mapping[str, str] | None = None,
+    collection_errors: Mapping[str, str] | None = None,
     profile: str | None = None,
     where: str | None = None,
 ) -> GateResult:
@@ -195,11 +206,27 @@ def gate(
     `partial`: the run did not collect every claim; lock lines it did not run are skipped.
     `saved`: id -> path of a saved counterexample, named in the diff. `optional`: id -> skip
     reason of the claims that skipped for want of what they declare they need
-    (``runs_only_with``): their lock lines are noted as not checked, not failed. `where`: the
-    lock's path as shown in messages.
+    (``runs_only_with``): their lock lines are noted as not checked, not failed.
+    `unfinished`: id -> why, of claims the run collected but did not finish (interrupted,
+    stopped early), and `collection_errors`: module -> error, of modules whose claims are
+    unknown: either fails the gate (a partial run is never passed as a complete one). `where`:
+    the lock's path as shown in messages.
     """
     result, saved, collected = GateResult(), saved or {}, set(collected)
-    optional = optional or {}
+    optional, unfinished = optional or {}, unfinished or {}
+    for why in sorted(set(unfinished.values())):
+        ids = [i for i, w in unfinished.items() if w == why]
+        one = len(ids) == 1
+        result.problems.append(
+            f"run did not finish: {why}: {'1 claim has' if one else f'{len(ids)} claims have'} "
+            f"no verdict: {', '.join(ids)}; "
+            f"{'its lock line is' if one else 'their lock lines are'} not checked"
+        )
+    for module, error in sorted((collection_errors or {}).items()):
+        result.problems.append(
+            f"module not collected: {module} ({error}): any claims it defines have no verdict "
+            "and their lock lines are not checked"
+        )
     where, ran = where or str(lock.path), {}
     for claim in claims:
         ran[claim["id"]] = claim
@@ -224,6 +251,8 @@ def gate(
             result.checked += 1
     for claim_id in sorted(collected - set(ran)):  # e.g. a skipped claim
         entry = lock.entries.get(claim_id)
+        if claim_id in unfinished:
+            continue  # named above
         if entry is not None and claim_id in optional:
             result.notes.append(
                 f"claim {claim_id} not run ({optional[claim_id]}): lock line {entry.line} "

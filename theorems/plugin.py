@@ -17,6 +17,13 @@ and the verdict gate (theorems.lock) compares every claim's verdict with
 claim or a malformed lock makes the run fail (exit status 1) with a diff naming the claim,
 both verdicts and the counterexample. `--no-gate` (or ATTN_NO_GATE=1, ignored under CI)
 turns the gate off for local exploration.
+
+Infrastructure faults never lose a claim: each process lists the claim items it collected
+(`<worker>.items.json`), and the controller accounts for every one. An item whose xdist worker
+died under it gets verdict error (the process died before it reported); items that never
+reported (Ctrl-C, `-x`, pytest stopping at a collection error) are "not run" with the reason,
+and the report gets an "incomplete" key ({reason, not_finished, collection_errors}); a run
+that did not finish, or a module that failed to collect, fails the run and the gate.
 """
 
 from __future__ import annotations
@@ -46,7 +53,6 @@ import pytest
 from _pytest._code.code import TerminalRepr
 from hypothesis.errors import FailedHealthCheck, Flaky, HypothesisException, Unsatisfiable
 
-from models.device import describe as describe_device
 from theorems import evidence, replay
 from theorems import lock as locks
 from theorems.registry import (
@@ -73,6 +79,9 @@ LOCK_ENV = "ATTN_VERDICT_LOCK"
 NO_GATE_ENV = "ATTN_NO_GATE"
 TEXT_LIMIT = 4000  # characters kept of an error or a falsifying-example text
 SHOWN_LINES = 30  # lines of a falsifying example printed with a saved counterexample
+# Gate problems shown in red: their first words.
+_RED = ("claim ", "lock ", "malformed", "unreadable", "no verdict", "run did not", "module not")
+SHOWN_IDS = 20  # claim ids named in the line on the claims a run did not finish
 
 # BaseExceptionGroup is a builtin from Python 3.11; Hypothesis uses the backport before.
 _GROUP = getattr(builtins, "BaseExceptionGroup", None)
@@ -121,6 +130,16 @@ class _State:
     saved: list[dict] = field(default_factory=list)
     replayed: dict[str, dict] = field(default_factory=dict)  # claims that replayed a saved one
     skipped: list[dict] = field(default_factory=list)  # claims that ran no example
+    # Infrastructure faults, seen by the controller (or the only process): items whose run
+    # protocol finished, items whose xdist worker died (nodeid -> message), why the run
+    # stopped early, modules that failed to collect (nodeid -> message), and what of the run
+    # did not finish (the report's "incomplete").
+    finished: set[str] = field(default_factory=set)
+    crashed: dict[str, str] = field(default_factory=dict)
+    interrupted: str | None = None
+    collection_errors: dict[str, str] = field(default_factory=dict)
+    incomplete: dict | None = None
+    crash_lines: list[tuple[str, str]] = field(default_factory=list)  # (claim id, message)
 
     def flush(self) -> None:
         if not self.records and not self.skips and not self.collection:
@@ -274,6 +293,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE] = state
     if not is_worker:
         config.pluginmanager.register(_Terminal(config), "attention-theorems-terminal")
+        config.pluginmanager.register(_Faults(state), "attention-theorems-faults")
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -350,6 +370,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     collection["known"], collection["known_note"] = known_claims(Path(session.config.rootpath))
     state.collection = collection
     state.flush()
+    # What each collected claim item is, once: the controller names from it the items that
+    # never reported (a worker that died, an interrupted run).
+    items = {
+        item.nodeid: {**_identity(item, info), **_claim_fields(info)}
+        for item in session.items
+        if (info := _claim(item))
+    }
+    _write_json(state.run_dir / f"{state.worker}.items.json", {"items": items})
 
 
 # --------------------------------------------------------------------------- running a claim
@@ -517,19 +545,54 @@ def _identity(item: pytest.Item, info: ClaimInfo) -> dict:
     }
 
 
+def _claim_fields(info: ClaimInfo) -> dict:
+    return {
+        "budget": info.budget,
+        "figures": list(info.figures),
+        "note": info.note,
+        "runs_only_with": info.runs_only_with,
+    }
+
+
 def _record(item, info, collector, verdict, error, falsifying, reason="") -> dict:
+    fields = _claim_fields(info)
     return {
         **_identity(item, info),
         "verdict": verdict,
         "reason": reason,
-        "budget": info.budget,
+        "budget": fields["budget"],
         **collector.snapshot(),
         "falsifying_example": falsifying,
         "error": error,
-        "figures": list(info.figures),
-        "note": info.note,
+        "figures": fields["figures"],
+        "note": fields["note"],
         "replayed": getattr(getattr(item, "obj", None), "__attn_replay__", None) is not None,
         "counterexample_replayed": collector.counterexample_is_replay and verdict == "refuted",
+    }
+
+
+CRASHED = (
+    "the process running it died before it reported (killed by a signal, out of memory, or "
+    "a crash in native code)"
+)
+
+
+def _crash_record(entry: dict, message: str) -> dict:
+    """The record of a claim item whose xdist worker died while running it: verdict error,
+    so that the report and the gate say so (never a claim silently missing)."""
+    return {
+        **{k: entry[k] for k in ("id", "paper", "kind", "statement", "provenance")},
+        **{k: entry[k] for k in ("expected", "nodeid", "item", "module", "line")},
+        "verdict": "error",
+        "reason": CRASHED,
+        "budget": entry["budget"],
+        **evidence.Collector().snapshot(),
+        "falsifying_example": None,
+        "error": message,
+        "figures": entry["figures"],
+        "note": entry["note"],
+        "replayed": False,
+        "counterexample_replayed": False,
     }
 
 
@@ -662,6 +725,51 @@ class _Terminal:
         reporter.write_line(f"    claim {props['claim']}: {props['verdict']} ({shown})")
 
 
+def _collect_error(report: pytest.CollectReport) -> str:
+    """One line naming the exception of a failed collection (e.g. a claim module that raised
+    at import)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if not message:
+        lines = [line for line in report.longreprtext.splitlines() if line.strip()]
+        raised = [line[1:].strip() for line in lines if line.startswith("E ")]
+        message = (raised or lines or ["collection failed"])[-1]
+    return message.strip().splitlines()[0]
+
+
+class _Faults:
+    """What the controller (or the only process) sees of infrastructure faults: which claim
+    items finished, which xdist worker died under which item, why the run stopped early, and
+    which modules failed to collect. Read at session end to report what did not finish."""
+
+    def __init__(self, state: _State):
+        self.state = state
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.state.finished.add(nodeid)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport) -> None:
+        output = getattr(getattr(report, "node", None), "workeroutput", None) or {}
+        if output.get("exitstatus") == pytest.ExitCode.INTERRUPTED:
+            return  # the worker was interrupted (Ctrl-C), not killed: reported as not finished
+        self.state.crashed[crashitem] = str(report.longrepr)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.state.collection_errors[report.nodeid or str(report.fspath)] = _collect_error(
+                report
+            )
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo) -> None:
+        value = excinfo.value
+        if type(value) is KeyboardInterrupt:
+            self.state.interrupted = "the run was interrupted (KeyboardInterrupt)"
+        else:  # pytest.exit(), or pytest stopping: collection errors, -x, --maxfail, xdist
+            why = getattr(value, "msg", None) or str(value) or type(value).__name__
+            self.state.interrupted = f"the run stopped early ({why})"
+
+
 # --------------------------------------------------------------------------- merging, report
 
 
@@ -780,16 +888,27 @@ def _versions() -> dict[str, str | None]:
     return found
 
 
-def build_report(claims: list[dict], profile: str, skipped: list[dict] = ()) -> dict:
+def _describe_device() -> str:
+    from models.device import describe  # imports torch: only where a report is written
+
+    return describe()
+
+
+def build_report(
+    claims: list[dict], profile: str, skipped: list[dict] = (), incomplete: dict | None = None
+) -> dict:
     """The claims.json document. ``skipped``: claims that ran no example (``skipped_claims``);
-    they have no verdict and are not counted among the claims."""
+    they have no verdict and are not counted among the claims. ``incomplete`` (only when the
+    run did not finish: {"reason", "not_finished": claim ids, "collection_errors": {module:
+    message}}) is kept under that key, so nothing reads a partial report as a full one."""
     verdicts = Counter(c["verdict"] for c in claims)
     expected_ok = sum(c["as_expected"] for c in claims)
+    extra = {"incomplete": incomplete} if incomplete else {}
     return {
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "profile": profile,
         "versions": _versions(),
-        "device": describe_device(),
+        "device": _describe_device(),
         "summary": {
             "claims": len(claims),
             **{v: verdicts[v] for v in VERDICTS},
@@ -799,6 +918,7 @@ def build_report(claims: list[dict], profile: str, skipped: list[dict] = ()) -> 
         },
         "claims": claims,
         "skipped": list(skipped),
+        **extra,
     }
 
 
@@ -821,11 +941,13 @@ def skipped_claims(skips: Iterable[dict], claims: Iterable[dict]) -> list[dict]:
     return [{k: s[k] for k in fields} for s in ordered]
 
 
-def _read_run(run_dir: Path) -> tuple[list[dict], list[dict], dict | None]:
-    """Every record and skipped item of the run, and what the processes collected (merged)."""
+def _read_run(run_dir: Path) -> tuple[list[dict], list[dict], dict | None, dict[str, dict]]:
+    """Every record and skipped item of the run, what the processes collected (merged), and
+    every collected claim item (nodeid -> what it is)."""
     records: dict[str, dict] = {}
     skips: dict[str, dict] = {}
     collection: dict | None = None
+    items: dict[str, dict] = {}
     for path in sorted(run_dir.glob("*.json")):
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
@@ -836,6 +958,7 @@ def _read_run(run_dir: Path) -> tuple[list[dict], list[dict], dict | None]:
             records[record["item"]] = record
         for skip in doc.get("skips", []):
             skips[skip["item"]] = skip
+        items.update(doc.get("items") or {})
         part = doc.get("collection")
         if part:
             if collection is None:
@@ -845,7 +968,42 @@ def _read_run(run_dir: Path) -> tuple[list[dict], list[dict], dict | None]:
             collection["known_note"] = collection["known_note"] or part.get("known_note")
             if part.get("known") is None:
                 collection["known"] = None
-    return list(records.values()), list(skips.values()), collection
+    return list(records.values()), list(skips.values()), collection, items
+
+
+def _unfinished(
+    state: _State, session: pytest.Session, records: list[dict], skips: list[dict], items: dict
+) -> tuple[list[dict], list[dict], dict | None]:
+    """Account for every collected claim item: one whose xdist worker died gets an error
+    record; one that never reported (an interrupted run, a stopped worker) is a "not run"
+    entry with the reason. Returns (records, not-run entries, the report's "incomplete")."""
+    done = {r["item"] for r in records} | {s["item"] for s in skips} | state.finished
+    records = list(records)
+    for nodeid, message in state.crashed.items():
+        if nodeid in items and nodeid not in done:
+            records.append(_crash_record(items[nodeid], message))
+            state.crash_lines.append((items[nodeid]["id"], f"{message}: {CRASHED}"))
+            done.add(nodeid)
+    why = state.interrupted or next(
+        (f"the run stopped early ({s})" for s in (session.shouldfail, session.shouldstop) if s),
+        "the run ended before they reported (a worker that stopped early?)",
+    )
+    missing = [entry for nodeid, entry in items.items() if nodeid not in done]
+    missing.sort(key=lambda e: order_key(e["paper"], e["kind"], e["module"], e["line"], e["id"]))
+    entries = [
+        {**entry, "reason": f"did not finish: {why}", "runs_only_with": None} for entry in missing
+    ]
+    if not missing and not state.collection_errors:
+        return records, entries, None
+    if not missing:
+        n = len(state.collection_errors)
+        why = f"{n} module{'s' * (n != 1)} could not be collected"
+    incomplete = {
+        "reason": why,
+        "not_finished": list(dict.fromkeys(entry["id"] for entry in missing)),
+        "collection_errors": dict(sorted(state.collection_errors.items())),
+    }
+    return records, entries, incomplete
 
 
 def _relative(path: Path, config: pytest.Config) -> str:
@@ -863,10 +1021,11 @@ def _save_counterexamples(state: _State, claims: list[dict], replays: dict, conf
             saved = replay.save(
                 claim, replays.get(claim["id"]), profile=current_profile(), store=state.store
             )
-        except (OSError, ValueError, TypeError) as exc:
-            warnings.warn(
-                f"attention-theorems: could not save the counterexample of {claim['id']}: {exc}",
-                stacklevel=1,
+        except Exception as exc:  # the report keeps it; say so, and save the others
+            where = _relative(replay.path_for(claim["id"], state.store), config)
+            state.gate_lines.append(
+                f"could not save the counterexample of {claim['id']} to {where} "
+                f"(it is in the report): {exc!r}"
             )
             continue
         if saved is not None:
@@ -906,13 +1065,16 @@ def _run_gate(
     not_run = ({*(known or {}), *collection["deselected"]}) - collected
     if collection.get("known_note"):
         state.gate_lines.append(f"note: {collection['known_note']}")
+    incomplete = state.incomplete or {}
     state.gate = locks.gate(
         state.lock,
         claims,
         known=known,
         collected=collected,
         # Claims that exist but could not be listed: their lock lines are not checked.
-        partial=bool(not_run) or bool(collection.get("known_note")),
+        partial=bool(not_run) or bool(collection.get("known_note")) or bool(incomplete),
+        unfinished={i: incomplete["reason"] for i in incomplete.get("not_finished", ())},
+        collection_errors=incomplete.get("collection_errors"),
         saved={s["id"]: s["shown"] for s in state.saved},
         optional={s["id"]: s["reason"] for s in skipped if s["runs_only_with"]},
         profile=current_profile(),
@@ -928,8 +1090,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if state.is_worker:
         return
     config = session.config
-    records, skips, collection = _read_run(state.run_dir)
-    if records or skips:
+    records, skips, collection, items = _read_run(state.run_dir)
+    unfinished: list[dict] = []
+    if items and not (
+        config.getoption("collectonly", False) or config.getoption("setupplan", False)
+    ):
+        records, unfinished, state.incomplete = _unfinished(state, session, records, skips, items)
+    if records or skips or state.incomplete:
         claims = merge_records(records, keep_replay=True)
         replays = {c["id"]: c.pop("_replay", {}) for c in claims}
         still = {c["id"]: c.pop("_counterexample_replayed", False) for c in claims}
@@ -938,9 +1105,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             for c in claims
             if c.pop("_replayed", False)
         }
-        skipped = skipped_claims(skips, claims)
+        skipped = skipped_claims([*skips, *unfinished], claims)
         state.skipped = skipped
-        report = build_report(claims, current_profile(), skipped)
+        report = build_report(claims, current_profile(), skipped, state.incomplete)
         _write_json(state.report_path, report)  # first: nothing below may lose the report
         state.summary = dict(
             report["summary"],
@@ -953,12 +1120,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             _run_gate(state, claims, skipped, collection, config)
         except Exception as exc:  # a bug in the gate must fail the run, not pass it
             state.gate = locks.GateResult(problems=[f"the verdict gate itself failed: {exc!r}"])
-        if state.gate is not None and not state.gate.ok and session.exitstatus == 0:
+        failed = (state.gate is not None and not state.gate.ok) or state.incomplete
+        if failed and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     shutil.rmtree(state.run_dir, ignore_errors=True)
     with contextlib.suppress(OSError):
         state.run_dir.parent.rmdir()  # only if no other run left evidence there
-    if not records and not skips:
+    if not records and not skips and not state.incomplete:
         return
     for callback in list(_AFTER_REPORT):
         try:
@@ -980,8 +1148,28 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         f"{f', {len(state.skipped)} not run' if state.skipped else ''} — "
         f"{_relative(state.report_path, config)}"
     )
+    incomplete = state.incomplete or {}
+    unfinished = incomplete.get("not_finished", [])
     for skip in state.skipped:
-        write(f"attention-theorems: {skip['id']} not run: {skip['reason']}")
+        if skip["id"] not in unfinished:  # those are named together below
+            write(f"attention-theorems: {skip['id']} not run: {skip['reason']}")
+    for claim_id, message in state.crash_lines:
+        write(f"attention-theorems: claim {claim_id}: verdict error: {message}", red=True)
+    if unfinished:
+        shown = ", ".join(unfinished[:SHOWN_IDS])
+        more = f" and {len(unfinished) - SHOWN_IDS} more" if len(unfinished) > SHOWN_IDS else ""
+        write(
+            f"attention-theorems: {incomplete['reason']}: "
+            f"{'1 claim' if len(unfinished) == 1 else f'{len(unfinished)} claims'} did not "
+            f"finish and {'has' if len(unfinished) == 1 else 'have'} no verdict: {shown}{more}",
+            red=True,
+        )
+    for module, message in incomplete.get("collection_errors", {}).items():
+        write(
+            f"attention-theorems: could not collect {module} ({message}): any claims it "
+            "defines have no verdict",
+            red=True,
+        )
     for saved in state.saved:
         if not saved["changed"]:
             continue
@@ -1024,7 +1212,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         )
         for problem in gate.problems:
             for line in problem.splitlines():
-                write(line, red=line.startswith(("claim ", "lock ", "malformed", "no verdict")))
+                write(line, red=line.startswith(_RED))
         write(f"to accept these verdicts on purpose: {locks.UPDATE_COMMAND}, and commit {where}")
     for note in gate.notes:
         write(f"attention-theorems: note: {note}")

@@ -303,8 +303,8 @@ def save(claim: Mapping, replay: Mapping | None, *, profile: str, store: Path) -
     changed = True
     try:
         changed = _essence(json.loads(path.read_text(encoding="utf-8"))) != _essence(doc)
-    except (OSError, ValueError, AttributeError, TypeError):
-        pass
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+        pass  # no file, or one that is not a saved counterexample: written anew
     if changed:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
@@ -338,8 +338,18 @@ def load(claim_id: str, store: Path | None = None) -> dict | None:
             f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
     if not isinstance(doc, dict):
-        raise ReplayError(f"{path}: expected a JSON object")
+        raise ReplayError(f"{path}: expected a JSON object, got {_json_kind(doc)}")
+    if "replay" in doc and not isinstance(doc["replay"], dict):
+        raise ReplayError(
+            f"{path}: 'replay' must be an object (argument name -> saved value), "
+            f"got {_json_kind(doc['replay'])}"
+        )
     return doc
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    return "null" if value is None else kinds.get(type(value), f"the number {value!r}")
 
 
 def saved_arguments(claim_id: str, store: Path | None = None) -> dict[str, Any]:
@@ -351,6 +361,12 @@ def saved_arguments(claim_id: str, store: Path | None = None) -> dict[str, Any]:
     args = doc.get("replay")
     if not isinstance(args, dict) or not args:
         raise ReplayError(f"{path}: has no replayable arguments ('replay' is missing)")
+    for name, value in args.items():
+        if not isinstance(value, dict):
+            raise ReplayError(
+                f"{path}: replay argument {name!r} must be an encoded value (an object such as "
+                f'{{"value": 3}}), got {_json_kind(value)}'
+            )
     try:
         return {name: decode(value) for name, value in _expand(args, doc).items()}
     except ReplayError as exc:
