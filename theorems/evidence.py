@@ -276,7 +276,8 @@ class example:
 
 
 def _failure_of(watch, exc, collector) -> failures.Failure | None:
-    """The machinery failure that decides an example, or None (rejections stay rejections)."""
+    """The machinery failure that decides an example, or None: a failure reported during it
+    comes first, even before a rejection the body made after it (see example.__exit__)."""
     if exc is not None and not isinstance(exc, Exception):
         return None  # Ctrl-C and Hypothesis' own control flow pass through
     if watch.failures:
