@@ -802,11 +802,8 @@ def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list
     for claim_id, group in groups.items():
         first = group[0]
         verdict = merge_verdicts(r["verdict"] for r in group)
-        rejections, undecided = Counter(), Counter()
         worst, metrics = {}, {}
         for r in group:
-            rejections.update(r["rejections"])
-            undecided.update(r["inconclusive"])
             for name, entry in r["worst_slack"].items():
                 _merge_slack(worst, name, entry)
             for name, entry in r["metrics"].items():
@@ -832,8 +829,8 @@ def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list
                 "as_expected": as_expected(verdict, first["expected"]),
                 "examples": sum(r["examples"] for r in group),
                 "budget": sum(r["budget"] for r in group),
-                "rejections": dict(sorted(rejections.items())),
-                "inconclusive": dict(sorted(undecided.items())),
+                "rejections": _sum_counts(r["rejections"] for r in group),
+                "inconclusive": _sum_counts(r["inconclusive"] for r in group),
                 "failures": _sum_counts(r.get("failures", {}) for r in group),
                 "tolerated_failures": _sum_counts(r.get("tolerated_failures", {}) for r in group),
                 "premise": _sum_premise(r.get("premise") for r in group),
