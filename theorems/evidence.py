@@ -78,7 +78,8 @@ class Collector:
         self._outcomes: Counter[str] = Counter()
         self._last_instance: dict[str, Any] = {}
         self._current: Any = None
-        self._counted = False  # reject()/inconclusive() already counted this example
+        # (counter, reason) when reject()/inconclusive() already counted this example
+        self._stopped: tuple[str, str] | None = None
         self._targets: dict[str, float] = {}
         # The @given arguments and the non-finite evidence names of the current example, and
         # of the last example per outcome; the last exception an example body raised.
@@ -150,8 +151,7 @@ class Collector:
 
     def begin(self, arguments: dict[str, Any] | None = None, explicit: bool = False) -> None:
         self._current = None
-        self._counted = False
-        self._stopped: tuple[str, str] | None = None  # (counter, reason) of reject/inconclusive
+        self._stopped = None
         self._targets = {}
         self._arguments = arguments
         self._nonfinite = set()
@@ -171,7 +171,7 @@ class Collector:
         self.premise_declared = self.premise_declared or self._premise is not None
         self.premise_met += int(outcome != "rejected" and bool(self._premise))
         # An assume() in the body, not routed through reject(), is a rejection too.
-        self.rejections["assume()"] += int(outcome == "rejected" and not self._counted)
+        self.rejections["assume()"] += int(outcome == "rejected" and self._stopped is None)
         for label, ratio in self._targets.items():
             hypothesis.target(ratio, label=label)
 
@@ -266,7 +266,7 @@ class example:
         if collector is not None:
             collector.failures[failure.key] += 1
             collector.inconclusive[failure.key] += 1
-            collector._counted = True
+            collector._stopped = ("inconclusive", failure.key)
             collector.end(InconclusiveExample, None)
         if currently_in_test_context():
             hypothesis.note(f"inconclusive: {failure}")
@@ -368,7 +368,6 @@ def _stop(counter_name: str, prefix: str, reason: str, exc: type[RejectedExample
     collector = _active
     if collector is not None:
         getattr(collector, counter_name)[reason] += 1
-        collector._counted = True
         collector._stopped = (counter_name, reason)
     if currently_in_test_context():
         hypothesis.event(f"{prefix}: {reason}")
