@@ -28,26 +28,26 @@ _CURRENT: list[str] = []
 _ORIGINAL: dict[str, object] = {}
 
 
-def _count(kind: str) -> None:
+def _count() -> None:
     _COUNTS[_CURRENT[-1] if _CURRENT else "<outside a claim>"] += 1
 
 
 def _failing_solve(self, *args, **kwargs):
     import cvxpy
 
-    _count("cvxpy")
+    _count()
     raise cvxpy.error.SolverError("injected fault: the solver failed")
 
 
 def _failing_nnls(*args, **kwargs):
-    _count("nnls")
+    _count()
     raise RuntimeError("injected fault: nnls reached its iteration limit")
 
 
 def _failing_linprog(*args, **kwargs):
     from scipy.optimize import OptimizeResult
 
-    _count("linprog")
+    _count()
     return OptimizeResult(
         x=None,
         fun=None,
