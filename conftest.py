@@ -1,8 +1,8 @@
 """Root conftest: Hypothesis profiles, torch determinism, and the claims plugin.
 
-Profiles (theorems.registry.register_profiles): dev, ci (default), ci-random, nightly, debug,
-chosen by ATTN_HYPOTHESIS_PROFILE; Hypothesis' --hypothesis-profile overrides it. A random
-profile's seed is ATTN_HYPOTHESIS_SEED, or drawn here and printed at the end of the run.
+Profiles (theorems.framework.profiles): dev, ci (default), ci-random, nightly, debug, chosen
+by ATTN_HYPOTHESIS_PROFILE; Hypothesis' --hypothesis-profile overrides it. A random profile's seed
+is ATTN_HYPOTHESIS_SEED, or drawn here and printed at the end of the run.
 """
 
 import os
@@ -21,9 +21,9 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from theorems import registry  # noqa: E402
+from theorems.framework import profiles  # noqa: E402
 
-pytest_plugins = ("theorems.plugin",)
+pytest_plugins = ("theorems.framework.plugin",)
 
 # One intra-op thread everywhere: the suite's tensors are tiny, and waking torch's thread pool
 # for each op cost 10-50x in measured runs (2 threads on a loaded 2-core machine).
@@ -40,13 +40,13 @@ def _torch_determinism() -> None:
 # At import, so that modules imported during collection already see float64 and the profile
 # (claims scale their example budgets when they are decorated).
 _torch_determinism()
-registry.register_profiles()
+profiles.register_profiles()
 try:
-    registry.load_profile()
+    profiles.load_profile()
     # Drawn now, before xdist starts its workers, which inherit it through the environment.
-    registry.run_seed()
+    profiles.run_seed()
 except ValueError:
-    pass  # theorems.plugin reports the bad ATTN_HYPOTHESIS_PROFILE as a usage error
+    pass  # theorems.framework.plugin reports the bad ATTN_HYPOTHESIS_PROFILE as a usage error
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -64,9 +64,9 @@ def torch_determinism():
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    seed = os.environ.get(registry.SEED_ENV)
-    if seed and registry.current_profile() != "ci":
+    seed = os.environ.get(profiles.SEED_ENV)
+    if seed and profiles.current_profile() != "ci":
         terminalreporter.write_line(
-            f"attention-theorems: profile {registry.current_profile()}, seed {seed} (replay: "
-            f"ATTN_HYPOTHESIS_PROFILE={registry.current_profile()} {registry.SEED_ENV}={seed})"
+            f"attention-theorems: profile {profiles.current_profile()}, seed {seed} (replay: "
+            f"ATTN_HYPOTHESIS_PROFILE={profiles.current_profile()} {profiles.SEED_ENV}={seed})"
         )

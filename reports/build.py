@@ -1,4 +1,4 @@
-"""Render reports/claims.json (written by theorems.plugin) as the human report.
+"""Render reports/claims.json (written by theorems.framework.plugin) as the human report.
 
 `index.html` is self-contained: inline CSS, figures embedded as data URIs, no script and no
 external URL, so it opens from disk even when copied alone. `claims.md` holds the same tables
@@ -25,7 +25,7 @@ PAPERS = {
     "2306.13596": "Max-Margin Token Selection in Attention Mechanism",
     "2505.17282": "Attention with Trained Embeddings Provably Selects Important Tokens",
 }
-FIGURES_ENV = "ATTN_FIGURES_DIR"  # theorems.figures writes there when it is set
+FIGURES_ENV = "ATTN_FIGURES_DIR"  # theorems.framework.figures writes there when it is set
 DEFAULT_CLAIMS = Path(__file__).resolve().parent / "claims.json"
 TOP_FIELDS = ("generated", "profile", "versions", "claims")
 CLAIM_FIELDS = (

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import theorems
-from theorems import evidence, registry
+from theorems.framework import evidence, profiles, registry
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO_ROOT / "docs" / "examples" / "claims_gd_conjecture.py"
@@ -45,8 +45,8 @@ def test_the_gd_conjecture_is_at_most_twelve_lines_of_public_api():
 
 
 def test_the_gd_conjecture_gets_a_verdict_with_its_counterexample_recorded():
-    before = registry.current_profile()
-    registry.load_profile("ci")
+    before = profiles.current_profile()
+    profiles.load_profile("ci")
     try:
         with registry.isolated():
             test = runpy.run_path(str(EXAMPLE))["test_gd_only_turns_towards_the_svm"]
@@ -60,7 +60,7 @@ def test_the_gd_conjecture_gets_a_verdict_with_its_counterexample_recorded():
             except AssertionError:
                 refuted = True
     finally:
-        registry.load_profile(before)
+        profiles.load_profile(before)
     assert refuted, "GD first turns away from p^mm on some instance (see docs/conjectures.md)"
     # No evidence.instance() in the body: the framework recorded the instance itself.
     assert set(collector.counterexample) >= {"model", "X", "y", "v", "W"}

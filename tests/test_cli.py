@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from theorems import cli, registry
-from theorems.registry import claim
+from theorems.framework import cli, instances, profiles, registry
+from theorems.framework.registry import claim
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,12 +123,12 @@ def test_the_real_entry_point_prints_no_traceback(tmp_path):
 
 def test_load_instance_returns_tensors_with_defaults():
     torch = pytest.importorskip("torch")
-    model, fields = cli.load_instance(PROMPT)
+    model, fields = instances.load_instance(PROMPT)
     assert model == "prompt" and fields["loss"] == "logistic"
     assert fields["X"].shape == (2, 3, 2) and fields["X"].dtype == torch.float64
     assert torch.equal(fields["W"], torch.eye(2, dtype=torch.float64))
     assert torch.equal(fields["p0"], torch.zeros(2, dtype=torch.float64))
-    model, fields = cli.load_instance(EMBEDDING)
+    model, fields = instances.load_instance(EMBEDDING)
     assert model == "embedding" and fields["sequences"].dtype == torch.int64
     assert fields["eta0"] == 0.5 and fields["E0"].shape == (3, 2)
 
@@ -189,7 +189,7 @@ def test_list_prints_the_registered_claims(throwaway_claims, capsys):
 def test_list_json_and_paper_filter(throwaway_claims, capsys):
     assert cli.main(["list", "--json", "--paper", "2505.17282"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
-    assert row["id"] == "TEST-CLI-1" and row["budget"] == registry.scaled_examples(20)
+    assert row["id"] == "TEST-CLI-1" and row["budget"] == profiles.scaled_examples(20)
     assert {"statement", "provenance", "expected", "module", "qualname"} <= set(row)
 
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theorems import evidence, registry
-from theorems.registry import claim
+from theorems.framework import evidence, registry
+from theorems.framework.registry import claim
 
 pytest_plugins = ["pytester"]
 
@@ -138,7 +138,7 @@ def inner(pytester, monkeypatch):
     def run(files, *args):
         pytester.makepyfile(**files)
         result = pytester.runpytest_subprocess(
-            "-p", "theorems.plugin", "--rootdir", str(pytester.path),
+            "-p", "theorems.framework.plugin", "--rootdir", str(pytester.path),
             "-W", "ignore::DeprecationWarning", *args,
         )  # fmt: skip
         path = pytester.path / "reports" / "claims.json"

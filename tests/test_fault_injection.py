@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from theorems import lock as locks
+from theorems.framework import lock as locks
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

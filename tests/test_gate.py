@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import repo_copy
 
-from theorems import evidence, registry, replay
-from theorems import lock as locks
+from theorems.framework import evidence, registry, replay
+from theorems.framework import lock as locks
 
 pytest_plugins = ["pytester"]
 
@@ -84,7 +84,7 @@ def inner(pytester, monkeypatch):
             (pytester.path / "theorems").mkdir(exist_ok=True)
             (pytester.path / "theorems" / "verdicts.lock").write_text(lock)
         result = pytester.runpytest_subprocess(
-            "-p", "theorems.plugin", "--rootdir", str(pytester.path),
+            "-p", "theorems.framework.plugin", "--rootdir", str(pytester.path),
             "-W", "ignore::DeprecationWarning", *args,
         )  # fmt: skip
         path = pytester.path / "reports" / "claims.json"
@@ -329,7 +329,7 @@ def test_render_and_update_round_trip():
 
 
 def test_lock_command_checks_and_updates(tmp_path, capsys):
-    from theorems import cli
+    from theorems.framework import cli
 
     report = tmp_path / "claims.json"
     claims = [{"id": "T-A", "verdict": "holds", "paper": "p", "expected": "holds"}]

@@ -1,4 +1,4 @@
-"""The one adapter between the framework and Hypothesis (theorems.hypothesis_compat): each
+"""The one adapter between the framework and Hypothesis (theorems.framework.hypothesis_compat): each
 interface it relies on, checked against the installed Hypothesis, so that an upstream change
 fails here, by name, rather than as a wrong verdict."""
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from theorems import hypothesis_compat as compat
+from theorems.framework import hypothesis_compat as compat
 
 
 def test_is_hypothesis_test_tells_properties_from_plain_functions():

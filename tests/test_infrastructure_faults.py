@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from theorems import cli
+from theorems.framework import cli
 
 pytest_plugins = ["pytester"]
 
@@ -70,7 +70,7 @@ def inner(pytester, monkeypatch):
             (pytester.path / "theorems").mkdir(exist_ok=True)
             (pytester.path / "theorems" / "verdicts.lock").write_text(lock)
         result = pytester.runpytest_subprocess(
-            "-p", "theorems.plugin", "--rootdir", str(pytester.path),
+            "-p", "theorems.framework.plugin", "--rootdir", str(pytester.path),
             "-W", "ignore::DeprecationWarning", *args,
         )  # fmt: skip
         path = pytester.path / "reports" / "claims.json"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from hypothesis import errors
 
-from theorems import evidence, plugin
-from theorems.registry import ClaimInfo
+from theorems.framework import evidence, verdicts
+from theorems.framework.registry import ClaimInfo
 
 pytest_plugins = ["pytester"]
 
@@ -108,7 +108,7 @@ def test_setup(no_such_fixture):
 """
 
 AFTER_REPORT = """
-from theorems.plugin import after_report
+from theorems.framework.plugin import after_report
 
 @after_report
 def rendered(path):
@@ -117,7 +117,7 @@ def rendered(path):
 
 # One file with every kind of outcome; most tests read the same (cached) run of it.
 MIXED = HOLDS + CONTROL + REFUTED + INCONCLUSIVE + ERROR + PARAMETRIZED + REJECTIONS + PLAIN
-# Reading order (registry.order_key): by kind (lemmas, experiments, controls), then definition.
+# Reading order (verdicts.order_key): by kind (lemmas, experiments, controls), then definition.
 MIXED_IDS = [
     "T-HOLDS", "T-WRONG", "T-UNDECIDED", "T-BROKEN", "T-PARAM",
     "T-ALL-REJECTED", "T-ALL-INCONCLUSIVE", "T-PLAIN", "T-SETUP", "T-CONTROL",
@@ -140,7 +140,8 @@ def inner(pytester, monkeypatch):
         if conftest:
             pytester.makeconftest(conftest)
         result = pytester.runpytest_subprocess(
-            "-p", "theorems.plugin", "-p", "no:cacheprovider", "--rootdir", str(pytester.path),
+            "-p", "theorems.framework.plugin", "-p", "no:cacheprovider",
+            "--rootdir", str(pytester.path),
             "-W", "ignore::DeprecationWarning", *args,
         )  # fmt: skip
         path = pytester.path / report
@@ -203,7 +204,7 @@ def test_claim_expected_to_hold_that_is_false_fails_with_a_header(mixed):
     )
     c = by_id(report)["T-WRONG"]
     assert (c["verdict"], c["as_expected"], c["counterexample"]) == ("refuted", False, {"x": 10})
-    assert "theorems/registry.py" not in result.stdout.str()  # no noise from our wrapper
+    assert "theorems/framework/registry.py" not in result.stdout.str()  # no noise from our wrapper
 
 
 def test_mostly_inconclusive_claim_is_inconclusive_and_fails(mixed):
@@ -339,7 +340,7 @@ def test_bad_profile_env_is_a_usage_error(inner, monkeypatch):
 def test_repo_root_conftest_loads_the_plugin():
     """The root conftest registers the plugin (pytest theorems/ and plain pytest)."""
     text = (REPO_ROOT / "conftest.py").read_text()
-    assert 'pytest_plugins = ("theorems.plugin",)' in text
+    assert 'pytest_plugins = ("theorems.framework.plugin",)' in text
 
 
 @pytest.mark.parametrize(
@@ -360,7 +361,7 @@ def test_repo_root_conftest_loads_the_plugin():
 def test_judge_classifies_outcomes(exc, verdict):
     collector = evidence.Collector()
     collector._outcomes["passed"] = 10
-    assert plugin.judge(exc, collector, INFO)[0] == verdict
+    assert verdicts.judge(exc, collector, INFO)[0] == verdict
 
 
 def test_judge_too_many_rejections_depends_on_why():
@@ -368,25 +369,25 @@ def test_judge_too_many_rejections_depends_on_why():
     collector.inconclusive["solver"] = 40
     collector.rejections["no margin"] = 10
     unsatisfiable = errors.Unsatisfiable("Unable to satisfy assumptions")
-    assert plugin.judge(unsatisfiable, collector, INFO)[0] == "inconclusive"
+    assert verdicts.judge(unsatisfiable, collector, INFO)[0] == "inconclusive"
     collector.rejections["no margin"] = 50
     collector._outcomes["rejected"] = 90  # 40 inconclusive examples met the assumptions
-    assert plugin.judge(unsatisfiable, collector, INFO)[0] == "inconclusive"
+    assert verdicts.judge(unsatisfiable, collector, INFO)[0] == "inconclusive"
     collector.inconclusive.clear()
     collector._outcomes["rejected"] = 50
-    verdict, error, reason = plugin.judge(unsatisfiable, collector, INFO)
+    verdict, error, reason = verdicts.judge(unsatisfiable, collector, INFO)
     assert verdict == "vacuous" and error is None
     assert reason.startswith("its assumptions held in 0 of 50 examples")
     # Hypothesis' filter health check is read from our counts, not from its message.
     health = errors.FailedHealthCheck("any text at all")
-    assert plugin.judge(health, collector, INFO)[0] == "vacuous"
-    assert plugin.judge(health, evidence.Collector(), INFO)[0] == "error"
+    assert verdicts.judge(health, collector, INFO)[0] == "vacuous"
+    assert verdicts.judge(health, evidence.Collector(), INFO)[0] == "error"
 
 
 def test_judge_counts_inconclusive_against_the_threshold():
     collector = evidence.Collector()
     collector._outcomes["passed"] = 8
     collector.inconclusive["solver"] = 2  # 20%: at the threshold, still holds
-    assert plugin.judge(None, collector, INFO)[0] == "holds"
+    assert verdicts.judge(None, collector, INFO)[0] == "holds"
     collector.inconclusive["solver"] = 3
-    assert plugin.judge(None, collector, INFO)[0] == "inconclusive"
+    assert verdicts.judge(None, collector, INFO)[0] == "inconclusive"

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from theorems import evidence, registry
-from theorems.registry import ClaimRegistrationError, claim
+from theorems.framework import evidence, profiles, registry, verdicts
+from theorems.framework.registry import ClaimRegistrationError, claim
 
 GOOD = dict(
     id="TEST-REG-GOOD",
@@ -32,9 +32,9 @@ def isolated_registry():
 
 @pytest.fixture
 def restore_profile():
-    before = registry.current_profile()
+    before = profiles.current_profile()
     yield
-    registry.load_profile(before)
+    profiles.load_profile(before)
 
 
 def test_registers_and_marks_a_plain_test():
@@ -147,13 +147,13 @@ def test_a_claim_must_decorate_a_test_function():
     ],
 )
 def test_profile_budget_scaling(profile, examples, budget):
-    assert registry.scaled_examples(examples, profile) == budget
+    assert profiles.scaled_examples(examples, profile) == budget
 
 
 @pytest.mark.parametrize("profile, budget", [("ci", 40), ("dev", 8), ("nightly", 800)])
 def test_given_claim_gets_the_scaled_budget(profile, budget, restore_profile):
-    registry.load_profile(profile)
-    assert registry.current_profile() == profile
+    profiles.load_profile(profile)
+    assert profiles.current_profile() == profile
     calls = []
 
     @claim(**{**GOOD, "examples": 40})
@@ -166,7 +166,7 @@ def test_given_claim_gets_the_scaled_budget(profile, budget, restore_profile):
 
 
 def test_a_claim_with_its_own_settings_is_refused_with_the_reason(restore_profile):
-    registry.load_profile("ci")
+    profiles.load_profile("ci")
     with pytest.raises(ClaimRegistrationError, match=r"TEST-REG-GOOD.*remove @settings"):
 
         @claim(**GOOD)
@@ -177,7 +177,7 @@ def test_a_claim_with_its_own_settings_is_refused_with_the_reason(restore_profil
 
 
 def test_profiles_have_the_documented_settings(restore_profile):
-    registry.register_profiles()
+    profiles.register_profiles()
     ci = settings.get_profile("ci")
     assert ci.derandomize and ci.database is None and ci.deadline is None and ci.print_blob
     assert HealthCheck.too_slow in ci.suppress_health_check
@@ -188,9 +188,9 @@ def test_profiles_have_the_documented_settings(restore_profile):
 
 
 def test_unknown_profile_in_env_is_a_clear_error(monkeypatch):
-    monkeypatch.setenv(registry.PROFILE_ENV, "fast")
+    monkeypatch.setenv(profiles.PROFILE_ENV, "fast")
     with pytest.raises(ValueError, match="ATTN_HYPOTHESIS_PROFILE='fast' is not a profile"):
-        registry.profile_from_env()
+        profiles.profile_from_env()
 
 
 def test_examples_rejections_and_inconclusive_are_counted():
@@ -209,7 +209,7 @@ def test_examples_rejections_and_inconclusive_are_counted():
     with evidence.collecting(collector):
         test_x()  # Hypothesis runs the inner test; the registry's wrapper counts
     snap = collector.snapshot()
-    assert snap["examples"] == registry.scaled_examples(30)
+    assert snap["examples"] == profiles.scaled_examples(30)
     assert set(snap["rejections"]) == {"ends in 1"}
     assert set(snap["inconclusive"]) == {"ends in 2"}
     assert 0 <= snap["metrics"]["x"]["min"] <= snap["metrics"]["x"]["max"] <= 99
@@ -261,7 +261,7 @@ def test_to_jsonable_handles_arrays_tensors_and_non_finite_floats():
 
 
 @pytest.mark.parametrize(
-    "verdicts, merged",
+    "items, merged",
     [
         (["holds", "holds"], "holds"),
         (["holds", "inconclusive"], "inconclusive"),
@@ -270,13 +270,13 @@ def test_to_jsonable_handles_arrays_tensors_and_non_finite_floats():
         (["error", "refuted", "inconclusive"], "refuted"),
     ],
 )
-def test_parametrized_verdicts_merge(verdicts, merged):
-    assert registry.merge_verdicts(verdicts) == merged
+def test_parametrized_verdicts_merge(items, merged):
+    assert verdicts.merge_verdicts(items) == merged
 
 
 def test_merge_rejects_unknown_verdicts():
     with pytest.raises(ValueError):
-        registry.merge_verdicts(["holds", "passed"])
+        verdicts.merge_verdicts(["holds", "passed"])
 
 
 @pytest.mark.parametrize(
@@ -292,11 +292,11 @@ def test_merge_rejects_unknown_verdicts():
     ],
 )
 def test_as_expected(verdict, expected, ok):
-    assert registry.as_expected(verdict, expected) is ok
+    assert verdicts.as_expected(verdict, expected) is ok
 
 
 def test_nightly_slack_becomes_a_hypothesis_target(restore_profile, monkeypatch):
-    registry.load_profile("nightly")
+    profiles.load_profile("nightly")
     targeted = []
     monkeypatch.setattr(evidence.hypothesis, "target", lambda v, label: targeted.append(label))
 
@@ -313,15 +313,15 @@ def test_nightly_slack_becomes_a_hypothesis_target(restore_profile, monkeypatch)
 
 
 def test_ci_random_draws_a_seed_shares_it_and_replays_it(restore_profile, monkeypatch):
-    monkeypatch.delenv(registry.SEED_ENV, raising=False)
-    registry.load_profile("ci-random")
+    monkeypatch.delenv(profiles.SEED_ENV, raising=False)
+    profiles.load_profile("ci-random")
     assert not settings.default.derandomize and settings.default.database is None
-    assert registry.scaled_examples(50) == 50  # the ci budgets
-    drawn = registry.run_seed()
-    assert isinstance(drawn, int) and registry.run_seed() == drawn  # put in the environment
+    assert profiles.scaled_examples(50) == 50  # the ci budgets
+    drawn = profiles.run_seed()
+    assert isinstance(drawn, int) and profiles.run_seed() == drawn  # put in the environment
 
     def draws(seed):
-        monkeypatch.setenv(registry.SEED_ENV, str(seed))
+        monkeypatch.setenv(profiles.SEED_ENV, str(seed))
         seen = []
         with registry.isolated():
 
@@ -335,15 +335,15 @@ def test_ci_random_draws_a_seed_shares_it_and_replays_it(restore_profile, monkey
 
     assert draws(1234) == draws(1234)  # a seed given back replays the same examples
     assert draws(1234) != draws(4321)
-    monkeypatch.setenv(registry.SEED_ENV, "not-a-number")
+    monkeypatch.setenv(profiles.SEED_ENV, "not-a-number")
     with pytest.raises(ValueError, match="ATTN_HYPOTHESIS_SEED"):
-        registry.run_seed()
+        profiles.run_seed()
 
 
 def test_derandomized_profiles_use_no_seed(restore_profile, monkeypatch):
-    monkeypatch.delenv(registry.SEED_ENV, raising=False)
-    registry.load_profile("ci")
-    assert registry.run_seed() is None
+    monkeypatch.delenv(profiles.SEED_ENV, raising=False)
+    profiles.load_profile("ci")
+    assert profiles.run_seed() is None
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from strategies import PromptInstance
-from theorems import cli, evidence, registry, replay
-from theorems.registry import claim
+from theorems.framework import cli, evidence, instances, registry, replay
+from theorems.framework.registry import claim
 
 
 @pytest.fixture
@@ -37,17 +37,17 @@ def test_encode_decode_round_trip():
         "f": np.float64(1.5), "tup": (1, 2.0), "lst": [1, "a"], "d": {"k": [1.0]},
         "keys": {1: "a", (2, 3): None}, "fs": frozenset({3, 1}), "set": {"b"},
     }  # fmt: skip
-    encoded = json.loads(json.dumps({k: replay.encode(v) for k, v in values.items()}))
-    back = {k: replay.decode(v) for k, v in encoded.items()}
+    encoded = json.loads(json.dumps({k: instances.encode(v) for k, v in values.items()}))
+    back = {k: instances.decode(v) for k, v in encoded.items()}
     assert torch.equal(back.pop("t"), values.pop("t"))
     assert np.array_equal(back.pop("a"), values.pop("a"))
     assert back == values and isinstance(back["tup"], tuple)
-    inst = replay.decode(json.loads(json.dumps(replay.encode(instance()))))
+    inst = instances.decode(json.loads(json.dumps(instances.encode(instance()))))
     assert isinstance(inst, PromptInstance) and inst.seed == 7 and inst.alpha.tolist() == [1]
     assert torch.equal(inst.X, instance().X) and torch.equal(inst.meta["g"], torch.ones(3))
-    with pytest.raises(replay.Unrepresentable):
-        replay.encode(lambda: None)
-    assert "unrepresentable" in replay.encode_arguments({"f": print})
+    with pytest.raises(instances.Unrepresentable):
+        instances.encode(lambda: None)
+    assert "unrepresentable" in instances.encode_arguments({"f": print})
 
 
 def test_saved_file_is_an_instance_file_and_rewritten_only_on_change(store, capsys):
@@ -57,7 +57,7 @@ def test_saved_file_is_an_instance_file_and_rewritten_only_on_change(store, caps
         "expected": "holds", "counterexample": {**inst.to_json(), "alpha": [1]},
         "falsifying_example": "Falsifying example: test_x(\n    inst=...,\n)",
     }  # fmt: skip
-    args = replay.encode_arguments({"inst": inst})
+    args = instances.encode_arguments({"inst": inst})
     first = replay.save(claim_doc, args, profile="ci", store=store)
     assert first["changed"] and first["replayable"]
     assert first["example"] == '@example(inst=saved("T-SAVE"))'
@@ -65,7 +65,7 @@ def test_saved_file_is_an_instance_file_and_rewritten_only_on_change(store, caps
     assert doc["counterexample"]["extra"] == {"alpha": [1]}  # not in the check CLI schema
     assert doc["replay"]["inst"]["json"]["$instance"]  # the arrays are stored once
     assert doc["counterexample"]["falsifying_example"][0] == "Falsifying example: test_x("
-    model, fields = cli.load_instance(first["path"])
+    model, fields = instances.load_instance(first["path"])
     assert model == "prompt" and torch.equal(fields["X"], inst.X)
     assert cli.main(["check", str(first["path"]), "--out", str(store / "out.json")]) == 0
     assert json.loads((store / "out.json").read_text())["model"] == "prompt"

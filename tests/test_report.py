@@ -15,7 +15,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from reports import build as report
-from theorems.registry import as_expected
+from theorems.framework.verdicts import as_expected
 
 STATEMENT = "‖p(t)‖ → ∞ and p/‖p‖ → p^mm/‖p^mm‖ when a<b & b>c"
 NOTE = "<script>alert('note')</script> α ≤ β"
@@ -24,7 +24,7 @@ IN_ORDER = ("MM-HOLDS", "MM-CONTROL", "MM-WRONG", "EMB-UNDECIDED", "EMB-BROKEN",
 
 
 def record(id: str, *, verdict: str = "holds", expected: str = "holds", **fields) -> dict:
-    """One claim as theorems.plugin writes it."""
+    """One claim as theorems.framework.plugin writes it."""
     base = {
         "id": id,
         "paper": "2306.13596",
@@ -105,7 +105,7 @@ CLAIMS = [
 ]
 
 
-# A claim that ran no example (theorems.plugin.skipped_claims): no verdict, a reason.
+# A claim that ran no example (theorems.framework.records.skipped_claims): no verdict, a reason.
 NOT_RUN = {
     "id": "T-DATA",
     "paper": "2505.17282",

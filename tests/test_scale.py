@@ -14,7 +14,7 @@ from hypothesis.database import (
     ReadOnlyDatabase,
 )
 
-from theorems import registry
+from theorems.framework import profiles, registry
 
 THREADS = """
 import os
@@ -73,14 +73,14 @@ def test_xdist_and_serial_runs_give_the_same_report_on_real_claims(tmp_path):
 
 
 def test_no_database_setting_keeps_hypothesis_default(monkeypatch):
-    monkeypatch.delenv(registry.DATABASE_ENV, raising=False)
-    assert registry.database_from_env() is None
+    monkeypatch.delenv(profiles.DATABASE_ENV, raising=False)
+    assert profiles.database_from_env() is None
 
 
 def test_a_directory_is_shared_and_ro_entries_are_read_only(tmp_path):
-    db = registry.database_from_env(str(tmp_path / "shared"))
+    db = profiles.database_from_env(str(tmp_path / "shared"))
     assert isinstance(db, DirectoryBasedExampleDatabase)
-    multi = registry.database_from_env(f"{tmp_path / 'mine'}, ro:{tmp_path / 'ci-copy'}")
+    multi = profiles.database_from_env(f"{tmp_path / 'mine'}, ro:{tmp_path / 'ci-copy'}")
     assert isinstance(multi, MultiplexedDatabase)
     mine, theirs = multi._wrapped
     assert isinstance(mine, DirectoryBasedExampleDatabase) and isinstance(theirs, ReadOnlyDatabase)
@@ -98,7 +98,7 @@ def test_a_directory_is_shared_and_ro_entries_are_read_only(tmp_path):
 )
 def test_bad_database_settings_are_clear_errors(value, message):
     with pytest.raises(ValueError, match=f"ATTN_HYPOTHESIS_DB: .*{message}"):
-        registry.database_from_env(value)
+        profiles.database_from_env(value)
 
 
 def test_redis_needs_its_client(monkeypatch):
@@ -106,27 +106,27 @@ def test_redis_needs_its_client(monkeypatch):
         import redis  # noqa: F401
     except ImportError:
         with pytest.raises(ValueError, match=r'pip install "hypothesis\[redis\]"'):
-            registry.database_from_env("redis://localhost:6379/0")
+            profiles.database_from_env("redis://localhost:6379/0")
     else:  # the client connects lazily: building the database needs no server
-        db = registry.database_from_env("redis://localhost:6379/0")
+        db = profiles.database_from_env("redis://localhost:6379/0")
         assert type(db).__name__ == "RedisExampleDatabase"
 
 
 def test_the_nightly_and_dev_profiles_use_the_shared_database(tmp_path, monkeypatch):
-    before = registry.current_profile()
-    monkeypatch.setenv(registry.DATABASE_ENV, str(tmp_path / "db"))
+    before = profiles.current_profile()
+    monkeypatch.setenv(profiles.DATABASE_ENV, str(tmp_path / "db"))
     try:
-        registry.register_profiles()
+        profiles.register_profiles()
         for name in ("nightly", "dev"):
             db = registry.settings.get_profile(name).database
             assert isinstance(db, DirectoryBasedExampleDatabase), name
             assert str(tmp_path / "db") in str(db.path)
         assert registry.settings.get_profile("ci").database is None  # CI stays derandomized
-        monkeypatch.setenv(registry.DATABASE_ENV, "ftp://nowhere")
+        monkeypatch.setenv(profiles.DATABASE_ENV, "ftp://nowhere")
         with pytest.raises(ValueError, match="unknown database URL"):
-            registry.load_profile("nightly")
-        registry.load_profile("ci")  # ci has no database: the setting does not matter
+            profiles.load_profile("nightly")
+        profiles.load_profile("ci")  # ci has no database: the setting does not matter
     finally:
-        monkeypatch.delenv(registry.DATABASE_ENV)
-        registry.register_profiles()
+        monkeypatch.delenv(profiles.DATABASE_ENV)
+        profiles.register_profiles()
         registry.settings.load_profile(before)

@@ -234,9 +234,9 @@ def test_json_round_trip(inst):
     )
 )
 def test_json_is_accepted_by_the_check_cli(inst):
-    load_instance = getattr(pytest.importorskip("theorems.cli"), "load_instance", None)
+    load_instance = getattr(pytest.importorskip("theorems.framework.cli"), "load_instance", None)
     if load_instance is None:
-        pytest.skip("theorems.cli has no load_instance")
+        pytest.skip("theorems.framework.cli has no load_instance")
     model, data = load_instance(json.loads(json.dumps(inst.to_json())))
     assert model == "embedding"
     assert torch.equal(torch.as_tensor(data["sequences"]), inst.sequences)

@@ -1,7 +1,7 @@
 """attention-theorems: executable claims of softmax-attention theory.
 
 Write a claim with `@claim(...)` over a pytest (usually Hypothesis) test, and record evidence
-from its body with `theorems.evidence`. `pytest theorems/` judges every claim, writes
+from its body with `theorems.framework.evidence`. `pytest theorems/` judges every claim, writes
 reports/claims.json, saves refuted claims' counterexamples and checks the verdict lock;
 `python -m theorems list|check|lock` lists claims, checks one instance, checks or rewrites
 the lock.
@@ -20,15 +20,15 @@ import importlib
 
 from hypothesis import example, given, note
 
-from theorems import evidence
-from theorems.registry import (
+from theorems.framework import evidence
+from theorems.framework.profiles import current_profile
+from theorems.framework.registry import (
     REGISTRY,
     ClaimInfo,
     ClaimRegistrationError,
     claim,
-    current_profile,
 )
-from theorems.replay import saved, saved_arguments
+from theorems.framework.replay import saved, saved_arguments
 
 __all__ = [
     "REGISTRY",

@@ -1,9 +1,9 @@
-"""`python -m theorems list|check ...`: see theorems.cli."""
+"""`python -m theorems list|check ...`: see theorems.framework.cli."""
 
 import os
 import sys
 
-from theorems.cli import main
+from theorems.framework.cli import main
 
 try:
     code = main()

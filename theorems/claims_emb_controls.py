@@ -43,7 +43,7 @@ from theorems.claims_emb_onestep import (
     paper_error,
     problem_of,
 )
-from theorems.registry import claim
+from theorems.framework.registry import claim
 
 PAPER = "2505.17282"
 F64 = torch.float64

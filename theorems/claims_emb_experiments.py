@@ -41,8 +41,8 @@ from models.embedding import (
     train_full_batch,
 )
 from strategies import zipf_corpus
-from theorems import evidence, figures
-from theorems.registry import claim
+from theorems.framework import evidence, figures
+from theorems.framework.registry import claim
 
 PAPER = "2505.17282"
 F64 = torch.float64

@@ -53,8 +53,9 @@ from strategies import (
     single_relevant_token_instances,
     two_relevant_instances,
 )
-from theorems import evidence, figures
-from theorems.registry import claim, current_profile
+from theorems.framework import evidence, figures
+from theorems.framework.profiles import current_profile
+from theorems.framework.registry import claim
 
 PAPER = "2505.17282"
 F64 = torch.float64

@@ -32,8 +32,8 @@ from strategies import (
     k_level_instances,
     single_relevant_token_instances,
 )
-from theorems import evidence, figures
-from theorems.registry import claim
+from theorems.framework import evidence, figures
+from theorems.framework.registry import claim
 
 PAPER = "2505.17282"
 F64 = torch.float64

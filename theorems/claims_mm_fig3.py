@@ -24,8 +24,9 @@ from models.regpath import local_reg_path_point, reg_path_point
 from models.selection import global_opt
 from models.svm import att_svm
 from strategies import figure1_instance, figure3_instance
-from theorems import claim, evidence, figures
+from theorems import claim, evidence
 from theorems.claims_mm_regpath import key_problem, rp_tol, safe_cap
+from theorems.framework import figures
 
 PAPER = "2306.13596"
 DTYPE = torch.float64

@@ -20,8 +20,9 @@ from models.selection import local_optimality
 from models.svm import att_svm
 from strategies import figure1_instance, figure2_instance, loss_comparison_instance
 from strategies.prompt import LOSS_COMPARISON_C
-from theorems import claim, evidence, figures
+from theorems import claim, evidence
 from theorems.claims_mm_gd import DIRECTION_TOL, check_limit, record_outcome, settle
+from theorems.framework import figures
 
 PAPER = "2306.13596"
 DTYPE = torch.float64

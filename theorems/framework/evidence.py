@@ -1,7 +1,8 @@
 """Evidence recorded from inside claim bodies.
 
-A claim body calls these functions; `theorems.plugin` activates one `Collector` around each
-claim's test call, and the registry's example counter brackets every Hypothesis example.
+A claim body calls these functions; the plugin (`theorems.framework.plugin`) activates one
+`Collector` around each claim's test call, and the registry's example counter brackets every
+Hypothesis example.
 Outside a claim `instance`, `slack` and `metric` do nothing, so helpers that call them can be
 unit-tested; `reject` and `inconclusive` always stop the example.
 """
@@ -19,6 +20,8 @@ from hypothesis.control import currently_in_test_context
 from hypothesis.errors import UnsatisfiedAssumption
 
 from models import failures
+from theorems.framework.instances import encode_arguments
+from theorems.framework.profiles import current_profile
 
 __all__ = [
     "Collector",
@@ -144,8 +147,7 @@ class Collector:
 
     def replay(self) -> dict[str, Any]:
         """The counterexample's @given arguments in the typed JSON encoding of
-        theorems.replay ({"args": ...} or {"unrepresentable": ...}; {} if none)."""
-        from theorems.replay import encode_arguments  # replay imports this module
+        theorems.framework.replay ({"args": ...} or {"unrepresentable": ...}; {} if none)."""
 
         return encode_arguments(self._last_arguments.get("raised"))
 
@@ -329,7 +331,6 @@ def slack(name: str, observed: float, bound: float) -> None:
     worst = collector.worst_slack.get(name)
     if worst is None or _worse(ratio, worst["ratio"]):
         collector.worst_slack[name] = {"observed": observed, "bound": bound, "ratio": ratio}
-    from theorems.registry import current_profile  # the registry imports this module
 
     if current_profile() == "nightly" and math.isfinite(ratio) and currently_in_test_context():
         # target() may be called once per label per example: keep the example's worst and

@@ -1,6 +1,6 @@
 """pytest plugin: turn each claim's outcome into a verdict, and write reports/claims.json.
 
-Loaded by the root conftest (`pytest_plugins`), or with `-p theorems.plugin`.
+Loaded by the root conftest (`pytest_plugins`), or with `-p theorems.framework.plugin`.
 
 Flow per claim item (in the process that runs it, an xdist worker or the only process):
 `pytest_runtest_call` activates an `evidence.Collector`; `pytest_runtest_makereport` judges
@@ -11,8 +11,8 @@ crash keeps what was recorded). At session end the controller (or the only proce
 every file of the run, one entry per claim id, and writes the report atomically.
 
 Then, on the merged report (never losing it): each refuted claim's minimal counterexample is
-saved to `theorems/counterexamples/<ID>.json` (theorems.replay; replayed first next run),
-and the verdict gate (theorems.lock) compares every claim's verdict with
+saved to `theorems/counterexamples/<ID>.json` (theorems.framework.replay; replayed first next run),
+and the verdict gate (theorems.framework.lock) compares every claim's verdict with
 `theorems/verdicts.lock`; a difference, a claim missing from the lock, a lock line naming no
 claim or a malformed lock makes the run fail (exit status 1) with a diff naming the claim,
 both verdicts and the counterexample. `--no-gate` (or ATTN_NO_GATE=1, ignored under CI)
@@ -28,45 +28,48 @@ that did not finish, or a module that failed to collect, fails the run and the g
 
 from __future__ import annotations
 
-import builtins
 import contextlib
-import datetime as _dt
-import json
-import math
 import os
-import platform
-import re
 import shutil
-import tempfile
 import time
-import traceback
 import uuid
 import warnings
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _pytest._code.code import TerminalRepr
-from hypothesis.errors import FailedHealthCheck, Flaky, HypothesisException, Unsatisfiable
 
-from theorems import evidence, replay
-from theorems import lock as locks
-from theorems.registry import (
-    REGISTRY,
-    VERDICTS,
-    ClaimInfo,
-    as_expected,
-    claim_of,
+from theorems.framework import evidence, replay
+from theorems.framework import lock as locks
+from theorems.framework.profiles import (
     current_profile,
     load_profile,
-    merge_verdicts,
     note_profile,
-    order_key,
     register_profiles,
+)
+from theorems.framework.records import (
+    CRASHED,
+    build_report,
+    claim_fields,
+    crash_record,
+    empty_collection,
+    identity,
+    item_record,
+    merge_records,
+    read_run,
+    skipped_claims,
+    write_json,
+)
+from theorems.framework.registry import REGISTRY, ClaimInfo, claim_of
+from theorems.framework.verdicts import (
+    as_expected,
+    falsifying_text,
+    judge,
+    order_key,
+    trim,
 )
 
 # Registered at import, so that --hypothesis-profile can name them even without the root
@@ -77,19 +80,11 @@ REPORT_ENV = "ATTN_CLAIMS_REPORT"
 DEFAULT_REPORT = Path("reports") / "claims.json"
 LOCK_ENV = "ATTN_VERDICT_LOCK"
 NO_GATE_ENV = "ATTN_NO_GATE"
-TEXT_LIMIT = 4000  # characters kept of an error or a falsifying-example text
 SHOWN_LINES = 30  # lines of a falsifying example printed with a saved counterexample
 # Gate problems shown in red: their first words.
 _RED = ("claim ", "lock ", "malformed", "unreadable", "no verdict", "run did not", "module not")
 SHOWN_IDS = 20  # claim ids named in the line on the claims a run did not finish
 
-# BaseExceptionGroup is a builtin from Python 3.11; Hypothesis uses the backport before.
-_GROUP = getattr(builtins, "BaseExceptionGroup", None)
-if _GROUP is None:  # pragma: no cover - Python 3.10
-    from exceptiongroup import BaseExceptionGroup as _GROUP
-
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 _COLLECTOR = pytest.StashKey[evidence.Collector]()
 _AFTER_REPORT: list[Callable[[Path], Any]] = []
 
@@ -151,7 +146,7 @@ class _State:
             "skips": list(self.skips.values()),
             "collection": self.collection,
         }
-        _write_json(self.run_dir / f"{self.worker}.json", doc)
+        write_json(self.run_dir / f"{self.worker}.json", doc)
 
     def target(self, info: ClaimInfo) -> str:
         """The verdict a claim item must reach to pass: its lock line when the gate is on
@@ -162,22 +157,6 @@ class _State:
 
 
 _STATE = pytest.StashKey[_State]()
-
-
-def _write_json(path: Path, doc: Any) -> None:
-    """Write strict JSON atomically: a temporary file in the same folder, then os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(evidence.to_jsonable(doc), indent=2, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; make it like any other file
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _option_path(config: pytest.Config, option: str, env: str, default: Path) -> Path:
@@ -324,12 +303,8 @@ def pytest_deselected(items) -> None:
             continue
         state = item.config.stash.get(_STATE, None)
         if state is not None:
-            state.collection = state.collection or _empty_collection()
+            state.collection = state.collection or empty_collection()
             state.collection["deselected"] = sorted({*state.collection["deselected"], info.id})
-
-
-def _empty_collection() -> dict:
-    return {"collected": [], "deselected": [], "known": None, "known_note": None}
 
 
 def known_claims(root: Path) -> tuple[dict[str, str] | None, str | None]:
@@ -340,8 +315,8 @@ def known_claims(root: Path) -> tuple[dict[str, str] | None, str | None]:
     folder = (root / "theorems").resolve()
     if not folder.is_dir() or Path(theorems.__file__).resolve().parent != folder:
         return None, None
-    from theorems.cli import import_claim_modules
-    from theorems.registry import ClaimRegistrationError
+    from theorems.framework.cli import import_claim_modules
+    from theorems.framework.registry import ClaimRegistrationError
 
     try:
         failed = import_claim_modules(root)
@@ -365,7 +340,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     collected = sorted({info.id for item in session.items if (info := _claim(item))})
     if not collected:
         return
-    collection = state.collection or _empty_collection()
+    collection = state.collection or empty_collection()
     collection["collected"] = collected
     collection["known"], collection["known_note"] = known_claims(Path(session.config.rootpath))
     state.collection = collection
@@ -373,11 +348,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # What each collected claim item is, once: the controller names from it the items that
     # never reported (a worker that died, an interrupted run).
     items = {
-        item.nodeid: {**_identity(item, info), **_claim_fields(info)}
+        item.nodeid: {**identity(item, info), **claim_fields(info)}
         for item in session.items
         if (info := _claim(item))
     }
-    _write_json(state.run_dir / f"{state.worker}.items.json", {"items": items})
+    write_json(state.run_dir / f"{state.worker}.items.json", {"items": items})
 
 
 # --------------------------------------------------------------------------- running a claim
@@ -408,194 +383,6 @@ def pytest_runtest_call(item: pytest.Item):
         collector.seconds = time.perf_counter() - start
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, _GROUP):
-        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
-    return [exc]
-
-
-def _trim(text: str, limit: int = TEXT_LIMIT) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 15] + "\n... [trimmed]"
-
-
-def _describe(exc: BaseException) -> str:
-    return _trim("".join(traceback.format_exception_only(type(exc), exc)))
-
-
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def falsifying_text(info: ClaimInfo, collector: evidence.Collector) -> str | None:
-    """The minimal counterexample as a call of the claim's test, built from the arguments
-    the framework recorded for the last failing example (Hypothesis replays the shrunk one
-    last); None when no example of a Hypothesis claim failed."""
-    arguments = collector.counterexample_arguments
-    if not collector.is_hypothesis or arguments is None:
-        return None
-    name = info.qualname.rsplit(".", 1)[-1]
-    lines = [f"    {key}={_repr(value)}," for key, value in arguments.items()]
-    where = " (the saved counterexample, replayed)" if collector.counterexample_is_replay else ""
-    # Object reprs carry memory addresses, which differ between runs.
-    text = "\n".join([f"Falsifying example{where}: {name}(", *lines, ")"])
-    return _trim(_ADDRESS.sub("", text))
-
-
-def _repr(value: Any) -> str:
-    try:
-        text = repr(value)
-    except Exception as exc:  # a broken __repr__ must not lose the verdict
-        text = f"<{type(value).__name__}: repr failed: {exc!r}>"
-    return text.replace("\n", "\n    ")
-
-
-def _from_the_body(exc: BaseException, collector: evidence.Collector) -> bool:
-    """Whether `exc` (or a leaf of it) was raised inside the example body; an exception
-    raised while Hypothesis drew the arguments never passed through it."""
-    return any(leaf is collector.last_body_exception for leaf in _leaves(exc))
-
-
-def judge(
-    exc: BaseException | None, collector: evidence.Collector, info: ClaimInfo
-) -> tuple[str, str | None, str]:
-    """(verdict, error text or None, one-line reason) for one claim item.
-
-    A machinery failure never reaches here as a counterexample: evidence.example turned any
-    example it touched into an inconclusive one. What is left to decide: a counterexample
-    (refuted), too few examples meeting the premise (vacuous), too many undecided ones
-    (inconclusive), a broken claim or strategy (error), or support (holds)."""
-    snap = collector.snapshot()
-    rejected, undecided = sum(snap["rejections"].values()), sum(snap["inconclusive"].values())
-    premise = snap["premise"]
-    if exc is None:
-        seen = collector.examples + undecided
-        if collector.examples == 0 and undecided:
-            return "inconclusive", None, f"no example completed ({snap['inconclusive']})"
-        if premise["met"] < info.min_premise or collector.examples == 0:
-            return "vacuous", None, _vacuous_reason(info, premise, snap)
-        if undecided / seen > info.max_inconclusive:
-            return (
-                "inconclusive",
-                None,
-                f"{undecided} of {seen} examples inconclusive "
-                f"(more than {info.max_inconclusive:.0%}): {snap['inconclusive']}",
-            )
-        return "holds", None, f"held on {collector.examples} examples"
-    if isinstance(exc, Flaky):  # before the group test: FlakyFailure is an ExceptionGroup
-        return "error", _describe(exc), "Hypothesis reports a flaky (non-deterministic) test"
-    if all(isinstance(leaf, AssertionError) for leaf in _leaves(exc)):
-        return "refuted", None, "a counterexample was found"
-    if isinstance(exc, evidence.InconclusiveExample):
-        return "inconclusive", None, f"the numerics could not decide: {exc.reason}"
-    if isinstance(exc, evidence.RejectedExample):
-        return "vacuous", None, f"the instance does not meet the claim's assumptions: {exc.reason}"
-    # Hypothesis gave up on drawing examples that pass the assumptions: by our own counts,
-    # not by its message (Unsatisfiable, or the filter_too_much health check).
-    gave_up = isinstance(exc, Unsatisfiable) or (
-        isinstance(exc, FailedHealthCheck) and (rejected or undecided)
-    )
-    if gave_up:
-        if undecided and (undecided >= rejected or premise["met"] >= info.min_premise):
-            return (
-                "inconclusive",
-                None,
-                f"too many inconclusive examples: {snap['inconclusive']}",
-            )
-        if rejected:
-            return "vacuous", None, _vacuous_reason(info, premise, snap)
-        message = f"the strategy draws no valid instance\n{_describe(exc)}"
-        return "error", _trim(message), message.splitlines()[0]
-    drawn = collector.is_hypothesis and not isinstance(exc, HypothesisException)
-    if drawn and not _from_the_body(exc, collector):
-        text = _describe(exc)
-        message = f"the strategy failed to build an instance: {text.splitlines()[0]}"
-        return "error", _trim(f"{message}\n{text}"), message
-    return "error", _describe(exc), f"{type(exc).__name__} raised"
-
-
-def _vacuous_reason(info: ClaimInfo, premise: dict, snap: dict) -> str:
-    what = "its premise" if premise["declared"] else "its assumptions"
-    rejections = f"; rejected: {snap['rejections']}" if snap["rejections"] else ""
-    return (
-        f"{what} held in {premise['met']} of {premise['of']} examples "
-        f"(at least {info.min_premise} needed){rejections}: no evidence either way"
-    )
-
-
-def _base_nodeid(item: pytest.Item) -> str:
-    callspec = getattr(item, "callspec", None)
-    suffix = f"[{callspec.id}]" if callspec is not None else ""
-    nodeid = item.nodeid
-    return nodeid[: -len(suffix)] if suffix and nodeid.endswith(suffix) else nodeid
-
-
-def _identity(item: pytest.Item, info: ClaimInfo) -> dict:
-    """What every per-item entry (a record or a skip) says of its claim and item."""
-    return {
-        "id": info.id,
-        "paper": info.paper,
-        "kind": info.kind,
-        "statement": info.statement,
-        "provenance": info.provenance,
-        "expected": info.expected,
-        "nodeid": _base_nodeid(item),
-        "item": item.nodeid,
-        "module": info.module,
-        "line": info.line,
-    }
-
-
-def _claim_fields(info: ClaimInfo) -> dict:
-    return {
-        "budget": info.budget,
-        "figures": list(info.figures),
-        "note": info.note,
-        "runs_only_with": info.runs_only_with,
-    }
-
-
-def _record(item, info, collector, verdict, error, falsifying, reason="") -> dict:
-    fields = _claim_fields(info)
-    return {
-        **_identity(item, info),
-        "verdict": verdict,
-        "reason": reason,
-        "budget": fields["budget"],
-        **collector.snapshot(),
-        "falsifying_example": falsifying,
-        "error": error,
-        "figures": fields["figures"],
-        "note": fields["note"],
-        "replayed": getattr(getattr(item, "obj", None), "__attn_replay__", None) is not None,
-        "counterexample_replayed": collector.counterexample_is_replay and verdict == "refuted",
-    }
-
-
-CRASHED = (
-    "the process running it died before it reported (killed by a signal, out of memory, or "
-    "a crash in native code)"
-)
-
-
-def _crash_record(entry: dict, message: str) -> dict:
-    """The record of a claim item whose xdist worker died while running it: verdict error,
-    so that the report and the gate say so (never a claim silently missing)."""
-    return {
-        **{k: entry[k] for k in ("id", "paper", "kind", "statement", "provenance")},
-        **{k: entry[k] for k in ("expected", "nodeid", "item", "module", "line")},
-        "verdict": "error",
-        "reason": CRASHED,
-        "budget": entry["budget"],
-        **evidence.Collector().snapshot(),
-        "falsifying_example": None,
-        "error": message,
-        "figures": entry["figures"],
-        "note": entry["note"],
-        "replayed": False,
-        "counterexample_replayed": False,
-    }
-
-
 class _ClaimRepr(TerminalRepr):
     """The original failure, under a one-line header naming the claim and its verdict."""
 
@@ -622,7 +409,7 @@ def _record_skip(item: pytest.Item, info: ClaimInfo, report: pytest.TestReport) 
     """A claim item that ran no example: kept, so the report can say it was not run and why."""
     state = item.config.stash[_STATE]
     state.skips[item.nodeid] = {
-        **_identity(item, info),
+        **identity(item, info),
         "reason": _skip_reason(report),
         "runs_only_with": info.runs_only_with,
     }
@@ -640,7 +427,7 @@ def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestR
         return
     if report.when == "setup" and report.failed:
         collector, verdict, reason = evidence.Collector(), "error", "setup failed"
-        error, falsifying = _trim(f"setup failed: {report.longrepr}"), None
+        error, falsifying = trim(f"setup failed: {report.longrepr}"), None
     elif report.when == "call":
         collector = item.stash.get(_COLLECTOR, None) or evidence.Collector()
         exc = call.excinfo.value if call.excinfo is not None else None
@@ -651,7 +438,7 @@ def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestR
     state = item.config.stash[_STATE]
     if error:  # paths relative to the rootdir: the report reads the same on any checkout
         error = error.replace(f"{item.config.rootpath}{os.sep}", "")
-    record = _record(item, info, collector, verdict, error, falsifying, reason)
+    record = item_record(item, info, collector, verdict, error, falsifying, reason)
     state.records[item.nodeid] = record
     state.flush()
 
@@ -773,201 +560,6 @@ class _Faults:
 # --------------------------------------------------------------------------- merging, report
 
 
-def _merge_slack(into: dict, name: str, entry: dict) -> None:
-    old = into.get(name)
-    ratio = entry["ratio"]
-    ratio = float(ratio) if isinstance(ratio, str) else ratio  # "inf"/"nan" from JSON
-    if old is None or evidence._worse(ratio, float(old["ratio"])):
-        into[name] = dict(entry)
-
-
-def _merge_metric(into: dict, name: str, entry: dict) -> None:
-    old = into.get(name)
-    if old is None:
-        into[name] = dict(entry)
-        return
-    lo, hi = float(entry["min"]), float(entry["max"])
-    old["min"] = lo if math.isnan(float(old["min"])) else min(float(old["min"]), lo)
-    old["max"] = hi if math.isnan(float(old["max"])) else max(float(old["max"]), hi)
-    old["count"] += entry["count"]
-
-
-def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list[dict]:
-    """One report entry per claim id from per-item records (any order, any worker);
-    `keep_replay` keeps the counterexample's arguments under "_replay" (not reported)."""
-    groups: dict[str, list[dict]] = {}
-    for record in sorted(records, key=lambda r: r["item"]):
-        groups.setdefault(record["id"], []).append(record)
-    claims = []
-    for claim_id, group in groups.items():
-        first = group[0]
-        verdict = merge_verdicts(r["verdict"] for r in group)
-        worst, metrics = {}, {}
-        for r in group:
-            for name, entry in r["worst_slack"].items():
-                _merge_slack(worst, name, entry)
-            for name, entry in r["metrics"].items():
-                _merge_metric(metrics, name, entry)
-        # The counterexample of the merged verdict: from the first item that has it.
-        witness = next((r for r in group if r["verdict"] == verdict), first)
-        reason = witness.get("reason", "")
-        if len(group) > 1 and verdict == "holds":
-            reason = f"held on {sum(r['examples'] for r in group)} examples ({len(group)} items)"
-        errors = [r["error"] for r in group if r["error"]]
-        if len(group) > 1:
-            errors = [f"{r['item']}: {r['error']}" for r in group if r["error"]]
-        claims.append(
-            {
-                "id": claim_id,
-                "paper": first["paper"],
-                "kind": first["kind"],
-                "statement": first["statement"],
-                "provenance": first["provenance"],
-                "expected": first["expected"],
-                "verdict": verdict,
-                "reason": reason,
-                "as_expected": as_expected(verdict, first["expected"]),
-                "examples": sum(r["examples"] for r in group),
-                "budget": sum(r["budget"] for r in group),
-                "rejections": _sum_counts(r["rejections"] for r in group),
-                "inconclusive": _sum_counts(r["inconclusive"] for r in group),
-                "failures": _sum_counts(r.get("failures", {}) for r in group),
-                "tolerated_failures": _sum_counts(r.get("tolerated_failures", {}) for r in group),
-                "premise": _sum_premise(r.get("premise") for r in group),
-                "worst_slack": dict(sorted(worst.items())),
-                "metrics": dict(sorted(metrics.items())),
-                "seconds": round(sum(r["seconds"] for r in group), 6),
-                "counterexample": witness["counterexample"],
-                "falsifying_example": witness["falsifying_example"],
-                "error": "\n".join(errors) or None,
-                "figures": first["figures"],
-                "note": first["note"],
-                "nodeid": first["nodeid"],
-                "_replay": witness.get("replay") or {},
-                "_replayed": any(r.get("replayed") for r in group),
-                "_counterexample_replayed": bool(witness.get("counterexample_replayed")),
-                "_order": order_key(
-                    first["paper"], first["kind"], first["module"], first["line"], claim_id
-                ),
-            }
-        )
-    claims.sort(key=lambda c: c.pop("_order"))
-    for claim in claims if not keep_replay else ():
-        claim.pop("_replay")
-        claim.pop("_replayed")
-        claim.pop("_counterexample_replayed")
-    return claims
-
-
-def _sum_counts(parts: Iterable[dict]) -> dict[str, int]:
-    total: Counter[str] = Counter()
-    for part in parts:
-        total.update(part)
-    return dict(sorted(total.items()))
-
-
-def _sum_premise(parts: Iterable[dict | None]) -> dict:
-    parts = [p for p in parts if p]
-    return {
-        "met": sum(p["met"] for p in parts),
-        "of": sum(p["of"] for p in parts),
-        "declared": any(p["declared"] for p in parts),
-    }
-
-
-def _versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {"python": platform.python_version()}
-    for name in ("torch", "numpy", "cvxpy", "hypothesis"):
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = None
-    return found
-
-
-def _describe_device() -> str:
-    from models.device import describe  # imports torch: only where a report is written
-
-    return describe()
-
-
-def build_report(
-    claims: list[dict], profile: str, skipped: list[dict] = (), incomplete: dict | None = None
-) -> dict:
-    """The claims.json document. ``skipped``: claims that ran no example (``skipped_claims``);
-    they have no verdict and are not counted among the claims. ``incomplete`` (only when the
-    run did not finish: {"reason", "not_finished": claim ids, "collection_errors": {module:
-    message}}) is kept under that key, so nothing reads a partial report as a full one."""
-    verdicts = Counter(c["verdict"] for c in claims)
-    expected_ok = sum(c["as_expected"] for c in claims)
-    extra = {"incomplete": incomplete} if incomplete else {}
-    return {
-        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "profile": profile,
-        "versions": _versions(),
-        "device": _describe_device(),
-        "summary": {
-            "claims": len(claims),
-            **{v: verdicts[v] for v in VERDICTS},
-            "as_expected": expected_ok,
-            "unexpected": len(claims) - expected_ok,
-            "skipped": len(skipped),
-        },
-        "claims": claims,
-        "skipped": list(skipped),
-        **extra,
-    }
-
-
-def skipped_claims(skips: Iterable[dict], claims: Iterable[dict]) -> list[dict]:
-    """One entry per claim that was skipped and gave no verdict (in reading order); a claim
-    with a verdict from some of its items is reported by that verdict alone."""
-    judged = {c["id"] for c in claims}
-    out: dict[str, dict] = {}
-    for skip in sorted(skips, key=lambda s: s["item"]):
-        if skip["id"] not in judged and skip["id"] not in out:
-            out[skip["id"]] = skip
-    fields = (
-        "id", "paper", "kind", "statement", "provenance", "expected", "reason",
-        "runs_only_with", "nodeid",
-    )  # fmt: skip
-    ordered = sorted(
-        out.values(),
-        key=lambda s: order_key(s["paper"], s["kind"], s["module"], s["line"], s["id"]),
-    )
-    return [{k: s[k] for k in fields} for s in ordered]
-
-
-def _read_run(run_dir: Path) -> tuple[list[dict], list[dict], dict | None, dict[str, dict]]:
-    """Every record and skipped item of the run, what the processes collected (merged), and
-    every collected claim item (nodeid -> what it is)."""
-    records: dict[str, dict] = {}
-    skips: dict[str, dict] = {}
-    collection: dict | None = None
-    items: dict[str, dict] = {}
-    for path in sorted(run_dir.glob("*.json")):
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            warnings.warn(f"attention-theorems: unreadable evidence {path}: {exc}", stacklevel=1)
-            continue
-        for record in doc.get("records", []):
-            records[record["item"]] = record
-        for skip in doc.get("skips", []):
-            skips[skip["item"]] = skip
-        items.update(doc.get("items") or {})
-        part = doc.get("collection")
-        if part:
-            if collection is None:
-                collection = {**_empty_collection(), "known": part.get("known")}
-            collection["collected"] = sorted({*collection["collected"], *part["collected"]})
-            collection["deselected"] = sorted({*collection["deselected"], *part["deselected"]})
-            collection["known_note"] = collection["known_note"] or part.get("known_note")
-            if part.get("known") is None:
-                collection["known"] = None
-    return list(records.values()), list(skips.values()), collection, items
-
-
 def _unfinished(
     state: _State, session: pytest.Session, records: list[dict], skips: list[dict], items: dict
 ) -> tuple[list[dict], list[dict], dict | None]:
@@ -978,7 +570,7 @@ def _unfinished(
     records = list(records)
     for nodeid, message in state.crashed.items():
         if nodeid in items and nodeid not in done:
-            records.append(_crash_record(items[nodeid], message))
+            records.append(crash_record(items[nodeid], message))
             state.crash_lines.append((items[nodeid]["id"], f"{message}: {CRASHED}"))
             done.add(nodeid)
     why = state.interrupted or next(
@@ -1046,7 +638,7 @@ def _run_gate(
         return
     if state.gate_off:  # e.g. ATTN_NO_GATE ignored under CI
         state.gate_lines.append(f"note: {state.gate_off}")
-    collection = collection or _empty_collection()
+    collection = collection or empty_collection()
     known = collection.get("known")
     if state.lock_error is not None:
         state.gate = locks.GateResult(problems=[state.lock_error])
@@ -1087,7 +679,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if state.is_worker:
         return
     config = session.config
-    records, skips, collection, items = _read_run(state.run_dir)
+    records, skips, collection, items = read_run(state.run_dir)
     unfinished: list[dict] = []
     if items and not (
         config.getoption("collectonly", False) or config.getoption("setupplan", False)
@@ -1105,7 +697,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         skipped = skipped_claims([*skips, *unfinished], claims)
         state.skipped = skipped
         report = build_report(claims, current_profile(), skipped, state.incomplete)
-        _write_json(state.report_path, report)  # first: nothing below may lose the report
+        write_json(state.report_path, report)  # first: nothing below may lose the report
         state.summary = dict(
             report["summary"],
             refuted_as_expected=sum(

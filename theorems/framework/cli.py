@@ -26,183 +26,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-LOSSES = ("logistic", "exponential", "correlation")
-FIELDS = {
-    "prompt": {"model", "X", "y", "v", "W", "loss", "p0"},
-    "embedding": {"model", "sequences", "y", "E0", "v", "eta0"},
-}
-HEADER_KEYS = ("counterexample", "replay")  # of a saved counterexample (theorems.replay)
+from theorems.framework.instances import InstanceError, load_instance
 
-
-class InstanceError(ValueError):
-    """An invalid instance; `field` names the offending field (None for the file itself)."""
-
-    def __init__(self, field: str | None, message: str):
-        self.field, self.message = field, message
-        super().__init__(f'field "{field}": {message}' if field else message)
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def _kind(value: Any) -> str:
-    return {list: "a list", dict: "an object", str: "a string", bool: "a boolean"}.get(
-        type(value), "null" if value is None else f"the number {value!r}"
-    )
-
-
-def _array(field: str, value: Any, ndim: int, *, integer: bool = False) -> tuple[int, ...]:
-    """Check a rectangular nested list of finite numbers; return its shape."""
-    if value is None:
-        raise InstanceError(field, "missing")
-    shape: list[int] = []
-    level: list[tuple[str, Any]] = [(field, value)]
-    for _ in range(ndim):
-        length, below = None, []
-        for path, node in level:
-            if not isinstance(node, list):
-                raise InstanceError(
-                    field, f"expected a {ndim}-dimensional nested list, but {path} is {_kind(node)}"
-                )
-            if length is None:
-                length = len(node)
-            elif len(node) != length:
-                raise InstanceError(
-                    field, f"ragged nested list: {path} has length {len(node)}, expected {length}"
-                )
-            below.extend((f"{path}[{i}]", x) for i, x in enumerate(node))
-        if not length:
-            raise InstanceError(field, f"{level[0][0]} is empty")
-        shape.append(length)
-        level = below
-    for path, leaf in level:
-        # JSON booleans are ints to Python; they are never valid numbers here.
-        if isinstance(leaf, bool) or not isinstance(leaf, (int, float)):
-            raise InstanceError(field, f"non-numeric value {_kind(leaf)} at {path}")
-        if integer and not isinstance(leaf, int):
-            raise InstanceError(field, f"token ids must be integers, got {leaf!r} at {path}")
-        if not math.isfinite(leaf):
-            raise InstanceError(field, f"non-finite value {leaf!r} at {path}")
-    return tuple(shape)
-
-
-def _expect_shape(field: str, shape: tuple[int, ...], expected: tuple[int, ...], why: str):
-    if shape != expected:
-        raise InstanceError(field, f"expected shape {list(expected)} ({why}), got {list(shape)}")
-
-
-def _labels(doc: dict, n: int, of: str) -> None:
-    (count,) = _array("y", doc.get("y"), 1)
-    if count != n:
-        raise InstanceError("y", f"expected {n} labels (one per {of}), got {count}")
-    for i, label in enumerate(doc["y"]):
-        if label not in (1, -1):
-            raise InstanceError("y", f"labels must be ±1, got {label!r} at index {i}")
-
-
-def _validate_prompt(doc: dict) -> None:
-    n, T, d = _array("X", doc.get("X"), 3)
-    _labels(doc, n, "sequence of X")
-    _expect_shape("v", _array("v", doc.get("v"), 1), (d,), "d from X")
-    if doc.get("W") is not None:
-        _expect_shape("W", _array("W", doc["W"], 2), (d, d), "d×d with d from X")
-    if doc.get("p0") is not None:
-        _expect_shape("p0", _array("p0", doc["p0"], 1), (d,), "d from X")
-    loss = doc.get("loss", "logistic")
-    if loss not in LOSSES:
-        raise InstanceError("loss", f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
-
-
-def _validate_embedding(doc: dict) -> None:
-    n, T = _array("sequences", doc.get("sequences"), 2, integer=True)
-    _labels(doc, n, "sequence")
-    vocab, d = _array("E0", doc.get("E0"), 2)
-    _expect_shape("v", _array("v", doc.get("v"), 1), (d,), "d from E0")
-    for i, row in enumerate(doc["sequences"]):
-        for t, token in enumerate(row):
-            if not 0 <= token < vocab:
-                raise InstanceError(
-                    "sequences",
-                    f"token id {token} at sequences[{i}][{t}] is out of range "
-                    f"[0, {vocab}) (E0 has {vocab} rows)",
-                )
-    eta0 = doc.get("eta0")
-    if eta0 is None:
-        raise InstanceError("eta0", "missing")
-    if isinstance(eta0, bool) or not isinstance(eta0, (int, float)):
-        raise InstanceError("eta0", f"must be a number, got {_kind(eta0)}")
-    if not (math.isfinite(eta0) and eta0 > 0):
-        raise InstanceError("eta0", f"must be a finite number > 0, got {eta0!r}")
-
-
-def _read(path: str | Path) -> Any:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InstanceError(None, f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InstanceError(None, f"{path}: cannot read: {exc}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InstanceError(
-            None, f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
-
-
-def load_instance(path_or_dict: str | Path | dict) -> tuple[str, dict[str, Any]]:
-    """Read and validate an instance; return (model, fields as torch tensors).
-
-    prompt -> X, y, v, W, p0 as float64 tensors and loss as a string; embedding ->
-    sequences as an int64 tensor, y, E0, v as float64 tensors and eta0 as a float.
-    Raises InstanceError naming the offending field.
-    """
-    doc = path_or_dict if isinstance(path_or_dict, dict) else _read(path_or_dict)
-    if not isinstance(doc, dict):
-        raise InstanceError(None, f"an instance must be a JSON object, got {_kind(doc)}")
-    if any(key in doc for key in HEADER_KEYS):  # a saved counterexample: drop its header
-        doc = {k: v for k, v in doc.items() if k not in HEADER_KEYS}
-    model = doc.get("model")
-    if model is None:
-        raise InstanceError("model", 'missing (expected "prompt" or "embedding")')
-    if model not in FIELDS:
-        raise InstanceError("model", f'unknown model {model!r} (expected "prompt" or "embedding")')
-    for key in doc:
-        if key not in FIELDS[model]:
-            allowed = ", ".join(sorted(FIELDS[model]))
-            raise InstanceError(key, f'unknown field for model "{model}" (allowed: {allowed})')
-    (_validate_prompt if model == "prompt" else _validate_embedding)(doc)
-
-    import torch  # only once the instance is known to be valid
-
-    f64 = torch.float64
-    if model == "prompt":
-        d = len(doc["v"])
-        W = doc.get("W")
-        p0 = doc.get("p0")
-        return model, {
-            "X": torch.tensor(doc["X"], dtype=f64),
-            "y": torch.tensor(doc["y"], dtype=f64),
-            "v": torch.tensor(doc["v"], dtype=f64),
-            "W": torch.eye(d, dtype=f64) if W is None else torch.tensor(W, dtype=f64),
-            "loss": doc.get("loss", "logistic"),
-            "p0": torch.zeros(d, dtype=f64) if p0 is None else torch.tensor(p0, dtype=f64),
-        }
-    return model, {
-        "sequences": torch.tensor(doc["sequences"], dtype=torch.int64),
-        "y": torch.tensor(doc["y"], dtype=f64),
-        "E0": torch.tensor(doc["E0"], dtype=f64),
-        "v": torch.tensor(doc["v"], dtype=f64),
-        "eta0": float(doc["eta0"]),
-    }
 
 
 # --------------------------------------------------------------------------- commands
@@ -216,7 +49,7 @@ def _error(message: str, code: int) -> int:
 def import_claim_modules(root: Path = REPO_ROOT) -> list[tuple[str, str]]:
     """Import every theorems/claims_*.py and theorems/test_*.py; return the modules that
     failed to import as (module, one-line reason). Registration errors propagate."""
-    from theorems.registry import ClaimRegistrationError
+    from theorems.framework.registry import ClaimRegistrationError
 
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
@@ -241,11 +74,11 @@ def _cut(text: str, width: int) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from theorems import registry
+    from theorems.framework import profiles, registry
 
     try:
-        if registry.current_profile() not in registry.PROFILES:  # keep a loaded one
-            registry.load_profile()
+        if profiles.current_profile() not in profiles.PROFILES:  # keep a loaded one
+            profiles.load_profile()
         failed = import_claim_modules()
     except registry.ClaimRegistrationError as exc:
         return _error(str(exc), 2)
@@ -290,7 +123,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         keys = ("sequences", "y", "E0", "v", "eta0")
     result = predict(*(fields[k] for k in keys))
 
-    from theorems.evidence import to_jsonable
+    from theorems.framework.evidence import to_jsonable
 
     text = json.dumps(to_jsonable(result), indent=2, allow_nan=False, ensure_ascii=False)
     if args.out:
@@ -302,11 +135,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _known_claims() -> tuple[dict[str, str] | None, list[str], str | None]:
     """(id -> expected of every claim, ids in definition order, why unknown)."""
-    from theorems import registry
+    from theorems.framework import profiles, registry
 
     try:
-        if registry.current_profile() not in registry.PROFILES:
-            registry.load_profile()
+        if profiles.current_profile() not in profiles.PROFILES:
+            profiles.load_profile()
         failed = import_claim_modules()
     except (registry.ClaimRegistrationError, ValueError) as exc:
         return None, [], str(exc)
@@ -325,7 +158,7 @@ def _known_claims() -> tuple[dict[str, str] | None, list[str], str | None]:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    from theorems import lock as locks
+    from theorems.framework import lock as locks
 
     report_path = Path(args.report)
     lock_path = Path(args.lock)
@@ -411,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     p_check.add_argument("instance", help="instance JSON file")
     p_check.add_argument("--out", help="write the JSON result to this file instead of stdout")
     p_check.set_defaults(run=cmd_check)
-    from theorems.lock import DEFAULT_LOCK
+    from theorems.framework.lock import DEFAULT_LOCK
 
     p_lock = sub.add_parser(
         "lock", help="compare a report with the verdict lock, or rewrite the lock (--update)"

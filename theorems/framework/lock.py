@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from theorems.registry import ID_PATTERN, VERDICTS
+from theorems.framework.verdicts import ID_PATTERN, VERDICTS
 
 DEFAULT_LOCK = Path("theorems") / "verdicts.lock"
 UPDATE_COMMAND = "python -m theorems lock --update"

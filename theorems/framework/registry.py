@@ -3,7 +3,7 @@
 A claim is a pytest test function decorated (outermost) with `@claim(...)`. The decorator
 validates and registers the metadata, scales a Hypothesis test's example budget to the active
 profile, counts examples through Hypothesis' reassignable `inner_test`, and marks the function
-so that `theorems.plugin` turns its outcome into a verdict.
+so that `theorems.framework.plugin` turns its outcome into a verdict.
 
 Profiles live here too (not only in the root conftest), so that the CLI and a pytester run
 without the root conftest see the same budgets.
@@ -21,44 +21,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import HealthCheck, Phase, Verbosity, settings
 
-from theorems import evidence, hypothesis_compat
+from theorems.framework import evidence, hypothesis_compat
+from theorems.framework.profiles import run_seed, scaled_examples
+from theorems.framework.verdicts import EXPECTED, ID_PATTERN, KINDS, PROVENANCE_TAGS, order_key
 
-KINDS = frozenset(
-    {
-        "definition",
-        "lemma",
-        "theorem",
-        "corollary",
-        "experiment",
-        "control",
-        "metamorphic",
-        "conjecture",
-    }
-)
-EXPECTED = frozenset({"holds", "refuted", "unknown"})
-#: The provenance tags of the specs (their tables in ../shared/spec/*.md): [V] verified in
-#: text read, [V-frag] read in a fragment, [R+] recalled with confidence, [R] reconstructed,
-#: [R?] recalled with low confidence, [D] derived, [N] numerically observed, [U] unverified,
-#: [?] unknown. A claim's provenance names at least one; free text may surround them
-#: ("[R?] hypotheses, [D] n = 1"), and one bracket may hold several ("[D, N]").
-PROVENANCE_TAGS = frozenset({"V", "V-frag", "R+", "R", "R?", "D", "N", "U", "?"})
 _TAG = re.compile(r"\[([^\]]*)\]")
-#: holds: no counterexample, and the premise was met; refuted: a counterexample; inconclusive:
-#: the machinery could not decide; vacuous: the premise or assumptions were met in too few
-#: examples for "holds" to mean anything; error: the claim or its strategy is broken.
-VERDICTS = ("holds", "refuted", "inconclusive", "vacuous", "error")
-
-# An upper-case prefix (MM, EMB, or a user's own), then dash-separated letters and digits.
-ID_PATTERN = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)+$")
-
-PROFILE_ENV = "ATTN_HYPOTHESIS_PROFILE"
-DEFAULT_PROFILE = "ci"
-PROFILES = ("dev", "ci", "ci-random", "nightly", "debug")
-DATABASE_ENV = "ATTN_HYPOTHESIS_DB"
-#: The seed of a randomized run (ci-random draws one and prints it; give it back to replay).
-SEED_ENV = "ATTN_HYPOTHESIS_SEED"
 
 
 class ClaimRegistrationError(ValueError):
@@ -104,199 +72,7 @@ REGISTRY: dict[str, ClaimInfo] = {}
 # --------------------------------------------------------------------------- profiles
 
 
-def database_from_env(value: str | None = None):
-    """The shared Hypothesis example database named by ATTN_HYPOTHESIS_DB, or None (then
-    Hypothesis' default, .hypothesis/examples in the working directory).
-
-    A comma-separated list; each entry is a directory (DirectoryBasedExampleDatabase; on a
-    shared filesystem, any number of workers on any number of machines may use it at once),
-    `redis://host:port/db` (RedisExampleDatabase, needs `pip install "hypothesis[redis]"`),
-    or either prefixed `ro:` (ReadOnlyDatabase: replay its examples, never write, e.g. a copy
-    of the nightly database in CI). Several entries form one MultiplexedDatabase that reads
-    from all and writes to the writable ones. ValueError names a bad entry.
-    """
-    from hypothesis.database import (
-        DirectoryBasedExampleDatabase,
-        MultiplexedDatabase,
-        ReadOnlyDatabase,
-    )
-
-    value = os.environ.get(DATABASE_ENV, "") if value is None else value
-    entries = [e.strip() for e in value.split(",") if e.strip()]
-    if not entries:
-        return None
-    dbs = []
-    for entry in entries:
-        readonly = entry.startswith("ro:")
-        target = entry[3:] if readonly else entry
-        if not target:
-            raise ValueError(f"{DATABASE_ENV}: empty entry in {value!r}")
-        if target.startswith(("redis://", "rediss://")):
-            try:
-                import redis
-                from hypothesis.extra.redis import RedisExampleDatabase
-            except ImportError:
-                raise ValueError(
-                    f"{DATABASE_ENV}: {target!r} needs the redis client: "
-                    'pip install "hypothesis[redis]"'
-                ) from None
-            db = RedisExampleDatabase(redis.Redis.from_url(target))
-        elif "://" in target:
-            raise ValueError(f"{DATABASE_ENV}: unknown database URL {target!r}")
-        else:
-            db = DirectoryBasedExampleDatabase(os.path.expanduser(target))
-        dbs.append(ReadOnlyDatabase(db) if readonly else db)
-    return dbs[0] if len(dbs) == 1 else MultiplexedDatabase(*dbs)
-
-
-_DATABASE_ERROR: str | None = None
-
-
-def register_profiles() -> None:
-    """Register the four profiles (idempotent: re-registering replaces them).
-
-    nightly: 20x the ci budgets, every phase (target() included), not derandomized, and the
-    example database of ATTN_HYPOTHESIS_DB (see `database_from_env`). At scale: one shared
-    database for every worker of every machine, e.g. 4 machines x `pytest -n 16` = 64
-    workers on one directory of a shared filesystem or one Redis, each worker replaying what
-    the others found; CI keeps `database=None` (derandomized, reproducible) and may add the
-    nightly database read-only through the dev profile. See docs/scale-out.md.
-    """
-    global _DATABASE_ERROR
-    # GD-in-the-loop examples are slow and their timing varies: no deadline, and no
-    # timing-based health checks (prior-art C.1).
-    quiet = [HealthCheck.too_slow, HealthCheck.data_too_large]
-    common = dict(deadline=None, print_blob=True, suppress_health_check=quiet)
-    try:
-        database, _DATABASE_ERROR = database_from_env(), None
-    except ValueError as exc:
-        database, _DATABASE_ERROR = None, str(exc)
-    shared = {} if database is None else {"database": database}
-    # ci skips Hypothesis' explain phase: on a refuted control it re-ran the dynamics for
-    # most of a minute to annotate lines, and CI only needs the shrunk counterexample.
-    settings.register_profile(
-        "ci",
-        derandomize=True,
-        database=None,
-        max_examples=100,
-        phases=tuple(p for p in Phase if p is not Phase.explain),
-        **common,
-    )
-    # The ci budgets on fresh random draws: does a verdict survive examples it was not pinned
-    # with? The run's seed is printed and accepted back (ATTN_HYPOTHESIS_SEED, run_seed).
-    settings.register_profile("ci-random", parent=settings.get_profile("ci"), derandomize=False)
-    settings.register_profile("dev", derandomize=False, max_examples=20, **shared, **common)
-    settings.register_profile(
-        "nightly",
-        derandomize=False,
-        max_examples=2000,
-        phases=tuple(Phase),
-        **shared,
-        **common,
-    )
-    settings.register_profile(
-        "debug",
-        parent=settings.get_profile("ci"),
-        max_examples=1,
-        verbosity=Verbosity.verbose,
-        phases=(Phase.explicit, Phase.reuse, Phase.generate),
-    )
-
-
-def profile_from_env() -> str:
-    """The profile named by ATTN_HYPOTHESIS_PROFILE (default ci); ValueError if unknown."""
-    name = os.environ.get(PROFILE_ENV, "").strip() or DEFAULT_PROFILE
-    if name not in PROFILES:
-        raise ValueError(
-            f"{PROFILE_ENV}={name!r} is not a profile; choose one of {', '.join(PROFILES)}"
-        )
-    return name
-
-
-_LOADED_PROFILE: str | None = None
-
-
-def load_profile(name: str | None = None) -> str:
-    """Register the profiles and load `name` (default: from the environment)."""
-    register_profiles()
-    name = name or profile_from_env()
-    if _DATABASE_ERROR and name in ("dev", "nightly"):
-        raise ValueError(_DATABASE_ERROR)
-    settings.load_profile(name)
-    note_profile(name)
-    return name
-
-
-def note_profile(name: str) -> None:
-    """Remember the name of the profile loaded (by us, or by --hypothesis-profile)."""
-    global _LOADED_PROFILE
-    _LOADED_PROFILE = name
-
-
-def current_profile() -> str:
-    """The name of the loaded Hypothesis profile ("default" if none of ours was loaded).
-    Kept here: Hypothesis 6.100 has no public way to ask it."""
-    return _LOADED_PROFILE or "default"
-
-
-def run_seed(profile: str | None = None) -> int | None:
-    """The seed every claim's search starts from, or None (derandomized profiles, or a random
-    profile without a seed). Under ci-random a seed is always used: ATTN_HYPOTHESIS_SEED, or
-    one drawn now and put in the environment, so that xdist workers (started later, with this
-    environment) and the report use the same one."""
-    profile = profile or current_profile()
-    given = os.environ.get(SEED_ENV, "").strip()
-    if given:
-        try:
-            return int(given)
-        except ValueError:
-            raise ValueError(f"{SEED_ENV}={given!r} is not an integer") from None
-    if profile != "ci-random":
-        return None
-    drawn = int.from_bytes(os.urandom(4), "big")
-    os.environ[SEED_ENV] = str(drawn)
-    return drawn
-
-
-def scaled_examples(examples: int, profile: str | None = None) -> int:
-    """A claim's ci budget scaled to `profile` (the active one by default)."""
-    profile = profile or current_profile()
-    if profile == "dev":
-        return min(examples, max(5, examples // 5))
-    if profile == "nightly":
-        return 20 * examples
-    if profile == "debug":
-        return 1
-    return examples  # ci, ci-random, and any profile we do not know
-
-
 # --------------------------------------------------------------------------- verdicts
-
-
-def merge_verdicts(verdicts: Iterable[str]) -> str:
-    """One verdict for the items of a parametrized claim.
-
-    Any refuted -> refuted (a counterexample is the strongest finding); else any error ->
-    error; else any inconclusive -> inconclusive; else any vacuous -> vacuous (a part of the
-    claim was never exercised); else holds.
-    """
-    seen = set(verdicts)
-    unknown = seen - set(VERDICTS)
-    if unknown:
-        raise ValueError(f"unknown verdicts {sorted(unknown)}")
-    for verdict in ("refuted", "error", "inconclusive", "vacuous"):
-        if verdict in seen:
-            return verdict
-    if not seen:
-        raise ValueError("no verdicts to merge")
-    return "holds"
-
-
-def as_expected(verdict: str, expected: str) -> bool:
-    """Whether a verdict meets the expectation; "unknown" accepts anything but error."""
-    if expected == "unknown":
-        return verdict != "error"
-    return verdict == expected
 
 
 # --------------------------------------------------------------------------- the decorator
@@ -417,7 +193,7 @@ def _count_examples(inner: Callable, given: tuple[str, ...], replayed: dict) -> 
 def _check_replay(arguments: dict) -> None:
     """A saved counterexample that could not be rebuilt stands in as BrokenReplay values:
     raise its reason, so the claim errors with it instead of silently skipping the replay."""
-    from theorems.replay import BrokenReplay, ReplayError
+    from theorems.framework.replay import BrokenReplay, ReplayError
 
     broken = [value.reason for value in arguments.values() if isinstance(value, BrokenReplay)]
     for reason in broken[:1]:
@@ -433,11 +209,11 @@ def _given_names(fn: Callable) -> tuple[str, ...]:
 
 
 def _add_replay(fn: Callable, info: ClaimInfo, given: tuple[str, ...], replayed: dict):
-    """Replay the claim's saved counterexample first (theorems.replay), as an explicit
+    """Replay the claim's saved counterexample first (theorems.framework.replay), as an explicit
     example added outermost (Hypothesis runs the outermost @example first)."""
     from hypothesis import example
 
-    from theorems import replay
+    from theorems.framework import replay
 
     if not given:
         return fn
@@ -541,26 +317,6 @@ def claim_of(obj) -> ClaimInfo | None:
     """The ClaimInfo attached to a test function (or bound method), if any."""
     info = getattr(obj, "__claim__", None)
     return info if isinstance(info, ClaimInfo) else None
-
-
-# Reading order within a paper: definitions and their consequences first, then the lemmas,
-# theorems and corollaries, the experiments, and the negative controls last.
-KIND_ORDER = (
-    "definition",
-    "metamorphic",
-    "lemma",
-    "theorem",
-    "corollary",
-    "experiment",
-    "control",
-    "conjecture",
-)
-
-
-def order_key(paper: str, kind: str, module: str, line: int, claim_id: str) -> tuple:
-    """Sort key of a claim in reports and listings: paper, kind (reading order), definition."""
-    rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
-    return (paper, rank, module, line, claim_id)
 
 
 def ordered(claims: Iterable[ClaimInfo]) -> list[ClaimInfo]:

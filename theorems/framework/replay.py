@@ -15,7 +15,7 @@ tensors, arrays, numbers, strings, tuples, lists, dicts of those). On the next r
 adds them as an explicit `@example`, so Hypothesis tries the saved counterexample first.
 The header's `example` is the line to paste into the claim to keep it for good:
 
-    from theorems.replay import saved
+    from theorems.framework.replay import saved
     @example(inst=saved("ID"))
 
 Limitation: automatic replay needs every @given argument to be keyword-given and
@@ -27,33 +27,28 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from theorems import evidence
+from theorems.framework import evidence
+from theorems.framework.instances import (
+    INSTANCE_FIELDS,
+    Undecodable,
+    decode,
+)
 
 STORE_ENV = "ATTN_COUNTEREXAMPLES"
 DEFAULT_STORE = Path("theorems") / "counterexamples"
-REPO_ROOT = Path(__file__).resolve().parent.parent
-HEADER_KEYS = ("counterexample", "replay")  # keys of a saved file that `check` ignores
-INSTANCE_FIELDS = {
-    "prompt": ("model", "X", "y", "v", "W", "loss", "p0"),
-    "embedding": ("model", "sequences", "y", "E0", "v", "eta0"),
-}
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 _store: Path | None = None
 
 
 class ReplayError(RuntimeError):
     """A saved counterexample could not be read or rebuilt (named with its file)."""
-
-
-class Unrepresentable(TypeError):
-    """An argument that the typed JSON encoding cannot hold."""
 
 
 def set_store(path: Path | str | None) -> None:
@@ -75,105 +70,6 @@ def path_for(claim_id: str, store: Path | None = None) -> Path:
 
 
 # --------------------------------------------------------------------------- typed encoding
-
-
-def _instance_classes() -> dict[str, type]:
-    try:
-        from strategies.instances import EmbeddingInstance, PromptInstance
-    except ImportError:  # pragma: no cover - the strategies package is part of the suite
-        return {}
-    return {"PromptInstance": PromptInstance, "EmbeddingInstance": EmbeddingInstance}
-
-
-def encode(value: Any) -> dict:
-    """A JSON-able, typed form of one argument; Unrepresentable if there is none."""
-    if value is None or isinstance(value, (bool, str, int)):
-        return {"value": value}
-    if isinstance(value, float):
-        return {"float": value if math.isfinite(value) else repr(value)}
-    classes = _instance_classes()
-    name = type(value).__name__
-    if name in classes and isinstance(value, classes[name]):
-        return {
-            "instance": name,
-            "json": value.to_json(extra=True),
-            "meta": {str(k): encode(v) for k, v in value.meta.items()},
-        }
-    if callable(getattr(value, "detach", None)):  # torch tensor
-        return {"tensor": value.detach().cpu().tolist(), "dtype": str(value.dtype)}
-    if type(value).__module__ == "numpy":
-        import numpy as np
-
-        if isinstance(value, np.ndarray):
-            return {"ndarray": value.tolist(), "dtype": str(value.dtype)}
-        if isinstance(value, np.generic):
-            return {"numpy": value.item(), "dtype": str(value.dtype)}
-    if isinstance(value, (tuple, list)):
-        return {type(value).__name__: [encode(v) for v in value]}
-    if isinstance(value, (set, frozenset)):
-        items = [encode(v) for v in value]
-        items.sort(key=lambda doc: json.dumps(doc, sort_keys=True))
-        return {type(value).__name__: items}
-    if isinstance(value, dict):
-        if all(isinstance(k, str) for k in value):
-            return {"dict": {k: encode(v) for k, v in value.items()}}
-        return {"items": [[encode(k), encode(v)] for k, v in value.items()]}
-    raise Unrepresentable(f"cannot save a value of type {type(value).__name__}")
-
-
-def decode(doc: Mapping) -> Any:
-    """Inverse of `encode`."""
-    if "value" in doc:
-        return doc["value"]
-    if "float" in doc:
-        return float(doc["float"])
-    if "instance" in doc:
-        classes = _instance_classes()
-        cls = classes.get(doc["instance"])
-        if cls is None:
-            raise ReplayError(f"unknown instance class {doc['instance']!r}")
-        inst = cls.from_json(doc["json"])
-        meta = {k: decode(v) for k, v in doc.get("meta", {}).items()}
-        object.__setattr__(inst, "meta", meta)  # frozen dataclass: meta is not in to_json
-        return inst
-    if "tensor" in doc:
-        import torch
-
-        return torch.tensor(doc["tensor"], dtype=getattr(torch, doc["dtype"].split(".")[-1]))
-    if "ndarray" in doc or "numpy" in doc:
-        import numpy as np
-
-        if "numpy" in doc:
-            return np.dtype(doc["dtype"]).type(doc["numpy"])
-        return np.asarray(doc["ndarray"], dtype=doc["dtype"])
-    if "tuple" in doc:
-        return tuple(decode(v) for v in doc["tuple"])
-    if "set" in doc:
-        return {decode(v) for v in doc["set"]}
-    if "frozenset" in doc:
-        return frozenset(decode(v) for v in doc["frozenset"])
-    if "items" in doc:
-        return {decode(k): decode(v) for k, v in doc["items"]}
-    if "list" in doc:
-        return [decode(v) for v in doc["list"]]
-    if "dict" in doc:
-        return {k: decode(v) for k, v in doc["dict"].items()}
-    raise ReplayError(f"unknown encoded value {sorted(doc)}")
-
-
-def encode_arguments(arguments: Mapping[str, Any] | None) -> dict:
-    """{"args": {name: encoded}} or {"unrepresentable": {name: why}} for the arguments."""
-    if not arguments:
-        return {}
-    encoded, bad = {}, {}
-    for name, value in arguments.items():
-        try:
-            encoded[name] = encode(value)
-        except Unrepresentable as exc:
-            bad[name] = str(exc)
-        except Exception as exc:  # a to_json or tolist that fails: not saved, said why
-            bad[name] = f"cannot save it: {exc!r}"
-    return {"unrepresentable": bad} if bad else {"args": encoded}
 
 
 # --------------------------------------------------------------------------- saving
@@ -369,7 +265,7 @@ def saved_arguments(claim_id: str, store: Path | None = None) -> dict[str, Any]:
             )
     try:
         return {name: decode(value) for name, value in _expand(args, doc).items()}
-    except ReplayError as exc:
+    except (ReplayError, Undecodable) as exc:
         raise ReplayError(f"{path}: {exc}") from None
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ReplayError(f"{path}: cannot rebuild the saved arguments: {exc}") from None

@@ -1,0 +1,18 @@
+"""The verdict machinery of attention-theorems, apart from the claims: it imports nothing
+from them.
+
+Modules, each importing only those above it:
+
+- `instances`: the one instance schema (instance files, typed arguments).
+- `profiles`: Hypothesis profiles, the run's seed, example budgets.
+- `hypothesis_compat`: the one adapter over Hypothesis internals.
+- `evidence`: what a claim body records; the failure guard around each example.
+- `verdicts`: the verdict words and rules (judge one item, merge items, as expected).
+- `replay`: the counterexample store.
+- `registry`: the `@claim` decorator and the registry of claims.
+- `records`: per-item records, their merge, the claims.json document.
+- `lock`: the verdict lock and the gate.
+- `plugin`: the pytest hooks that run all of the above.
+- `cli`: `python -m theorems list | check | lock`.
+- `figures`: the shared look of the figures claims draw.
+"""

@@ -1,0 +1,297 @@
+"""The one instance schema of the suite, in its two forms.
+
+- An *instance file* (what `python -m theorems check` reads, what a saved counterexample's
+  top level holds, what `PromptInstance.to_json()` / `EmbeddingInstance.to_json()` write):
+  a JSON object with a "model" ("prompt" or "embedding") and the fields of INSTANCE_FIELDS.
+  `load_instance` validates one and names the offending field.
+- A *typed argument* (what the replay store keeps of an example's @given arguments):
+  `encode` / `decode`, lossless for instances (with their meta), tensors, arrays, numbers,
+  strings and containers of those.
+
+Imports nothing from the rest of the framework.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+LOSSES = ("logistic", "exponential", "correlation")
+#: The fields of an instance file, by model; the order is the order a saved file lists them.
+INSTANCE_FIELDS = {
+    "prompt": ("model", "X", "y", "v", "W", "loss", "p0"),
+    "embedding": ("model", "sequences", "y", "E0", "v", "eta0"),
+}
+#: Keys of a saved counterexample that are not instance fields (theorems.framework.replay).
+HEADER_KEYS = ("counterexample", "replay")
+
+
+class InstanceError(ValueError):
+    """An invalid instance; `field` names the offending field (None for the file itself)."""
+
+    def __init__(self, field: str | None, message: str):
+        self.field, self.message = field, message
+        super().__init__(f'field "{field}": {message}' if field else message)
+
+
+class Unrepresentable(TypeError):
+    """An argument that the typed JSON encoding cannot hold."""
+
+
+class Undecodable(ValueError):
+    """A typed JSON document that `decode` cannot rebuild."""
+
+
+def _instance_classes() -> dict[str, type]:
+    try:
+        from strategies.instances import EmbeddingInstance, PromptInstance
+    except ImportError:  # pragma: no cover - the strategies package is part of the suite
+        return {}
+    return {"PromptInstance": PromptInstance, "EmbeddingInstance": EmbeddingInstance}
+
+
+def encode(value: Any) -> dict:
+    """A JSON-able, typed form of one argument; Unrepresentable if there is none."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return {"value": value}
+    if isinstance(value, float):
+        return {"float": value if math.isfinite(value) else repr(value)}
+    classes = _instance_classes()
+    name = type(value).__name__
+    if name in classes and isinstance(value, classes[name]):
+        return {
+            "instance": name,
+            "json": value.to_json(extra=True),
+            "meta": {str(k): encode(v) for k, v in value.meta.items()},
+        }
+    if callable(getattr(value, "detach", None)):  # torch tensor
+        return {"tensor": value.detach().cpu().tolist(), "dtype": str(value.dtype)}
+    if type(value).__module__ == "numpy":
+        import numpy as np
+
+        if isinstance(value, np.ndarray):
+            return {"ndarray": value.tolist(), "dtype": str(value.dtype)}
+        if isinstance(value, np.generic):
+            return {"numpy": value.item(), "dtype": str(value.dtype)}
+    if isinstance(value, (tuple, list)):
+        return {type(value).__name__: [encode(v) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        items = [encode(v) for v in value]
+        items.sort(key=lambda doc: json.dumps(doc, sort_keys=True))
+        return {type(value).__name__: items}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value):
+            return {"dict": {k: encode(v) for k, v in value.items()}}
+        return {"items": [[encode(k), encode(v)] for k, v in value.items()]}
+    raise Unrepresentable(f"cannot save a value of type {type(value).__name__}")
+
+
+def decode(doc: Mapping) -> Any:
+    """Inverse of `encode`."""
+    if "value" in doc:
+        return doc["value"]
+    if "float" in doc:
+        return float(doc["float"])
+    if "instance" in doc:
+        classes = _instance_classes()
+        cls = classes.get(doc["instance"])
+        if cls is None:
+            raise Undecodable(f"unknown instance class {doc['instance']!r}")
+        inst = cls.from_json(doc["json"])
+        meta = {k: decode(v) for k, v in doc.get("meta", {}).items()}
+        object.__setattr__(inst, "meta", meta)  # frozen dataclass: meta is not in to_json
+        return inst
+    if "tensor" in doc:
+        import torch
+
+        return torch.tensor(doc["tensor"], dtype=getattr(torch, doc["dtype"].split(".")[-1]))
+    if "ndarray" in doc or "numpy" in doc:
+        import numpy as np
+
+        if "numpy" in doc:
+            return np.dtype(doc["dtype"]).type(doc["numpy"])
+        return np.asarray(doc["ndarray"], dtype=doc["dtype"])
+    if "tuple" in doc:
+        return tuple(decode(v) for v in doc["tuple"])
+    if "set" in doc:
+        return {decode(v) for v in doc["set"]}
+    if "frozenset" in doc:
+        return frozenset(decode(v) for v in doc["frozenset"])
+    if "items" in doc:
+        return {decode(k): decode(v) for k, v in doc["items"]}
+    if "list" in doc:
+        return [decode(v) for v in doc["list"]]
+    if "dict" in doc:
+        return {k: decode(v) for k, v in doc["dict"].items()}
+    raise Undecodable(f"unknown encoded value {sorted(doc)}")
+
+
+def encode_arguments(arguments: Mapping[str, Any] | None) -> dict:
+    """{"args": {name: encoded}} or {"unrepresentable": {name: why}} for the arguments."""
+    if not arguments:
+        return {}
+    encoded, bad = {}, {}
+    for name, value in arguments.items():
+        try:
+            encoded[name] = encode(value)
+        except Unrepresentable as exc:
+            bad[name] = str(exc)
+        except Exception as exc:  # a to_json or tolist that fails: not saved, said why
+            bad[name] = f"cannot save it: {exc!r}"
+    return {"unrepresentable": bad} if bad else {"args": encoded}
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", dict: "an object", str: "a string", bool: "a boolean"}.get(
+        type(value), "null" if value is None else f"the number {value!r}"
+    )
+
+
+def _array(field: str, value: Any, ndim: int, *, integer: bool = False) -> tuple[int, ...]:
+    """Check a rectangular nested list of finite numbers; return its shape."""
+    if value is None:
+        raise InstanceError(field, "missing")
+    shape: list[int] = []
+    level: list[tuple[str, Any]] = [(field, value)]
+    for _ in range(ndim):
+        length, below = None, []
+        for path, node in level:
+            if not isinstance(node, list):
+                raise InstanceError(
+                    field, f"expected a {ndim}-dimensional nested list, but {path} is {_kind(node)}"
+                )
+            if length is None:
+                length = len(node)
+            elif len(node) != length:
+                raise InstanceError(
+                    field, f"ragged nested list: {path} has length {len(node)}, expected {length}"
+                )
+            below.extend((f"{path}[{i}]", x) for i, x in enumerate(node))
+        if not length:
+            raise InstanceError(field, f"{level[0][0]} is empty")
+        shape.append(length)
+        level = below
+    for path, leaf in level:
+        # JSON booleans are ints to Python; they are never valid numbers here.
+        if isinstance(leaf, bool) or not isinstance(leaf, (int, float)):
+            raise InstanceError(field, f"non-numeric value {_kind(leaf)} at {path}")
+        if integer and not isinstance(leaf, int):
+            raise InstanceError(field, f"token ids must be integers, got {leaf!r} at {path}")
+        if not math.isfinite(leaf):
+            raise InstanceError(field, f"non-finite value {leaf!r} at {path}")
+    return tuple(shape)
+
+
+def _expect_shape(field: str, shape: tuple[int, ...], expected: tuple[int, ...], why: str):
+    if shape != expected:
+        raise InstanceError(field, f"expected shape {list(expected)} ({why}), got {list(shape)}")
+
+
+def _labels(doc: dict, n: int, of: str) -> None:
+    (count,) = _array("y", doc.get("y"), 1)
+    if count != n:
+        raise InstanceError("y", f"expected {n} labels (one per {of}), got {count}")
+    for i, label in enumerate(doc["y"]):
+        if label not in (1, -1):
+            raise InstanceError("y", f"labels must be ±1, got {label!r} at index {i}")
+
+
+def _validate_prompt(doc: dict) -> None:
+    n, T, d = _array("X", doc.get("X"), 3)
+    _labels(doc, n, "sequence of X")
+    _expect_shape("v", _array("v", doc.get("v"), 1), (d,), "d from X")
+    if doc.get("W") is not None:
+        _expect_shape("W", _array("W", doc["W"], 2), (d, d), "d×d with d from X")
+    if doc.get("p0") is not None:
+        _expect_shape("p0", _array("p0", doc["p0"], 1), (d,), "d from X")
+    loss = doc.get("loss", "logistic")
+    if loss not in LOSSES:
+        raise InstanceError("loss", f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
+
+
+def _validate_embedding(doc: dict) -> None:
+    n, T = _array("sequences", doc.get("sequences"), 2, integer=True)
+    _labels(doc, n, "sequence")
+    vocab, d = _array("E0", doc.get("E0"), 2)
+    _expect_shape("v", _array("v", doc.get("v"), 1), (d,), "d from E0")
+    for i, row in enumerate(doc["sequences"]):
+        for t, token in enumerate(row):
+            if not 0 <= token < vocab:
+                raise InstanceError(
+                    "sequences",
+                    f"token id {token} at sequences[{i}][{t}] is out of range "
+                    f"[0, {vocab}) (E0 has {vocab} rows)",
+                )
+    eta0 = doc.get("eta0")
+    if eta0 is None:
+        raise InstanceError("eta0", "missing")
+    if isinstance(eta0, bool) or not isinstance(eta0, (int, float)):
+        raise InstanceError("eta0", f"must be a number, got {_kind(eta0)}")
+    if not (math.isfinite(eta0) and eta0 > 0):
+        raise InstanceError("eta0", f"must be a finite number > 0, got {eta0!r}")
+
+
+def _read(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InstanceError(None, f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InstanceError(None, f"{path}: cannot read: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InstanceError(
+            None, f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+
+
+def load_instance(path_or_dict: str | Path | dict) -> tuple[str, dict[str, Any]]:
+    """Read and validate an instance; return (model, fields as torch tensors).
+
+    prompt -> X, y, v, W, p0 as float64 tensors and loss as a string; embedding ->
+    sequences as an int64 tensor, y, E0, v as float64 tensors and eta0 as a float.
+    Raises InstanceError naming the offending field.
+    """
+    doc = path_or_dict if isinstance(path_or_dict, dict) else _read(path_or_dict)
+    if not isinstance(doc, dict):
+        raise InstanceError(None, f"an instance must be a JSON object, got {_kind(doc)}")
+    if any(key in doc for key in HEADER_KEYS):  # a saved counterexample: drop its header
+        doc = {k: v for k, v in doc.items() if k not in HEADER_KEYS}
+    model = doc.get("model")
+    if model is None:
+        raise InstanceError("model", 'missing (expected "prompt" or "embedding")')
+    if model not in INSTANCE_FIELDS:
+        raise InstanceError("model", f'unknown model {model!r} (expected "prompt" or "embedding")')
+    for key in doc:
+        if key not in INSTANCE_FIELDS[model]:
+            allowed = ", ".join(sorted(INSTANCE_FIELDS[model]))
+            raise InstanceError(key, f'unknown field for model "{model}" (allowed: {allowed})')
+    (_validate_prompt if model == "prompt" else _validate_embedding)(doc)
+
+    import torch  # only once the instance is known to be valid
+
+    f64 = torch.float64
+    if model == "prompt":
+        d = len(doc["v"])
+        W = doc.get("W")
+        p0 = doc.get("p0")
+        return model, {
+            "X": torch.tensor(doc["X"], dtype=f64),
+            "y": torch.tensor(doc["y"], dtype=f64),
+            "v": torch.tensor(doc["v"], dtype=f64),
+            "W": torch.eye(d, dtype=f64) if W is None else torch.tensor(W, dtype=f64),
+            "loss": doc.get("loss", "logistic"),
+            "p0": torch.zeros(d, dtype=f64) if p0 is None else torch.tensor(p0, dtype=f64),
+        }
+    return model, {
+        "sequences": torch.tensor(doc["sequences"], dtype=torch.int64),
+        "y": torch.tensor(doc["y"], dtype=f64),
+        "E0": torch.tensor(doc["E0"], dtype=f64),
+        "v": torch.tensor(doc["v"], dtype=f64),
+        "eta0": float(doc["eta0"]),
+    }

@@ -1,0 +1,224 @@
+"""The verdict rules: the words a claim may be given, and how one claim item's outcome
+becomes a verdict (`judge`), how a parametrized claim's items merge (`merge_verdicts`), and
+whether a verdict is the expected one (`as_expected`).
+
+Imports only `evidence` of the framework (whose Collector `judge` reads) and Hypothesis'
+public exception classes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+import traceback
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from hypothesis.errors import FailedHealthCheck, Flaky, HypothesisException, Unsatisfiable
+
+from theorems.framework import evidence
+
+if TYPE_CHECKING:  # the registry imports this module
+    from theorems.framework.registry import ClaimInfo
+
+TEXT_LIMIT = 4000  # characters kept of an error or a falsifying-example text
+
+# BaseExceptionGroup is a builtin from Python 3.11; Hypothesis uses the backport before.
+_GROUP = getattr(builtins, "BaseExceptionGroup", None)
+if _GROUP is None:  # pragma: no cover - Python 3.10
+    from exceptiongroup import BaseExceptionGroup as _GROUP
+
+
+KINDS = frozenset(
+    {
+        "definition",
+        "lemma",
+        "theorem",
+        "corollary",
+        "experiment",
+        "control",
+        "metamorphic",
+        "conjecture",
+    }
+)
+
+
+EXPECTED = frozenset({"holds", "refuted", "unknown"})
+
+
+#: The provenance tags of the specs (their tables in ../shared/spec/*.md): [V] verified in
+#: text read, [V-frag] read in a fragment, [R+] recalled with confidence, [R] reconstructed,
+#: [R?] recalled with low confidence, [D] derived, [N] numerically observed, [U] unverified,
+#: [?] unknown. A claim's provenance names at least one; free text may surround them
+#: ("[R?] hypotheses, [D] n = 1"), and one bracket may hold several ("[D, N]").
+PROVENANCE_TAGS = frozenset({"V", "V-frag", "R+", "R", "R?", "D", "N", "U", "?"})
+
+
+#: holds: no counterexample, and the premise was met; refuted: a counterexample; inconclusive:
+#: the machinery could not decide; vacuous: the premise or assumptions were met in too few
+#: examples for "holds" to mean anything; error: the claim or its strategy is broken.
+VERDICTS = ("holds", "refuted", "inconclusive", "vacuous", "error")
+
+
+# An upper-case prefix (MM, EMB, or a user's own), then dash-separated letters and digits.
+ID_PATTERN = re.compile(r"^[A-Z][A-Z0-9]*(?:-[A-Za-z0-9]+)+$")
+
+
+def merge_verdicts(verdicts: Iterable[str]) -> str:
+    """One verdict for the items of a parametrized claim.
+
+    Any refuted -> refuted (a counterexample is the strongest finding); else any error ->
+    error; else any inconclusive -> inconclusive; else any vacuous -> vacuous (a part of the
+    claim was never exercised); else holds.
+    """
+    seen = set(verdicts)
+    unknown = seen - set(VERDICTS)
+    if unknown:
+        raise ValueError(f"unknown verdicts {sorted(unknown)}")
+    for verdict in ("refuted", "error", "inconclusive", "vacuous"):
+        if verdict in seen:
+            return verdict
+    if not seen:
+        raise ValueError("no verdicts to merge")
+    return "holds"
+
+
+def as_expected(verdict: str, expected: str) -> bool:
+    """Whether a verdict meets the expectation; "unknown" accepts anything but error."""
+    if expected == "unknown":
+        return verdict != "error"
+    return verdict == expected
+
+
+# Reading order within a paper: definitions and their consequences first, then the lemmas,
+# theorems and corollaries, the experiments, and the negative controls last.
+KIND_ORDER = (
+    "definition",
+    "metamorphic",
+    "lemma",
+    "theorem",
+    "corollary",
+    "experiment",
+    "control",
+    "conjecture",
+)
+
+
+def order_key(paper: str, kind: str, module: str, line: int, claim_id: str) -> tuple:
+    """Sort key of a claim in reports and listings: paper, kind (reading order), definition."""
+    rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+    return (paper, rank, module, line, claim_id)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, _GROUP):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def trim(text: str, limit: int = TEXT_LIMIT) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 15] + "\n... [trimmed]"
+
+
+def _describe(exc: BaseException) -> str:
+    return trim("".join(traceback.format_exception_only(type(exc), exc)))
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def falsifying_text(info: ClaimInfo, collector: evidence.Collector) -> str | None:
+    """The minimal counterexample as a call of the claim's test, built from the arguments
+    the framework recorded for the last failing example (Hypothesis replays the shrunk one
+    last); None when no example of a Hypothesis claim failed."""
+    arguments = collector.counterexample_arguments
+    if not collector.is_hypothesis or arguments is None:
+        return None
+    name = info.qualname.rsplit(".", 1)[-1]
+    lines = [f"    {key}={_repr(value)}," for key, value in arguments.items()]
+    where = " (the saved counterexample, replayed)" if collector.counterexample_is_replay else ""
+    # Object reprs carry memory addresses, which differ between runs.
+    text = "\n".join([f"Falsifying example{where}: {name}(", *lines, ")"])
+    return trim(_ADDRESS.sub("", text))
+
+
+def _repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception as exc:  # a broken __repr__ must not lose the verdict
+        text = f"<{type(value).__name__}: repr failed: {exc!r}>"
+    return text.replace("\n", "\n    ")
+
+
+def _from_the_body(exc: BaseException, collector: evidence.Collector) -> bool:
+    """Whether `exc` (or a leaf of it) was raised inside the example body; an exception
+    raised while Hypothesis drew the arguments never passed through it."""
+    return any(leaf is collector.last_body_exception for leaf in _leaves(exc))
+
+
+def judge(
+    exc: BaseException | None, collector: evidence.Collector, info: ClaimInfo
+) -> tuple[str, str | None, str]:
+    """(verdict, error text or None, one-line reason) for one claim item.
+
+    A machinery failure never reaches here as a counterexample: evidence.example turned any
+    example it touched into an inconclusive one. What is left to decide: a counterexample
+    (refuted), too few examples meeting the premise (vacuous), too many undecided ones
+    (inconclusive), a broken claim or strategy (error), or support (holds)."""
+    snap = collector.snapshot()
+    rejected, undecided = sum(snap["rejections"].values()), sum(snap["inconclusive"].values())
+    premise = snap["premise"]
+    if exc is None:
+        seen = collector.examples + undecided
+        if collector.examples == 0 and undecided:
+            return "inconclusive", None, f"no example completed ({snap['inconclusive']})"
+        if premise["met"] < info.min_premise or collector.examples == 0:
+            return "vacuous", None, _vacuous_reason(info, premise, snap)
+        if undecided / seen > info.max_inconclusive:
+            return (
+                "inconclusive",
+                None,
+                f"{undecided} of {seen} examples inconclusive "
+                f"(more than {info.max_inconclusive:.0%}): {snap['inconclusive']}",
+            )
+        return "holds", None, f"held on {collector.examples} examples"
+    if isinstance(exc, Flaky):  # before the group test: FlakyFailure is an ExceptionGroup
+        return "error", _describe(exc), "Hypothesis reports a flaky (non-deterministic) test"
+    if all(isinstance(leaf, AssertionError) for leaf in _leaves(exc)):
+        return "refuted", None, "a counterexample was found"
+    if isinstance(exc, evidence.InconclusiveExample):
+        return "inconclusive", None, f"the numerics could not decide: {exc.reason}"
+    if isinstance(exc, evidence.RejectedExample):
+        return "vacuous", None, f"the instance does not meet the claim's assumptions: {exc.reason}"
+    # Hypothesis gave up on drawing examples that pass the assumptions: by our own counts,
+    # not by its message (Unsatisfiable, or the filter_too_much health check).
+    gave_up = isinstance(exc, Unsatisfiable) or (
+        isinstance(exc, FailedHealthCheck) and (rejected or undecided)
+    )
+    if gave_up:
+        if undecided and (undecided >= rejected or premise["met"] >= info.min_premise):
+            return (
+                "inconclusive",
+                None,
+                f"too many inconclusive examples: {snap['inconclusive']}",
+            )
+        if rejected:
+            return "vacuous", None, _vacuous_reason(info, premise, snap)
+        message = f"the strategy draws no valid instance\n{_describe(exc)}"
+        return "error", trim(message), message.splitlines()[0]
+    drawn = collector.is_hypothesis and not isinstance(exc, HypothesisException)
+    if drawn and not _from_the_body(exc, collector):
+        text = _describe(exc)
+        message = f"the strategy failed to build an instance: {text.splitlines()[0]}"
+        return "error", trim(f"{message}\n{text}"), message
+    return "error", _describe(exc), f"{type(exc).__name__} raised"
+
+
+def _vacuous_reason(info: ClaimInfo, premise: dict, snap: dict) -> str:
+    what = "its premise" if premise["declared"] else "its assumptions"
+    rejections = f"; rejected: {snap['rejections']}" if snap["rejections"] else ""
+    return (
+        f"{what} held in {premise['met']} of {premise['of']} examples "
+        f"(at least {info.min_premise} needed){rejections}: no evidence either way"
+    )
