@@ -1,4 +1,4 @@
-"""Unit tests of the helpers that the 2306.13596 claims build on (theorems/claims_mm_*.py):
+"""Unit tests of the helpers that the 2306.13596 claims build on (theorems/maxmargin/):
 the term-by-term directional derivative, ``settle``'s persistence check, the independent SVM
 and hull oracles, and the instance transformations (``random_init``, ``heterogeneous``)."""
 
@@ -15,14 +15,10 @@ from models.dynamics import converge
 from models.selection import local_optimality
 from models.svm import att_constraints, att_svm
 from strategies import equal_nonopt_instances
-from theorems.claims_mm_gd import (
-    directional_derivative,
-    heterogeneous,
-    random_init,
-    settle,
-    theorem_g_counterexample,
-)
-from theorems.claims_mm_svm import in_convex_hull, least_distance_nnls
+from strategies.combinators import heterogeneous, random_init
+from theorems.maxmargin.claims_gd import theorem_g_counterexample
+from theorems.maxmargin.claims_svm import in_convex_hull, least_distance_nnls
+from theorems.maxmargin.common import directional_derivative, settle
 
 DTYPE = torch.float64
 

@@ -47,18 +47,23 @@ def _error(message: str, code: int) -> int:
 
 
 def import_claim_modules(root: Path = REPO_ROOT) -> list[tuple[str, str]]:
-    """Import every theorems/claims_*.py and theorems/test_*.py; return the modules that
-    failed to import as (module, one-line reason). Registration errors propagate."""
+    """Import every claims_*.py and test_*.py under theorems/ (the per-paper sub-packages and
+    any user's module at the top); return the modules that failed to import as (module,
+    one-line reason). Registration errors propagate."""
     from theorems.framework.registry import ClaimRegistrationError
 
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     failed = []
-    paths = sorted((root / "theorems").glob("claims_*.py")) + sorted(
-        (root / "theorems").glob("test_*.py")
+    folder = root / "theorems"
+    paths = sorted(
+        path
+        for pattern in ("claims_*.py", "test_*.py")
+        for path in folder.rglob(pattern)
+        if "framework" not in path.relative_to(folder).parts
     )
     for path in paths:
-        name = f"theorems.{path.stem}"
+        name = ".".join(("theorems", *path.relative_to(folder).with_suffix("").parts))
         try:
             importlib.import_module(name)
         except ClaimRegistrationError:

@@ -32,24 +32,25 @@ from strategies import (
     k_level_instances,
     single_relevant_token_instances,
 )
-from theorems.framework import evidence, figures
+from theorems.embeddings import PAPER, plots
+from theorems.embeddings.common import (
+    ONE_STEP_DATA,
+    PAPER_CONSTANT,
+    RANK1_TOL,
+    REGIME_DIMS,
+    REGIME_ETA0,
+    paper_error,
+    problem_of,
+)
+from theorems.framework import evidence
 from theorems.framework.registry import claim
 
-PAPER = "2505.17282"
 F64 = torch.float64
 
-# P-4.1a: the rank-one residual ‖D − (Dv/‖v‖²)vᵀ‖_max/‖D‖_max and the relative error of
-# Dv/(η0‖v‖²) against β are both held to 1e-10 (spec §3.1; observed 3e-14).
-RANK1_TOL = 1e-10
 # P-4.1b: |β_s − α_s/2| ≤ (1/4) max_j|f⁰_j| ᾱ_s + 1e-12 (spec §3.1).
 R2_ABS_TOL = 1e-12
 # R3 is the same inequality scaled by η0 plus the init term; float slack relative to its size.
 R3_REL_TOL = 1e-12
-# P-4.1c: the [U] constant of Lemma 4.1, |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ 11 η0 d^(−1/4), claimed in the
-# regime ‖v‖ = 1, d ≥ 1024, η0 ∈ [0.1, 100], |S| ≤ 40 (spec §3.1).
-PAPER_CONSTANT = 11.0
-REGIME_DIMS = (1024, 2048, 4096)
-REGIME_ETA0 = st.one_of(st.sampled_from([0.1, 1.0, 10.0, 100.0]), st.floats(0.1, 100.0))
 # P-4.1d: Pearson(⟨E¹_s − E⁰_s, v⟩, α_s) ≥ 0.99 whenever std_s(α_s)·√d ≥ 0.3 (spec §3.1).
 PROP_MIN_CORR = 0.99
 PROP_MIN_SPREAD = 0.3
@@ -58,10 +59,6 @@ PROP_MIN_SPREAD = 0.3
 RATE_DIMS = (256, 1024, 4096, 16384)
 RATE_SEEDS = range(20)
 RATE_MAX_SLOPE = -0.3
-
-# One-step data (spec §3.1 "How to check"): G2 (general frequencies) and G1 (Assumption 1),
-# each with the ranges of spec §6.
-ONE_STEP_DATA = st.one_of(general_frequency_instances(), single_relevant_token_instances())
 
 
 @st.composite
@@ -85,15 +82,6 @@ def any_head(draw, base=ONE_STEP_DATA):
             meta=inst.meta,
         )
     return inst
-
-
-def problem_of(inst: EmbeddingInstance) -> EmbeddingProblem:
-    return EmbeddingProblem(sequences=inst.sequences, y=inst.y, E=inst.E0, v=inst.v)
-
-
-def paper_error(step, v: torch.Tensor) -> torch.Tensor:
-    """|⟨E¹_s, v⟩ − (η0/2)α_s| per token: the left-hand side of Lemma 4.1 as stated (‖v‖ = 1)."""
-    return torch.abs(step.E1 @ v - step.eta0 / 2 * step.alpha)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,22 +228,7 @@ _PROP_FIGURE = "emb_onestep_shift_vs_alpha.png"
 
 
 def _draw_prop_figure() -> None:
-    fig, axes = figures.new(width=5.0, height=4.2)
-    ax = axes[0][0]
-    dims = sorted({d for d, _, _ in _PROP_POINTS})
-    cmap = {d: f"C{k}" for k, d in enumerate(dims)}
-    lo = min(float(a.min()) for _, a, _ in _PROP_POINTS)
-    hi = max(float(a.max()) for _, a, _ in _PROP_POINTS)
-    for d in dims:
-        a = np.concatenate([a for dd, a, _ in _PROP_POINTS if dd == d])
-        s = np.concatenate([s for dd, _, s in _PROP_POINTS if dd == d])
-        ax.scatter(a, s, s=6, alpha=0.6, color=cmap[d], label=f"d = {d}")
-    ax.plot([lo, hi], [lo / 2, hi / 2], "k--", lw=1.2, label="slope 1/2 (shift = η0 α/2)")
-    ax.set_xlabel("average signed frequency α_s")
-    ax.set_ylabel("one-step shift ⟨E¹_s − E⁰_s, v⟩ / η0")
-    ax.set_title(f"Lemma 4.1 on G2 data ({len(_PROP_POINTS)} instances)")
-    ax.legend(fontsize=7)
-    figures.save(fig, _PROP_FIGURE)
+    plots.prop_figure(_PROP_POINTS, _PROP_FIGURE)
 
 
 @claim(

@@ -4,7 +4,7 @@ Spec ``spec/embeddings.md`` §5 (N1–N4, N6–N11, N13; N12 is not discriminati
 and controls that drop one hypothesis of a result. Each test states the WRONG claim as if it
 were true (``expected="refuted"``): it passes when Hypothesis finds a counterexample, and the
 report keeps the shrunk instance. Instances come from the public strategies; the flows follow
-the protocol of ``claims_emb_flow`` (one step from p⁰ = 0, E¹ frozen, gradient flow on p traced
+the protocol of ``claims_flow`` (one step from p⁰ = 0, E¹ frozen, gradient flow on p traced
 by ``models.dynamics``), through its cached ``run_flow``.
 """
 
@@ -25,27 +25,25 @@ from strategies import (
     two_relevant_instances,
 )
 from theorems import evidence
-from theorems.claims_emb_flow import (
-    PRACTICAL_TARGET,
-    R_FAR,
-    THEOREM_DATA,
-    cls_svm_of,
-    prepare,
-    run_flow,
-    theorem_instance,
-)
-from theorems.claims_emb_onestep import (
+from theorems.embeddings import PAPER
+from theorems.embeddings.common import (
     ONE_STEP_DATA,
     PAPER_CONSTANT,
+    PRACTICAL_TARGET,
+    R_FAR,
     RANK1_TOL,
     REGIME_DIMS,
     REGIME_ETA0,
+    THEOREM_DATA,
+    cls_svm_of,
     paper_error,
+    prepare,
     problem_of,
+    run_flow,
+    theorem_instance,
 )
 from theorems.framework.registry import claim
 
-PAPER = "2505.17282"
 F64 = torch.float64
 
 # N3: exactness is tested at float precision, relative to the size of the target.

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from models.attention import PromptProblem, one_minus_cos
 from models.heads import NonlinearHeadProblem, concave_bump, squared_norm
 from models.regpath import local_reg_path_point, reg_path_point, svm_directions
-from models.selection import global_opt, support_sets
+from models.selection import global_opt
 from models.svm import att_svm
 from strategies import (
     figure1_instance,
@@ -43,8 +43,9 @@ from strategies import (
 )
 from strategies.instances import SVM_FEASIBLE, UNIQUE_OPT, PromptInstance
 from theorems import claim, evidence
+from theorems.maxmargin import PAPER
+from theorems.maxmargin.common import key_problem, rp_tol, safe_cap
 
-PAPER = "2306.13596"
 DTYPE = torch.float64
 LOSSES = ("logistic", "exponential", "correlation")
 
@@ -58,14 +59,6 @@ RP_MULTIPLES_3D = (20.0, 100.0)
 #: Restarts per sphere search in dimension 3 (plus the ATT-SVM directions of every selection):
 #: 24 and 64 gave the same points and the same 2/25 uncertified draws in calibration.
 RESTARTS = 24
-#: 1 − cos(p_R, p^mm) ≤ RP_K/c² at c = R/‖p^mm‖. Asymptotically p_R = R·p̂^mm + ρ + o(1), so
-#: 1 − cos ≈ |ρ⊥|²/(2R²) (models/regpath tests); |ρ⊥| is the log of score-gap and token-count
-#: ratios in units of ‖p^mm‖, ≤ log(2/0.05 · 4) ≈ 5 on these strategies: c²(1 − cos) ≲ 12.5.
-#: Calibration before writing the claims (these strategies, float64): worst c²(1 − cos) = 5.2
-#: over 240 draws in dimension 2 (three losses, c ∈ {20, 50, 200}), 3.2 over 60 in dimension
-#: 3, 7.1 over 245 convex-head draws at c = 20. The spec's toy (logistic 1.5e-5 at R = 10) is
-#: far inside. K = 25 leaves 3.5× room over the worst draw.
-RP_K = 25.0
 #: ‖p_R‖ = R: the grids and restarts place p exactly on the sphere; 1e-9 is rounding.
 NORM_TOL = 1e-9
 #: "Monotone-ish": 1 − cos at the large c may exceed its value at the small c by at most this
@@ -83,20 +76,7 @@ NL_MULTIPLES = (5.0, 20.0)
 F10_RADII = (10.0, 100.0)
 
 
-def rp_tol(c: float) -> float:
-    """The tolerance on 1 − cos(p_R, p^mm) at R = c·‖p^mm‖ (see RP_K)."""
-    return RP_K / c**2
-
-
 # ---- helpers -----------------------------------------------------------------------------------
-
-
-def key_problem(inst: PromptInstance, loss: str | None = None) -> PromptProblem:
-    """The instance's prompt problem restricted to the key coordinates that are not identically
-    zero (W = diag(I, 0) of the decoupled form zeroes the score coordinate)."""
-    keys = inst.keys
-    used = keys.abs().amax(dim=(0, 1)) > 0
-    return PromptProblem(keys[..., used], inst.scores, loss or inst.loss)
 
 
 def solved(keys, alpha, what: str):
@@ -236,40 +216,6 @@ def local_path(problem: PromptProblem, alpha, target, eps: float, multiples=RP_M
     radii = [c * float(target.norm) for c in multiples]
     points = [local_reg_path_point(problem, alpha, R, eps, center=target.x) for R in radii]
     return certified(points, "local path")
-
-
-def safe_cap(problem: PromptProblem, alpha, target) -> float:
-    """A cap width ε for which the local path provably sees only α's own max-margin problem [D].
-
-    For large R the sign of L − L_α at R·u is that of the smallest-margin token: negative if a
-    token scoring above α_i has the smallest margin d_itᵀu (d_it = k_iα − k_it), positive if a
-    lower-scoring one has. Support tokens score below α_i (Def. 2) and have margin 1/‖p^mm‖ at
-    p̂ = p^mm/‖p^mm‖; a higher-scoring token t has d_tᵀp̂ > 1/‖p^mm‖ (it is not a support token).
-    With δ = min_t d_tᵀp̂ − 1/‖p^mm‖ and Λ = max_t ‖d_t‖ + max_s ‖d_s‖ (t higher, s support),
-    every u with ‖u − p̂‖ ≤ θ = δ/Λ keeps each higher token's margin above each support token's,
-    so L > L_α on the whole cap and the max-margin direction over the lower-scoring tokens (p̂,
-    by the KKT conditions) wins. Returns ε = 1 − cos(min(θ, 0.999·π/2)).
-    """
-    keys = problem.keys.numpy()
-    g = problem.scores.numpy()
-    n, T, _ = keys.shape
-    rows = np.arange(n)
-    d = keys[rows, alpha][:, None, :] - keys
-    margins = d @ target.direction
-    higher = g > g[rows, alpha][:, None]
-    support = np.zeros((n, T), dtype=bool)
-    for i, tokens in enumerate(support_sets(problem.keys, alpha, target)):
-        support[i, tokens] = True
-    widest = 0.999 * math.pi / 2  # local_reg_path_point needs ε < 1
-    if not higher.any() or not support.any():
-        return 1.0 - math.cos(widest)
-    delta = float(margins[higher].min() - 1.0 / target.norm)
-    lam = float(
-        np.linalg.norm(d, axis=-1)[higher].max() + np.linalg.norm(d, axis=-1)[support].max()
-    )
-    if delta <= 0:
-        evidence.reject("a higher-scoring token is a support token (α not locally optimal)")
-    return 1.0 - math.cos(min(delta / lam, widest))
 
 
 @claim(

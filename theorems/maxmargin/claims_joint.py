@@ -42,8 +42,8 @@ from models.svm import att_svm
 from strategies import figure3_instance
 from strategies.instances import NONTIGHT_V_SVM, SVM_FEASIBLE, TIGHT_V_SVM, PromptInstance
 from theorems import claim, evidence
+from theorems.maxmargin import PAPER
 
-PAPER = "2306.13596"
 DTYPE = torch.float64
 
 # ---- tolerances (spec §2.7, §6, §7 and calibration) ----------------------------------------------
@@ -233,7 +233,7 @@ def ngd_failure(problem, svms, inst: PromptInstance) -> str | None:
     """The Fig. 3 protocol's directional conclusion after NGD_STEPS joint NGD steps, as one
     message. The softmax mass on α and the output probability are recorded, not asserted:
     a non-support input's relaxed p-margin may be small, so its attention saturates slowly
-    (the paper instances' panel (c) is checked in claims_mm_fig3)."""
+    (the paper instances' panel (c) is checked in claims_fig3)."""
     run = joint_ngd(problem, inst.v, inst.p0, lr=NGD_LR, steps=NGD_STEPS, record_every=NGD_STEPS)
     gv = one_minus_cos(run.v, svms.v_mm.x)
     gp = one_minus_cos(run.p, svms.p_relax.x)

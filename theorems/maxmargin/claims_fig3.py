@@ -25,10 +25,9 @@ from models.selection import global_opt
 from models.svm import att_svm
 from strategies import figure1_instance, figure3_instance
 from theorems import claim, evidence
-from theorems.claims_mm_regpath import key_problem, rp_tol, safe_cap
-from theorems.framework import figures
+from theorems.maxmargin import PAPER, plots
+from theorems.maxmargin.common import key_problem, rp_tol, safe_cap
 
-PAPER = "2306.13596"
 DTYPE = torch.float64
 
 # ---- protocol and tolerances (spec §4 Figure 3, §2.7 check, §6) ----------------------------------
@@ -60,77 +59,6 @@ def _run(tight: bool):
         evidence.solved(sol, name)
     run = joint_ngd(problem, inst.v, inst.p0, lr=LR, steps=STEPS, alpha=inst.alpha)
     return inst, problem, svms, run
-
-
-def _arrows(ax, path: np.ndarray, color, label: str) -> None:
-    """A path with an arrow every MARK_EVERY steps and its start marked."""
-    ax.plot(path[:, 0], path[:, 1], lw=1.0, color=color, label=label)
-    marks = path[::MARK_EVERY]
-    ax.quiver(
-        marks[:-1, 0],
-        marks[:-1, 1],
-        np.diff(marks[:, 0]),
-        np.diff(marks[:, 1]),
-        angles="xy",
-        scale_units="xy",
-        scale=1,
-        width=0.004,
-        color=color,
-    )
-    ax.plot(path[0, 0], path[0, 1], "o", ms=4, color=color)
-
-
-def _plot_paths(inst, svms, run, name: str, title: str) -> None:
-    import matplotlib
-
-    colors = matplotlib.colormaps["viridis"]([0.05, 0.55])
-    fig, axes = figures.new(1, 1, width=5.0, height=4.6)
-    ax = axes[0, 0]
-    vs, ps = run.vs[: PLOT_STEPS + 1].numpy(), run.ps[: PLOT_STEPS + 1].numpy()
-    _arrows(ax, vs, colors[0], "v (head)")
-    _arrows(ax, ps, colors[1], "p (attention)")
-    reach = float(max(np.linalg.norm(vs, axis=1).max(), np.linalg.norm(ps, axis=1).max()))
-    figures.direction_line(ax, svms.v_mm.x, color="k", label="v^mm", length=reach)
-    if svms.tight:
-        figures.direction_line(
-            ax, svms.p_full.x, color=figures.GLOBAL_COLOR, label="p^mm", length=reach
-        )
-    else:
-        figures.direction_line(
-            ax, svms.p_relax.x, color=figures.GLOBAL_COLOR, label="p^relax", length=reach
-        )
-        figures.direction_line(ax, svms.p_full.x, color="0.55", label="p^full", length=reach)
-    x = inst.X[:, 1].numpy()
-    ax.scatter(x[:, 0], x[:, 1], s=18, color="0.3", zorder=3)
-    for i, (xi, yi) in enumerate(zip(x, inst.y.tolist(), strict=True)):
-        ax.annotate(
-            f"x{i + 1} (y={yi:+g})",
-            xi,
-            xytext=(4, 6 - 9 * i),
-            textcoords="offset points",
-            fontsize=7,
-            color="0.3",
-        )
-    ax.set_xlabel("coordinate 1")
-    ax.set_ylabel("coordinate 2")
-    ax.set_aspect("equal", adjustable="datalim")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=6, loc="best")
-    figures.save(fig, name)
-
-
-def _plot_probabilities(run, name: str) -> None:
-    fig, axes = figures.new(1, 1, width=5.0, height=3.4)
-    ax = axes[0, 0]
-    steps = run.steps[: PLOT_STEPS + 1]
-    ax.plot(steps, run.attention_mass[: PLOT_STEPS + 1], label="softmax prob. of optimal tokens")
-    ax.plot(steps, run.output_prob[: PLOT_STEPS + 1], "--", label="logistic prob. of the output")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("averaged probability")
-    ax.set_ylim(0.0, 1.05)
-    ax.set_title("Figure 3(c): run of panel (a)", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
-    figures.save(fig, name)
 
 
 def _check_probabilities(run) -> str | None:
@@ -170,8 +98,8 @@ def test_figure3_tight():
     gv, gp = one_minus_cos(run.v, svms.v_mm.x), one_minus_cos(run.p, svms.p_full.x)
     evidence.slack("1 − cos(v, v^mm)", gv, V_TOL)
     evidence.slack("1 − cos(p, p^mm)", gp, P_TOL)
-    _plot_paths(inst, svms, run, "mm_fig3a_joint_tight.png", "Figure 3(a): tight, joint NGD")
-    _plot_probabilities(run, "mm_fig3c_probabilities.png")
+    plots.joint_paths(inst, svms, run, "mm_fig3a_joint_tight.png", "Figure 3(a): tight, joint NGD")
+    plots.joint_probabilities(run, "mm_fig3c_probabilities.png")
     failures = [f for f in (_check_probabilities(run),) if f]
     if gv > V_TOL:
         failures.append(f"1 − cos(v, v^mm) = {gv:.3g}")
@@ -202,7 +130,9 @@ def test_figure3_nontight():
     evidence.slack("1 − cos(v, v^mm)", gv, V_TOL)
     evidence.slack("1 − cos(p, p^relax)", gp, P_TOL)
     evidence.metric("1 − cos(p, p^full)", full)
-    _plot_paths(inst, svms, run, "mm_fig3b_joint_nontight.png", "Figure 3(b): non-tight, joint NGD")
+    plots.joint_paths(
+        inst, svms, run, "mm_fig3b_joint_nontight.png", "Figure 3(b): non-tight, joint NGD"
+    )
     failures = []
     for name, series in (("softmax mass", run.attention_mass), ("output prob.", run.output_prob)):
         gap = 1.0 - float(series[-1])
@@ -225,7 +155,7 @@ def test_figure3_nontight():
     id="MM-RP-PICTURE",
     paper=PAPER,
     kind="experiment",
-    provenance="[R+] Theorem RP (spec §2.4), [N] F6 (§5), [D] cap width (claims_mm_regpath)",
+    provenance="[R+] Theorem RP (spec §2.4), [N] F6 (§5), [D] cap width (claims_regpath)",
     statement="On the keys and scores of Figure 1(b) (token (1, 0) locally optimal, not "
     "global), the global regularization path p_R/R, R ∈ {1, 2, 5, 10, 20, 50, 100}, "
     "approaches the global ATT-SVM direction: 1 − cos(p_R, p^mm(opt)) is non-increasing from "
@@ -253,7 +183,7 @@ def test_reg_path_picture():
     to_local = [one_minus_cos(pt.p, local.x) for pt in path]
     cap_gaps = [one_minus_cos(pt.p, local.x) for pt in caps]
     c = RP_RADII[-1] / float(glob.norm)
-    _plot_reg_path(path, caps, glob, local)
+    plots.reg_path(path, caps, glob, local)
     evidence.slack("1 − cos(p_R, p^mm(opt)) at R = 100", gaps[-1], rp_tol(c))
     evidence.metric("min over R of 1 − cos(p_R, p^mm(α))", min(to_local))
     evidence.metric("1 − cos(cap path, p^mm(α)) at R = 100", cap_gaps[-1])
@@ -268,28 +198,3 @@ def test_reg_path_picture():
     if cap_gaps[-1] > rp_tol(RP_RADII[-1] / float(local.norm)):
         failures.append(f"the cap path misses p^mm(α): {cap_gaps}")
     assert not failures, "; ".join(failures)
-
-
-def _plot_reg_path(path, caps, glob, local) -> None:
-    import matplotlib
-
-    fig, axes = figures.new(1, 1, width=4.8, height=4.6)
-    ax = axes[0, 0]
-    theta = np.linspace(0, 2 * np.pi, 400)
-    ax.plot(np.cos(theta), np.sin(theta), color="0.8", lw=0.8)
-    colors = matplotlib.colormaps["viridis"](np.linspace(0.0, 0.9, len(path)))
-    for pt, color in zip(path, colors, strict=True):
-        u = pt.p.numpy() / pt.R
-        ax.plot(u[0], u[1], "o", ms=5, color=color, label=f"p_R/R, R = {pt.R:g}")
-    for pt in caps:
-        u = pt.p.numpy() / pt.R
-        ax.plot(u[0], u[1], "x", ms=5, color=figures.LOCAL_COLOR)
-    ax.plot([], [], "x", color=figures.LOCAL_COLOR, label="cap path (α = token (1, 0)), R ≥ 10")
-    figures.direction_line(ax, glob.x, color=figures.GLOBAL_COLOR, label="global p^mm", length=1.15)
-    figures.direction_line(ax, local.x, color=figures.LOCAL_COLOR, label="local p^mm", length=1.15)
-    ax.set_aspect("equal", adjustable="datalim")
-    ax.set_xlabel("p₁ / R")
-    ax.set_ylabel("p₂ / R")
-    ax.set_title("Theorem RP: regularization path on Fig. 1(b) keys", fontsize=9)
-    ax.legend(fontsize=6, loc="lower left")
-    figures.save(fig, "mm_regpath_fig1b.png")

@@ -41,10 +41,11 @@ from models.embedding import (
     train_full_batch,
 )
 from strategies import zipf_corpus
-from theorems.framework import evidence, figures
+from theorems.embeddings import PAPER, plots
+from theorems.embeddings.plots import draw_scores_figure
+from theorems.framework import evidence
 from theorems.framework.registry import claim
 
-PAPER = "2505.17282"
 F64 = torch.float64
 
 # ---- the corpus and training protocol (spec §4.2, scaled down; see the module docstring) ------
@@ -167,30 +168,10 @@ SCORES_FIGURE = "emb_g3_scores_vs_delta.png"
 LOSS_FIGURE = "emb_g3_loss_one_vs_two_layers.png"
 
 
-def draw_scores_figure(runs: list[Run], name: str, title: str) -> None:
-    fig, axes = figures.new(ncols=2, nrows=len(runs), width=4.0, height=3.0)
-    for row, run in enumerate(runs):
-        for col, (values, what) in enumerate(((run.ep, "⟨E_s, p⟩"), (run.ev, "⟨E_s, v⟩"))):
-            ax = axes[row][col]
-            ax.scatter(run.delta, values, s=8, alpha=0.7)
-            ax.set_xlabel("posterior difference Δ_s")
-            ax.set_ylabel(what)
-            ax.set_title(f"{run.label}, seed {run.seed}", fontsize=8)
-    fig.suptitle(title, fontsize=9)
-    figures.save(fig, name)
-
-
 def draw_loss_figure() -> None:
-    fig, axes = figures.new(ncols=len(SEEDS), width=3.8, height=3.2)
-    for col, seed in enumerate(SEEDS):
-        ax = axes[0][col]
-        for kind in ("one-v-trained", "one-v-fixed", "two"):
-            ax.semilogy(g3_run(kind, seed).curve, label=kind)
-        ax.set_xlabel("epoch (full-batch Adam)")
-        ax.set_ylabel("training loss")
-        ax.set_title(f"G3 corpus, seed {seed}", fontsize=8)
-        ax.legend(fontsize=7)
-    figures.save(fig, LOSS_FIGURE)
+    kinds = ("one-v-trained", "one-v-fixed", "two")
+    curves = {seed: {kind: g3_run(kind, seed).curve for kind in kinds} for seed in SEEDS}
+    plots.loss_figure(curves, LOSS_FIGURE)
 
 
 # ---------------------------------------------------------------------------------------------

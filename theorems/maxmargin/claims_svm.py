@@ -5,8 +5,8 @@ its solution is unique and its margin is the max-min margin, the invariances of 
 definitions of §1.3 (the loss floor) and §1.5 (local optimality). Every claim is cheap (a few
 certified SVM solves per example) and runs ≥ 50 examples under the ci profile.
 
-Shared strategies for the other ``claims_mm_*`` files live here too (``generic_instances``,
-``with_alpha``); they are not test functions, so importing them collects nothing twice.
+The strategies these claims share with the others (``generic_instances``, ``with_alpha``) are
+in ``strategies.combinators``.
 """
 
 from __future__ import annotations
@@ -38,10 +38,11 @@ from strategies import (
     infeasible_instances,
     local_opt_instances,
 )
+from strategies.combinators import SEEDS, generic_instances, random_points, seeded, with_alpha
 from strategies.instances import PromptInstance
 from theorems import claim, evidence
+from theorems.maxmargin import PAPER
 
-PAPER = "2306.13596"
 DTYPE = torch.float64
 
 # ---- tolerances (spec §6 "SVM" row, and float64 rounding) -------------------------------------
@@ -60,41 +61,6 @@ INVARIANCE_TOL = 1e-9
 
 
 # ---- shared strategies -------------------------------------------------------------------------
-
-
-@st.composite
-def with_alpha(draw, instance):
-    """``instance`` (or a strategy) with a drawn selection α ∈ [T]^n."""
-    inst = draw(instance) if isinstance(instance, st.SearchStrategy) else instance
-    alpha = draw(st.lists(st.integers(0, inst.T - 1), min_size=inst.n, max_size=inst.n))
-    return dataclasses.replace(inst, alpha=np.array(alpha, dtype=np.int64))
-
-
-@st.composite
-def generic_instances(draw, n=st.integers(1, 4), T=st.integers(2, 6), extra=st.integers(0, 2)):
-    """Decoupled instances with key dimension dk = n(T−1) + extra (generic position), and a
-    drawn α: the n(T−1) Gaussian differences k_iα − k_it are then linearly independent almost
-    surely, so every ATT-SVM(α) is feasible (spec §1.4 "Feasibility")."""
-    n, T = draw(n), draw(T)
-    inst = draw(decoupled_instances(n=n, T=T, dk=n * (T - 1) + draw(extra)))
-    return draw(with_alpha(inst))
-
-
-def random_points(gen: torch.Generator, dim: int, count: int, lo=-1.0, hi=4.0) -> torch.Tensor:
-    """``count`` points in R^dim with random directions and norms log-uniform in [10^lo, 10^hi]."""
-    u = torch.randn(count, dim, generator=gen, dtype=DTYPE)
-    u = u / torch.linalg.vector_norm(u, dim=1, keepdim=True)
-    r = 10.0 ** (lo + (hi - lo) * torch.rand(count, generator=gen, dtype=DTYPE))
-    return u * r[:, None]
-
-
-#: An RNG seed as a test argument (an int is replayable from a saved counterexample, where a
-#: ``st.data()`` draw is not).
-SEEDS = st.integers(0, 2**32 - 1)
-
-
-def seeded(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(int(seed))
 
 
 def _record(inst: PromptInstance) -> None:

@@ -37,9 +37,11 @@ from strategies import (
     local_opt_instances,
     loss_comparison_instance,
 )
+from strategies.combinators import SEEDS, random_points, seeded, with_init
 from strategies.instances import PromptInstance
 from theorems import claim, evidence
-from theorems.claims_mm_gd import (
+from theorems.maxmargin import PAPER
+from theorems.maxmargin.common import (
     CONE_SCAN,
     DIRECTION_TOL,
     check_limit,
@@ -48,11 +50,8 @@ from theorems.claims_mm_gd import (
     settle,
     train_w,
     undecided,
-    with_init,
 )
-from theorems.claims_mm_svm import SEEDS, random_points, seeded
 
-PAPER = "2306.13596"
 DTYPE = torch.float64
 
 # ---- thresholds of the wrong statements (each is what the wrong variant asserts) ---------------
