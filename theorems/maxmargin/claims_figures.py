@@ -38,6 +38,9 @@ DTYPE = torch.float64
 #: 0.969 at steps 50 / 100 (0.93–0.96 here).
 FIG2_NGD_PROB_AT_100 = 0.999
 FIG2_GD_PROB_AT_100 = 0.99
+#: The threshold that separates NGD from GD at step 100 on every noise draw measured (MM-FIG2
+#: with 0.999 is refuted at noise seed 174: 0.99696).
+FIG2_SEPARATION = 0.99
 #: ‖p‖ grows linearly under NGD (‖p_t‖ ≤ ‖p_0‖ + lr·t, and ≥ 0.9·lr·t here: measured 0.99) and
 #: logarithmically under GD: the growth from step 100 to 200 is at most 1.2× that from 50 to
 #: 100 (≈ 1 for a + b·log t, 2 for linear growth; measured 0.80–0.90).
@@ -101,24 +104,9 @@ def test_figure1b():
     plots.figure1(inst, "b", "mm_fig1b.png")
 
 
-@claim(
-    id="MM-FIG2",
-    paper=PAPER,
-    kind="experiment",
-    provenance="[V] data, [N] results",
-    statement="Figure 2 (three inputs, seven tokens: optimal token at (1, 0), three at (−1, 1), "
-    "three at (−0.5, −0.5), plus N(0, 0.2²) noise; scores 1 vs 0.5): gradient descent from "
-    "p(0) = 0 converges to the global direction p^mm(opt); normalized GD (lr 0.1) puts "
-    "averaged softmax ≥ 0.999 on the optimal tokens by step 100 while GD with η = 1 is still "
-    "below 0.99 there; ‖p‖ grows linearly under NGD and logarithmically under GD.",
-    examples=20,
-    figures=("mm_fig2.png",),
-)
-@given(seed=st.integers(0, 10_000))
-@example(seed=0)
-def test_figure2(seed):
-    """Fig. 2: global convergence; NGD saturates the softmax by step 100, GD does not; ‖p‖ is
-    linear under NGD and logarithmic under GD (spec §4)."""
+def _figure2(seed: int, ngd_min: float) -> None:
+    """The checks of Fig. 2 on noise draw `seed`, with NGD's averaged s_opt at step 100 required
+    to reach `ngd_min`."""
     inst = figure2_instance(seed)
     evidence.instance(inst.to_json())
     p0 = torch.zeros(inst.d, dtype=DTYPE)
@@ -130,8 +118,8 @@ def test_figure2(seed):
     s_ngd, s_gd = mean_opt_prob(inst, ngd_run.ps), mean_opt_prob(inst, gd_run.ps)
     evidence.metric("NGD: averaged s_opt at step 100", s_ngd[100])
     evidence.metric("GD: averaged s_opt at step 100", s_gd[100])
-    evidence.slack("1 − s_opt(NGD, 100) vs 1 − 0.999", 1 - s_ngd[100], 1 - FIG2_NGD_PROB_AT_100)
-    assert s_ngd[100] >= FIG2_NGD_PROB_AT_100
+    evidence.slack("1 − s_opt(NGD, 100) vs 1 − min", 1 - s_ngd[100], 1 - ngd_min)
+    assert s_ngd[100] >= ngd_min
     assert s_gd[100] < FIG2_GD_PROB_AT_100
     n_ngd, n_gd = ngd_run.norms, gd_run.norms
     evidence.metric("NGD ‖p_200‖ / (lr·200)", n_ngd[200] / (LR * 200))
@@ -144,6 +132,54 @@ def test_figure2(seed):
             out, transient = settle(inst.problem, p)
             check_limit(inst.problem, out, inst.alpha, f"init {p[:2].tolist()} → the global")
         plots.figure2(inst, ngd_run, gd_run)
+
+
+@claim(
+    id="MM-FIG2",
+    paper=PAPER,
+    kind="experiment",
+    provenance="[V] data, [N] results",
+    expected="refuted",
+    statement="Figure 2 (three inputs, seven tokens: optimal token at (1, 0), three at (−1, 1), "
+    "three at (−0.5, −0.5), plus N(0, 0.2²) noise; scores 1 vs 0.5): gradient descent from "
+    "p(0) = 0 converges to the global direction p^mm(opt); normalized GD (lr 0.1) puts "
+    "averaged softmax ≥ 0.999 on the optimal tokens by step 100 while GD with η = 1 is still "
+    "below 0.99 there; ‖p‖ grows linearly under NGD and logarithmically under GD.",
+    examples=20,
+    figures=("mm_fig2.png",),
+    note="Refuted as read, for every noise draw: at noise seed 174 NGD's averaged softmax at "
+    "step 100 is 0.99696 < 0.999 (found by ci-random, seed 2). Over noise seeds 0–2000, 7 draws "
+    "(0.35 %) stay below 0.999 (seeds 81, 174, 709, 833, 989, 1278, 1936), the lowest 0.99696; "
+    "GD at step 100 is at most 0.9755 on every draw. The paper's own draw (seed 0) meets "
+    "0.999. The variant that holds, NGD ≥ 0.99 > GD at step 100: MM-FIG2-SEPARATION.",
+)
+@given(seed=st.integers(0, 10_000))
+@example(seed=0)
+@example(seed=174)
+def test_figure2(seed):
+    """Fig. 2: global convergence; NGD saturates the softmax by step 100, GD does not; ‖p‖ is
+    linear under NGD and logarithmic under GD (spec §4)."""
+    _figure2(seed, FIG2_NGD_PROB_AT_100)
+
+
+@claim(
+    id="MM-FIG2-SEPARATION",
+    paper=PAPER,
+    kind="experiment",
+    provenance="[V] data, [N] results, [D] threshold",
+    statement="Figure 2 on every noise draw, with the softmax threshold the draws support: "
+    "gradient descent from p(0) = 0 converges to p^mm(opt); at step 100 normalized GD (lr 0.1) "
+    "puts averaged softmax ≥ 0.99 on the optimal tokens while GD with η = 1 is below 0.99; "
+    "‖p‖ grows linearly under NGD and logarithmically under GD.",
+    examples=20,
+    note="The narrowest variant of MM-FIG2 that holds: over noise seeds 0–2000 NGD at step 100 "
+    "is ≥ 0.99696 and GD ≤ 0.9755, so 0.99 separates them on every draw measured.",
+)
+@given(seed=st.integers(0, 10_000))
+@example(seed=174)
+def test_figure2_separation(seed):
+    """Fig. 2 with NGD ≥ 0.99 at step 100 (MM-FIG2's 0.999 fails on 0.35 % of the draws)."""
+    _figure2(seed, FIG2_SEPARATION)
 
 
 @claim(
