@@ -8,13 +8,14 @@ import json
 
 import pytest
 import repo_copy
+from hypothesis import settings
 from hypothesis.database import (
     DirectoryBasedExampleDatabase,
     MultiplexedDatabase,
     ReadOnlyDatabase,
 )
 
-from theorems.framework import profiles, registry
+from theorems.framework import profiles
 
 THREADS = """
 import os
@@ -118,10 +119,10 @@ def test_the_nightly_and_dev_profiles_use_the_shared_database(tmp_path, monkeypa
     try:
         profiles.register_profiles()
         for name in ("nightly", "dev"):
-            db = registry.settings.get_profile(name).database
+            db = settings.get_profile(name).database
             assert isinstance(db, DirectoryBasedExampleDatabase), name
             assert str(tmp_path / "db") in str(db.path)
-        assert registry.settings.get_profile("ci").database is None  # CI stays derandomized
+        assert settings.get_profile("ci").database is None  # CI stays derandomized
         monkeypatch.setenv(profiles.DATABASE_ENV, "ftp://nowhere")
         with pytest.raises(ValueError, match="unknown database URL"):
             profiles.load_profile("nightly")
@@ -129,4 +130,4 @@ def test_the_nightly_and_dev_profiles_use_the_shared_database(tmp_path, monkeypa
     finally:
         monkeypatch.delenv(profiles.DATABASE_ENV)
         profiles.register_profiles()
-        registry.settings.load_profile(before)
+        settings.load_profile(before)

@@ -25,7 +25,6 @@ from strategies import (
     two_relevant_instances,
 )
 from theorems import evidence
-from theorems.embeddings import PAPER
 from theorems.embeddings.common import (
     ONE_STEP_DATA,
     PAPER_CONSTANT,
@@ -80,7 +79,6 @@ def _worst_over_r3(error: torch.Tensor, step) -> tuple[int, float]:
 
 @claim(
     id="EMB-N1-RAWFREQ",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
@@ -88,12 +86,15 @@ def _worst_over_r3(error: torch.Tensor, step) -> tuple[int, float]:
     statement="""N1 (wrong): one GD step aligns embeddings with the raw frequency:
     |⟨E¹_s − E⁰_s, v⟩ − (η0/2)ᾱ_s| ≤ m(1 + η0ᾱ_s/4) for every token (the instance-level R3
     tolerance as yardstick), on G1 data.""",
-    note="An irrelevant token (α = 0, ᾱ > 0) moves by ≈ 0, not η0ᾱ/2, and completely negative "
-    "tokens move the other way (spec N1: passed 0/40). The paper's 11η0d^(-1/4) is too loose "
-    "to expose it, hence the R3 yardstick (EMB-L41-R3 holds under it).",
 )
 @given(inst=single_relevant_token_instances())
 def test_n1_shift_follows_raw_frequency(inst):
+    """Control EMB-N1-RAWFREQ.
+
+    An irrelevant token (α = 0, ᾱ > 0) moves by ≈ 0, not η0ᾱ/2, and completely negative
+    tokens move the other way (spec N1: passed 0/40). The paper's 11η0d^(-1/4) is too loose
+    to expose it, hence the R3 yardstick (EMB-L41-R3 holds under it).
+    """
     evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     error = torch.abs(step.shift - inst.eta0 / 2 * step.alpha_bar)
@@ -103,17 +104,19 @@ def test_n1_shift_follows_raw_frequency(inst):
 
 @claim(
     id="EMB-N2-SIGN",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
     examples=100,
     statement="""N2 (wrong sign): |⟨E¹_s, v⟩ + (η0/2)α_s| ≤ m(1 + η0ᾱ_s/4) for every token, on
     G1 data (‖v‖ = 1, p⁰ = 0).""",
-    note="The error of the variant is η0|α_s| instead of ≤ m(1 + η0ᾱ/4) (spec N2: 0/40).",
 )
 @given(inst=single_relevant_token_instances())
 def test_n2_wrong_sign(inst):
+    """Control EMB-N2-SIGN.
+
+    The error of the variant is η0|α_s| instead of ≤ m(1 + η0ᾱ/4) (spec N2: 0/40).
+    """
     evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     error = torch.abs(step.E1 @ inst.v + inst.eta0 / 2 * step.alpha)
@@ -123,17 +126,19 @@ def test_n2_wrong_sign(inst):
 
 @claim(
     id="EMB-N2-FACTOR",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
     examples=100,
     statement="""N2 (missing factor 1/2): |⟨E¹_s, v⟩ − η0α_s| ≤ m(1 + η0ᾱ_s/4) for every token,
     on G1 data (‖v‖ = 1, p⁰ = 0).""",
-    note="The error of the variant is η0|α_s|/2 instead of ≤ m(1 + η0ᾱ/4) (spec N2: 0/40).",
 )
 @given(inst=single_relevant_token_instances())
 def test_n2_missing_half(inst):
+    """Control EMB-N2-FACTOR.
+
+    The error of the variant is η0|α_s|/2 instead of ≤ m(1 + η0ᾱ/4) (spec N2: 0/40).
+    """
     evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     error = torch.abs(step.E1 @ inst.v - inst.eta0 * step.alpha)
@@ -149,18 +154,20 @@ REGIME_DATA = st.one_of(
 
 @claim(
     id="EMB-N3-RATE",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
     examples=100,
     statement="""N3 (too fast a rate): in the regime of Lemma 4.1 (‖v‖ = 1, d ≥ 1024,
     η0 ∈ [0.1, 100], |S| ≤ 40), |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ 11·η0·d^(−1) for every token.""",
-    note="The true error is about m(1 + η0/4) with m ~ d^(-1/2) (spec N3: 0.06 against 0.003 at "
-    "d = 4096, η0 = 1).",
 )
 @given(inst=REGIME_DATA)
 def test_n3_error_rate_one_over_d(inst):
+    """Control EMB-N3-RATE.
+
+    The true error is about m(1 + η0/4) with m ~ d^(-1/2) (spec N3: 0.06 against 0.003 at d
+    = 4096, η0 = 1).
+    """
     evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     error = float(paper_error(step, inst.v).max())
@@ -170,7 +177,6 @@ def test_n3_error_rate_one_over_d(inst):
 
 @claim(
     id="EMB-N3-CONST1",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
@@ -178,13 +184,16 @@ def test_n3_error_rate_one_over_d(inst):
     statement="""Lemma 4.1 with the constant 1 in place of 11 (wrong): in the regime of Lemma 4.1
     (‖v‖ = 1, d ≥ 1024, η0 ∈ [0.1, 100], |S| ≤ 40),
     |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ 1·η0·d^(−1/4) for every token.""",
-    note="Brackets the constant: EMB-L41-BOUND holds with 11 and records the constant each draw "
-    "needs; with 1 the bound fails at small η0, where the init term m does not scale with η0 "
-    "(spec §7 table: 6.9 at d = 1024, η0 = 0.1). For η0 ≥ 1 the constant 1 is still true "
-    "(spec N3), so this control lives at the η0 ≈ 0.1 end of the regime.",
 )
 @given(inst=REGIME_DATA)
 def test_n3_constant_one(inst):
+    """Control EMB-N3-CONST1.
+
+    Brackets the constant: EMB-L41-BOUND holds with 11 and records the constant each draw
+    needs; with 1 the bound fails at small η0, where the init term m does not scale with η0
+    (spec §7 table: 6.9 at d = 1024, η0 = 0.1). For η0 ≥ 1 the constant 1 is still true
+    (spec N3), so this control lives at the η0 ≈ 0.1 end of the regime.
+    """
     evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     error = float(paper_error(step, inst.v).max())
@@ -194,18 +203,20 @@ def test_n3_constant_one(inst):
 
 @claim(
     id="EMB-N3-EXACT",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
     examples=100,
     statement="""Exact alignment (wrong): ⟨E¹_s, v⟩ = (η0/2)α_s for every token, up to float
     rounding (1e-12 relative to max(1, η0|α_s|)), on G1 and G2 data.""",
-    note="The init term ⟨E⁰_s, v⟩ ~ N(0, 1/d) and |β − α/2| ≠ 0 make the identity false "
-    "generically (spec N3).",
 )
 @given(inst=ONE_STEP_DATA)
 def test_n3_exact_alignment(inst):
+    """Control EMB-N3-EXACT.
+
+    The init term ⟨E⁰_s, v⟩ ~ N(0, 1/d) and |β − α/2| ≠ 0 make the identity false
+    generically (spec N3).
+    """
     evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     error = paper_error(step, inst.v)
@@ -216,7 +227,6 @@ def test_n3_exact_alignment(inst):
 
 @claim(
     id="EMB-N4-P0",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
@@ -224,11 +234,14 @@ def test_n3_exact_alignment(inst):
     statement="""N4 (R1 without p⁰ = 0, wrong): with p⁰ ~ N(0, I/d) instead of p⁰ = 0, one GD step
     on E still moves every embedding exactly along v: the update E¹ − E⁰ has rank-one residual
     ≤ 1e-10 along v, on G1 and G2 data.""",
-    note="With p⁰ ≠ 0 the gradient gains a component along p⁰ of relative size "
-    "O(max|u_s − f|) ~ d^(-1/2) (spec N4: residual 0.054). Controls an assumption of R1.",
 )
 @given(inst=ONE_STEP_DATA, p_seed=st.integers(0, 2**32 - 1))
 def test_n4_rank_one_without_zero_init(inst, p_seed):
+    """Control EMB-N4-P0.
+
+    With p⁰ ≠ 0 the gradient gains a component along p⁰ of relative size O(max|u_s − f|) ~
+    d^(-1/2) (spec N4: residual 0.054). Controls an assumption of R1.
+    """
     evidence.instance(inst.to_json())
     gen = torch.Generator().manual_seed(p_seed)
     p0 = torch.randn(inst.d, generator=gen, dtype=F64) / math.sqrt(inst.d)
@@ -245,7 +258,6 @@ def test_n4_rank_one_without_zero_init(inst, p_seed):
 
 @claim(
     id="EMB-N6-ALLIMPORTANT",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
@@ -254,11 +266,14 @@ def test_n4_rank_one_without_zero_init(inst, p_seed):
     sequence holds a strongly predictive token plus weaker relevant ones (α ≠ 0, not completely
     signed), the softmax selects all important tokens: along gradient flow on p (E¹ frozen,
     p(0) = 0), every relevant token of X_i keeps attention ≥ 1e-3 at ‖p‖ = 10³.""",
-    note="Only the per-sequence argmax of y⟨E¹_s, v⟩ is selected; the weak token's attention "
-    "goes to ~1e-99 (spec N6).",
 )
 @given(inst=two_relevant_instances())
 def test_n6_all_important_tokens_selected(inst):
+    """Control EMB-N6-ALLIMPORTANT.
+
+    Only the per-sequence argmax of y⟨E¹_s, v⟩ is selected; the weak token's attention goes
+    to ~1e-99 (spec N6).
+    """
     evidence.instance(inst.to_json())
     prep = prepare(inst)
     p_far = run_flow(inst).path.final
@@ -276,7 +291,6 @@ def test_n6_all_important_tokens_selected(inst):
 
 @claim(
     id="EMB-N7-DIM",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
@@ -284,12 +298,15 @@ def test_n6_all_important_tokens_selected(inst):
     statement="""N7 (the theorem without |S| ≤ d − 1, wrong): under Assumption 1 and the §3.3
     precondition but with |S| > d (d ∈ {2, 3, 4}), the direction of p(t) converges to the
     `<cls>` SVM of s*: that SVM is feasible, and converge() reaches 1 − cos ≤ 1e-5 to it.""",
-    note="With d = 2–4 and |S| ≥ 6 the SVM is infeasible (certified by a Farkas vector), so no "
-    "max-margin limit exists (spec N7). ‖p‖ may still grow, towards a partial selection; "
-    "boundedness is not asserted. Precondition failures are rejected (counted).",
 )
 @given(inst=single_relevant_token_instances(d=SMALL_DIMS))
 def test_n7_direction_without_enough_dimension(inst):
+    """Control EMB-N7-DIM.
+
+    With d = 2–4 and |S| ≥ 6 the SVM is infeasible (certified by a Farkas vector), so no
+    max-margin limit exists (spec N7). ‖p‖ may still grow, towards a partial selection;
+    boundedness is not asserted. Precondition failures are rejected (counted).
+    """
     evidence.instance(inst.to_json())
     prep = prepare(inst)
     if not prep.precondition:
@@ -305,7 +322,6 @@ def test_n7_direction_without_enough_dimension(inst):
 
 @claim(
     id="EMB-N8-NOISE",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
@@ -313,14 +329,17 @@ def test_n7_direction_without_enough_dimension(inst):
     statement="""N8 (selection of the α-important token whatever the noise, wrong): under
     Assumption 1 and |S| ≤ d − 1 but without the separation precondition of §3.3, gradient flow
     on p (E¹ frozen, p(0) = 0) selects s*(i) in every sequence, for any d and η0.""",
-    note="When an irrelevant token beats s*(i) in y⟨E¹_s, v⟩ (the η0-proportional noise "
-    "η0(β_s − α_s/2) flips the order), the flow selects that token instead (spec N8: 2/30 at "
-    "d ≤ 128, η0 = 20, T ≥ 7). Draws where s*(i) already maximises y⟨E¹_s, v⟩ uniquely are the "
-    "theorem's (EMB-FLOW-SELECT) and pass here without a flow; only a flow-verified "
-    "counterexample refutes.",
 )
 @given(inst=NOISY_DATA)
 def test_n8_flow_selects_alpha_argmax_regardless(inst):
+    """Control EMB-N8-NOISE.
+
+    When an irrelevant token beats s*(i) in y⟨E¹_s, v⟩ (the η0-proportional noise η0(β_s −
+    α_s/2) flips the order), the flow selects that token instead (spec N8: 2/30 at d ≤ 128,
+    η0 = 20, T ≥ 7). Draws where s*(i) already maximises y⟨E¹_s, v⟩ uniquely are the
+    theorem's (EMB-FLOW-SELECT) and pass here without a flow; only a flow-verified
+    counterexample refutes.
+    """
     evidence.instance(inst.to_json())
     prep = prepare(inst)
     if prep.precondition:
@@ -337,7 +356,6 @@ def test_n8_flow_selects_alpha_argmax_regardless(inst):
 
 @claim(
     id="EMB-N9-FINITE",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
@@ -346,12 +364,15 @@ def test_n8_flow_selects_alpha_argmax_regardless(inst):
     theorem (Assumption 1, |S| ≤ d − 1, §3.3 precondition), gradient flow on p converges to a
     finite minimiser: the traced path stops at a stationary point (∇L = 0, or the integrator
     stalls) before ‖p‖ reaches 10³.""",
-    note="Lemma A.2 gives a strict descent direction at every finite p, so no stationary point "
-    "exists and ‖p‖ diverges (EMB-A2-DESCENT, EMB-FLOW-DIVERGE). Any finite radius in place of "
-    "10³ is refuted the same way.",
 )
 @given(inst=THEOREM_DATA)
 def test_n9_flow_converges_to_finite_point(inst):
+    """Control EMB-N9-FINITE.
+
+    Lemma A.2 gives a strict descent direction at every finite p, so no stationary point
+    exists and ‖p‖ diverges (EMB-A2-DESCENT, EMB-FLOW-DIVERGE). Any finite radius in place
+    of 10³ is refuted the same way.
+    """
     theorem_instance(inst)
     path = run_flow(inst).path
     stalled = any("stationary" in s or "stalled" in s for s in path.stops)
@@ -362,18 +383,20 @@ def test_n9_flow_converges_to_finite_point(inst):
 
 @claim(
     id="EMB-N10-LOSSZERO",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
     examples=20,
     statement="""N10 (loss → 0, wrong): under the hypotheses of the gradient-flow theorem, with E
     and v frozen, the loss tends to 0 along gradient flow on p: L(p) ≤ 1e-6 at ‖p‖ = 10³.""",
-    note="|f| ≤ max_s|u_s| keeps the loss above L* = mean log(1 + e^{−y⟨E¹_{s*}, v⟩}) > 0 "
-    "(spec N10: 0.2414 in one instance; EMB-FLOW-LOSS).",
 )
 @given(inst=THEOREM_DATA)
 def test_n10_loss_goes_to_zero(inst):
+    """Control EMB-N10-LOSSZERO.
+
+    |f| ≤ max_s|u_s| keeps the loss above L* = mean log(1 + e^{−y⟨E¹_{s*}, v⟩}) > 0 (spec
+    N10: 0.2414 in one instance; EMB-FLOW-LOSS).
+    """
     prep = theorem_instance(inst)
     p_far = torch.from_numpy(run_flow(inst).path.final)
     loss = float(prep.prompt.loss_value(p_far))
@@ -382,7 +405,6 @@ def test_n10_loss_goes_to_zero(inst):
 
 @claim(
     id="EMB-N11-MONOTONE-P",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
@@ -391,11 +413,14 @@ def test_n10_loss_goes_to_zero(inst):
     theorem, the `<cls>` scores ⟨E¹_s, p(t)⟩ increase with α_s (only positive tokens are
     attended): at ‖p‖ = 10³ along the flow, α_s < α_s' implies ⟨E¹_s, p⟩ < ⟨E¹_s', p⟩ for all
     tokens s, s' that occur.""",
-    note="The SVM constraints push ⟨E¹_{s*}, p⟩ above the co-occurring irrelevant tokens for "
-    "completely negative s* as well: the scores are U-shaped in α, not monotone (spec N11).",
 )
 @given(inst=THEOREM_DATA)
 def test_n11_p_scores_monotone_in_alpha(inst):
+    """Control EMB-N11-MONOTONE-P.
+
+    The SVM constraints push ⟨E¹_{s*}, p⟩ above the co-occurring irrelevant tokens for
+    completely negative s* as well: the scores are U-shaped in α, not monotone (spec N11).
+    """
     prep = theorem_instance(inst)
     p_far = torch.from_numpy(run_flow(inst).path.final)
     occurs = torch.zeros(inst.vocab_size, dtype=torch.bool)
@@ -411,18 +436,20 @@ def test_n11_p_scores_monotone_in_alpha(inst):
 
 @claim(
     id="EMB-N13-P-ALIGNS-V",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
     examples=20,
     statement="""N13 (p aligns with v, wrong): under the hypotheses of the gradient-flow theorem,
     cos(p(t), v) → ±1: |cos(p, v)| ≥ 0.9 at ‖p‖ = 10³ along the flow.""",
-    note="p converges to the `<cls>` SVM direction, nearly orthogonal to v (spec N13: |cos| ≤ "
-    "0.03).",
 )
 @given(inst=THEOREM_DATA)
 def test_n13_p_aligns_with_v(inst):
+    """Control EMB-N13-P-ALIGNS-V.
+
+    p converges to the `<cls>` SVM direction, nearly orthogonal to v (spec N13: |cos| ≤
+    0.03).
+    """
     theorem_instance(inst)
     p_far = run_flow(inst).path.final
     c = abs(cosine(p_far, inst.v))

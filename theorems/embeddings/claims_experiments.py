@@ -41,7 +41,7 @@ from models.embedding import (
     train_full_batch,
 )
 from strategies import zipf_corpus
-from theorems.embeddings import PAPER, plots
+from theorems.embeddings import plots
 from theorems.embeddings.plots import draw_scores_figure
 from theorems.framework import evidence
 from theorems.framework.registry import claim
@@ -189,16 +189,18 @@ _SETUP = (
 
 @claim(
     id="EMB-G3-V",
-    paper=PAPER,
     kind="experiment",
     provenance="[R]/[U]",
     figures=(SCORES_FIGURE,),
     statement=f"""Real-data phenomenology, head side (spec §4.2, companion plot [R]/[U]): on the
     {_SETUP}, ⟨E_s, v⟩ rises with the posterior difference Δ_s: Spearman(⟨E_s, v⟩, Δ_s) ≥ 0.7 for
     every seed and both v-protocols (the trained analogue of ⟨E_s, v⟩ ∝ α_s).""",
-    note="Deterministic (fixed seeds). Runs shared with EMB-G3-U and EMB-TWOLAYER-*.",
 )
 def test_g3_head_scores_monotone_in_delta():
+    """Experiment EMB-G3-V.
+
+    Deterministic (fixed seeds). Runs shared with EMB-G3-U and EMB-TWOLAYER-*.
+    """
     runs = [g3_run(kind, seed) for seed in SEEDS for kind in _ONE_LAYER]
     draw_scores_figure(
         [g3_run(kind, SEEDS[0]) for kind in _ONE_LAYER],
@@ -217,7 +219,6 @@ def test_g3_head_scores_monotone_in_delta():
 
 @claim(
     id="EMB-G3-U",
-    paper=PAPER,
     kind="experiment",
     provenance="[V] (U-shape, Figure 1 caption); thresholds [R]",
     figures=(SCORES_FIGURE,),
@@ -225,9 +226,12 @@ def test_g3_head_scores_monotone_in_delta():
     ⟨E_s, p⟩ is U-shaped in Δ_s: Spearman(⟨E_s, p⟩, |Δ_s|) ≥ 0.5, and the mean of ⟨E_s, p⟩ over
     tokens with Δ < −0.6 and over Δ > 0.6 both exceed the mean over |Δ| < 0.2, for every seed
     and both v-protocols.""",
-    note="Deterministic (fixed seeds). The signed control is EMB-G3-SIGNED.",
 )
 def test_g3_cls_scores_u_shaped():
+    """Experiment EMB-G3-U.
+
+    Deterministic (fixed seeds). The signed control is EMB-G3-SIGNED.
+    """
     rows = []
     for seed in SEEDS:
         for kind in _ONE_LAYER:
@@ -247,17 +251,19 @@ def test_g3_cls_scores_u_shaped():
 
 @claim(
     id="EMB-G3-SIGNED",
-    paper=PAPER,
     kind="control",
     provenance="[R]",
     expected="refuted",
     statement=f"""Monotone `<cls>` scores (wrong; spec §4.2 negative control): on the {_SETUP},
     ⟨E_s, p⟩ rises with the signed Δ_s: Spearman(⟨E_s, p⟩, Δ_s) ≥ 0.5 for every seed and
     v-protocol.""",
-    note="p is not monotone in Δ (the U-shape): the signed Spearman is near 0. The 'search' runs "
-    "over the fixed seeds and stops at the first that refutes.",
 )
 def test_g3_cls_scores_monotone_in_signed_delta():
+    """Control EMB-G3-SIGNED.
+
+    p is not monotone in Δ (the U-shape): the signed Spearman is near 0. The 'search' runs
+    over the fixed seeds and stops at the first that refutes.
+    """
     rows = []
     for seed in SEEDS:
         for kind in _ONE_LAYER:
@@ -285,7 +291,6 @@ def _loss_ratio(seed: int, against: str) -> float:
 
 @claim(
     id="EMB-TWOLAYER-LOSS",
-    paper=PAPER,
     kind="experiment",
     provenance="[U]",
     expected="refuted",
@@ -293,13 +298,16 @@ def _loss_ratio(seed: int, against: str) -> float:
     statement=f"""One layer against two (spec §4.2 [U]: ≈1e-1 against ≈1e-5): with {_TWO}, the
     two-layer model reaches a training loss at least 100× lower than the one-layer model trained
     the same way (E, p and v trained), for every seed.""",
-    note="Refuted as read: the one-layer model with v trained keeps fitting (≈4e-4 to 3e-3 after "
-    "150 epochs), so the ratio is ≈ 23, 9.6 and 136 for seeds 0, 1, 2. At the spec's "
-    "sizes (n = 2000, T = 30, 300 epochs, run by hand) seed 1 also fails (1.1e-3 against "
-    "1.6e-5: 68×). The narrow variant that holds compares with the theory's one-layer model, v "
-    "fixed: EMB-TWOLAYER-LOSS-VFIXED.",
 )
 def test_two_layers_fit_100x_better_than_one():
+    """Experiment EMB-TWOLAYER-LOSS.
+
+    Refuted as read: the one-layer model with v trained keeps fitting (≈4e-4 to 3e-3 after
+    150 epochs), so the ratio is ≈ 23, 9.6 and 136 for seeds 0, 1, 2. At the spec's sizes (n
+    = 2000, T = 30, 300 epochs, run by hand) seed 1 also fails (1.1e-3 against 1.6e-5: 68×).
+    The narrow variant that holds compares with the theory's one-layer model, v fixed:
+    EMB-TWOLAYER-LOSS-VFIXED.
+    """
     draw_loss_figure()
     judge([_loss_row(seed, "one-v-trained") for seed in SEEDS])
 
@@ -316,16 +324,18 @@ def _loss_row(seed: int, against: str) -> tuple[int, str, bool, str]:
 
 @claim(
     id="EMB-TWOLAYER-LOSS-VFIXED",
-    paper=PAPER,
     kind="experiment",
     provenance="[U]",
     figures=(LOSS_FIGURE,),
     statement=f"""One layer against two, against the theory's model: with {_TWO}, the two-layer
     model reaches a training loss at least 100× lower than the one-layer model of the theory
     (E and p trained, v fixed), which plateaus near 1e-2 to 1e-1, for every seed.""",
-    note="The narrow variant of EMB-TWOLAYER-LOSS that holds.",
 )
 def test_two_layers_fit_100x_better_than_fixed_head():
+    """Experiment EMB-TWOLAYER-LOSS-VFIXED.
+
+    The narrow variant of EMB-TWOLAYER-LOSS that holds.
+    """
     judge([_loss_row(seed, "one-v-fixed") for seed in SEEDS])
 
 
@@ -334,7 +344,6 @@ TWO_SCORES_FIGURE = "emb_g3_two_layer_scores_vs_delta.png"
 
 @claim(
     id="EMB-TWOLAYER-V",
-    paper=PAPER,
     kind="experiment",
     provenance="[U]",
     figures=(TWO_SCORES_FIGURE,),
@@ -356,7 +365,6 @@ def test_two_layers_keep_head_monotone():
 
 @claim(
     id="EMB-TWOLAYER-U",
-    paper=PAPER,
     kind="experiment",
     provenance="[U]",
     expected="refuted",
@@ -364,11 +372,14 @@ def test_two_layers_keep_head_monotone():
     statement=f"""The `<cls>` side persists with two layers (spec §4.2 [U]): with {_TWO},
     Spearman(⟨E_s, p⟩, |Δ_s|) ≥ 0.5 and the group means of ⟨E_s, p⟩ are U-shaped (as in
     EMB-G3-U), for every seed, E the input embeddings.""",
-    note="Refuted as read: the U persists in the group means but weakly (Spearman 0.29–0.45; "
-    "also 0.38–0.40 at the spec's sizes, run by hand), since the `<cls>` query reads LayerNorm "
-    "outputs, not E. Narrow variant that holds: EMB-TWOLAYER-U-MEANS.",
 )
 def test_two_layers_keep_u_shape():
+    """Experiment EMB-TWOLAYER-U.
+
+    Refuted as read: the U persists in the group means but weakly (Spearman 0.29–0.45; also
+    0.38–0.40 at the spec's sizes, run by hand), since the `<cls>` query reads LayerNorm
+    outputs, not E. Narrow variant that holds: EMB-TWOLAYER-U-MEANS.
+    """
     rows = []
     for seed in SEEDS:
         run = g3_run("two", seed)
@@ -382,16 +393,18 @@ def test_two_layers_keep_u_shape():
 
 @claim(
     id="EMB-TWOLAYER-U-MEANS",
-    paper=PAPER,
     kind="experiment",
     provenance="[U]",
     figures=(TWO_SCORES_FIGURE,),
     statement=f"""The U-shape of the group means persists with two layers: with {_TWO}, the mean
     of ⟨E_s, p⟩ over tokens with Δ < −0.6 and over Δ > 0.6 both exceed the mean over |Δ| < 0.2,
     for every seed, E the input embeddings.""",
-    note="The narrow variant of EMB-TWOLAYER-U that holds.",
 )
 def test_two_layers_keep_u_shaped_means():
+    """Experiment EMB-TWOLAYER-U-MEANS.
+
+    The narrow variant of EMB-TWOLAYER-U that holds.
+    """
     rows = []
     for seed in SEEDS:
         run = g3_run("two", seed)
@@ -420,7 +433,6 @@ def _real_corpora() -> list[tuple[str, list[str], torch.Tensor]]:
 
 @claim(
     id="EMB-REAL",
-    paper=PAPER,
     kind="experiment",
     provenance="[V] (IMDB/Yelp, U-shape); protocol [U]",
     statement=f"""IMDB and Yelp (spec §4.2, Figure 1): on the first {REAL_DOCS} training reviews

@@ -43,7 +43,7 @@ from strategies import (
     single_relevant_token_instances,
     two_relevant_instances,
 )
-from theorems.embeddings import PAPER, plots
+from theorems.embeddings import plots
 from theorems.embeddings.common import (
     DIRECTION_TARGET,
     PRACTICAL_TARGET,
@@ -141,7 +141,6 @@ def _qualifying_tokens(prep: Prepared) -> list[int]:
 
 @claim(
     id="EMB-A2-DESCENT",
-    paper=PAPER,
     kind="lemma",
     provenance="[V-frag] skeleton, [R] content",
     examples=20,
@@ -152,15 +151,18 @@ def _qualifying_tokens(prep: Prepared) -> list[int]:
     Checked for every relevant s*: q from least squares on
     E¹U (|cos(q, v)| ≤ 1e-10, ‖E¹q − e_{s*}‖_∞ ≤ 1e-9), and the sign of the slope at Gaussian p
     of norms 0, 0.1, 1, 10, 100, 1000 and at 40 points of the gradient-flow path.""",
-    note="The slope is models.embedding.descent_slope (exact q, log space, sign-exact at any "
-    "‖p‖); directional_derivative is not sign-reliable at large ‖p‖. Instances failing the "
-    "§3.3 precondition are rejected (counted), as in the theorem's claims, whose flows this "
-    "claim reuses. The proof only needs s* to be the strict maximiser in the sequences that "
-    "hold it; that per-token form is what descent_slope's sign rests on.",
 )
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_descent_direction_at_every_p(inst):
+    """Lemma EMB-A2-DESCENT.
+
+    The slope is models.embedding.descent_slope (exact q, log space, sign-exact at any ‖p‖);
+    directional_derivative is not sign-reliable at large ‖p‖. Instances failing the §3.3
+    precondition are rejected (counted), as in the theorem's claims, whose flows this claim
+    reuses. The proof only needs s* to be the strict maximiser in the sequences that hold
+    it; that per-token form is what descent_slope's sign rests on.
+    """
     prep = theorem_instance(inst)
     tokens = _qualifying_tokens(prep)
     gen = torch.Generator().manual_seed(inst.seed + 1)
@@ -207,7 +209,6 @@ _FLOW_NOTE = (
 
 @claim(
     id="EMB-FLOW-DIVERGE",
-    paper=PAPER,
     kind="theorem",
     provenance="[V-frag]",
     examples=20,
@@ -242,7 +243,6 @@ def test_norm_diverges(inst):
 
 @claim(
     id="EMB-FLOW-SELECT",
-    paper=PAPER,
     kind="theorem",
     provenance="[V] + [V-frag]",
     examples=20,
@@ -282,7 +282,6 @@ def test_softmax_selects_relevant_token(inst):
 
 @claim(
     id="EMB-FLOW-LOSS",
-    paper=PAPER,
     kind="theorem",
     provenance="[R]",
     examples=20,
@@ -324,7 +323,6 @@ def _draw_direction_figure() -> None:
 
 @claim(
     id="EMB-FLOW-DIRECTION",
-    paper=PAPER,
     kind="theorem",
     provenance="[V] (abstract); exact SVM [R]",
     examples=20,
@@ -361,7 +359,6 @@ def test_direction_converges_to_cls_svm(inst):
 
 @claim(
     id="EMB-FLOW-MONOTONE",
-    paper=PAPER,
     kind="theorem",
     provenance="[V-frag]",
     examples=20,
@@ -386,7 +383,6 @@ def test_loss_monotone_along_flow(inst):
 
 @claim(
     id="EMB-SVM-FEASIBLE",
-    paper=PAPER,
     kind="corollary",
     provenance="[R]",
     examples=50,
@@ -438,7 +434,6 @@ def alpha_leader(inst: EmbeddingInstance) -> AlphaLeader:
 
 @claim(
     id="EMB-SUFF-PAPER",
-    paper=PAPER,
     kind="corollary",
     provenance="[R]/[U]",
     examples=100,
@@ -447,15 +442,18 @@ def alpha_leader(inst: EmbeddingInstance) -> AlphaLeader:
     token of X_i exceeds 4ε/η0 = 44 d^(−1/4), then gradient flow selects s*(i) in every
     sequence. Checked on two-relevant-token and G2 data; when the condition holds the flow is
     traced and its selection compared with s*(i).""",
-    note="Vacuous at practical d: |α| ≤ 1 caps the lead at 2, so the condition needs "
-    "d > (44/2)⁴ ≈ 2.3e5, and d > 2e9 for α = 1/(2T), T = 5 (spec §3.4). Metric "
-    "'gap_condition_met' / 'gap_condition_not_met' (their counts: how many examples met it; "
-    "values: the smallest lead) and 'd_needed' (the smallest d at which "
-    "the example's lead would meet it) report this; the claim declares the condition as its "
-    "premise, so a run where no example meets it is reported vacuous, not held.",
 )
 @given(inst=GENERAL_DATA)
 def test_paper_gap_condition(inst):
+    """Corollary EMB-SUFF-PAPER.
+
+    Vacuous at practical d: |α| ≤ 1 caps the lead at 2, so the condition needs d > (44/2)⁴ ≈
+    2.3e5, and d > 2e9 for α = 1/(2T), T = 5 (spec §3.4). Metric 'gap_condition_met' /
+    'gap_condition_not_met' (their counts: how many examples met it; values: the smallest
+    lead) and 'd_needed' (the smallest d at which the example's lead would meet it) report
+    this; the claim declares the condition as its premise, so a run where no example meets
+    it is reported vacuous, not held.
+    """
     evidence.instance(inst.to_json())
     leader = alpha_leader(inst)
     needed = PAPER_GAP_CONSTANT * inst.d**-0.25
@@ -478,7 +476,6 @@ def run_flow_general(inst: EmbeddingInstance, target: float = PRACTICAL_TARGET) 
 
 @claim(
     id="EMB-SUFF-PRACTICAL",
-    paper=PAPER,
     kind="corollary",
     provenance="[R]",
     expected="refuted",
@@ -487,13 +484,16 @@ def run_flow_general(inst: EmbeddingInstance, target: float = PRACTICAL_TARGET) 
     strongly predictive token per sequence plus a weaker relevant one, whenever the maximiser of
     y_i⟨E¹_s, v⟩ over X_i is unique for every i (the observed argmax precondition), that token is
     argmax_{s∈X_i} y_i α_s.""",
-    note="Refuted as read: with few pairs the weak token's lead in α, F/(nT), is below the "
-    "one-step noise η0|β_s − α_s/2|, and the weak token wins y⟨E¹_s, v⟩ uniquely. The attention "
-    "part holds (EMB-SUFF-PRACTICAL-FLOW); a sufficient condition for the identification is "
-    "EMB-SUFF-R3. One step only, so the search is cheap.",
 )
 @given(inst=two_relevant_instances())
 def test_practical_argmax_is_alpha_argmax(inst):
+    """Corollary EMB-SUFF-PRACTICAL.
+
+    Refuted as read: with few pairs the weak token's lead in α, F/(nT), is below the
+    one-step noise η0|β_s − α_s/2|, and the weak token wins y⟨E¹_s, v⟩ uniquely. The
+    attention part holds (EMB-SUFF-PRACTICAL-FLOW); a sufficient condition for the
+    identification is EMB-SUFF-R3. One step only, so the search is cheap.
+    """
     evidence.instance(inst.to_json())
     prep = prepare(inst)
     if not prep.selection.all_unique:
@@ -508,7 +508,6 @@ def test_practical_argmax_is_alpha_argmax(inst):
 
 @claim(
     id="EMB-SUFF-PRACTICAL-FLOW",
-    paper=PAPER,
     kind="corollary",
     provenance="[R]",
     examples=20,
@@ -516,12 +515,15 @@ def test_practical_argmax_is_alpha_argmax(inst):
     predictive token per sequence plus a weaker relevant one, with |S| ≤ d − 1, whenever the
     maximiser of y_i⟨E¹_s, v⟩ over X_i is unique for every i, gradient flow on p from 0
     concentrates ≥ 0.99 of the attention of X_i on that maximiser (whichever token it is).""",
-    note="Flow: converge() until the mass off the selection is ≤ 1e-3 and the direction matches "
-    "the SVM of the selection to 1 − cos ≤ 1e-3. The narrow variant of EMB-SUFF-PRACTICAL that "
-    "holds: the flow follows y⟨E¹_s, v⟩, not α.",
 )
 @given(inst=two_relevant_instances())
 def test_practical_flow_concentrates_on_argmax(inst):
+    """Corollary EMB-SUFF-PRACTICAL-FLOW.
+
+    Flow: converge() until the mass off the selection is ≤ 1e-3 and the direction matches
+    the SVM of the selection to 1 − cos ≤ 1e-3. The narrow variant of EMB-SUFF-PRACTICAL
+    that holds: the flow follows y⟨E¹_s, v⟩, not α.
+    """
     evidence.instance(inst.to_json())
     prep = prepare(inst)
     if not prep.selection.all_unique:
@@ -540,7 +542,6 @@ def test_practical_flow_concentrates_on_argmax(inst):
 
 @claim(
     id="EMB-SUFF-R3",
-    paper=PAPER,
     kind="corollary",
     provenance="[R]",
     examples=100,
@@ -550,9 +551,6 @@ def test_practical_flow_concentrates_on_argmax(inst):
     y_i⟨E¹_s, v⟩ over X_i for every i — the precondition of §3.3 and §3.4, so the flow selects
     the most important token (EMB-FLOW-SELECT, EMB-SUFF-PRACTICAL-FLOW). Deterministic: no
     probability over E⁰.""",
-    note="Checked on G1, two-relevant and G2 data, default d and d ∈ {1024, 4096} (where the "
-    "condition is met more often). Metrics 'condition_met' / 'condition_not_met': their counts "
-    "say how often it applied; values are lead/(4m(1/η0 + 1/4)).",
 )
 @given(
     inst=st.one_of(
@@ -563,6 +561,12 @@ def test_practical_flow_concentrates_on_argmax(inst):
     )
 )
 def test_r3_gap_condition_identifies_alpha_argmax(inst):
+    """Corollary EMB-SUFF-R3.
+
+    Checked on G1, two-relevant and G2 data, default d and d ∈ {1024, 4096} (where the
+    condition is met more often). Metrics 'condition_met' / 'condition_not_met': their
+    counts say how often it applied; values are lead/(4m(1/η0 + 1/4)).
+    """
     evidence.instance(inst.to_json())
     prep = prepare(inst)
     leader = alpha_leader(inst)

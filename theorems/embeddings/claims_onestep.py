@@ -32,7 +32,7 @@ from strategies import (
     k_level_instances,
     single_relevant_token_instances,
 )
-from theorems.embeddings import PAPER, plots
+from theorems.embeddings import plots
 from theorems.embeddings.common import (
     ONE_STEP_DATA,
     PAPER_CONSTANT,
@@ -91,7 +91,6 @@ def any_head(draw, base=ONE_STEP_DATA):
 
 @claim(
     id="EMB-L41-RANK1",
-    paper=PAPER,
     kind="lemma",
     provenance="[R]",
     examples=100,
@@ -100,11 +99,14 @@ def any_head(draw, base=ONE_STEP_DATA):
     E¹ − E⁰ = η0 β vᵀ with β_s = (1/n) Σ_j h_j y_j n_s(X_j)/T, h_j = 1/(1 + exp(y_j f⁰_j)).
     Checked on G1 and G2 data for any head v (‖v‖ ∈ [1/4, 4]): the autograd step D has
     rank-one residual ≤ 1e-10·‖D‖_max and Dv/(η0‖v‖²) equals β to relative error 1e-10.""",
-    note="D is computed by torch autograd of the loss, independently of the closed-form "
-    "∇_E L that models.embedding.one_step uses; β comes from one_step.",
 )
 @given(inst=any_head())
 def test_rank_one_update_along_v(inst):
+    """Lemma EMB-L41-RANK1.
+
+    D is computed by torch autograd of the loss, independently of the closed-form ∇_E L that
+    models.embedding.one_step uses; β comes from one_step.
+    """
     evidence.instance(inst.to_json())
     problem = problem_of(inst)
     step = one_step(problem, inst.eta0)
@@ -131,7 +133,6 @@ def test_rank_one_update_along_v(inst):
 
 @claim(
     id="EMB-L41-R2",
-    paper=PAPER,
     kind="lemma",
     provenance="[R]",
     examples=100,
@@ -156,7 +157,6 @@ def test_beta_close_to_half_alpha(inst):
 
 @claim(
     id="EMB-L41-R3",
-    paper=PAPER,
     kind="lemma",
     provenance="[R]",
     examples=100,
@@ -186,7 +186,6 @@ def test_r3_instance_bound(inst):
 
 @claim(
     id="EMB-L41-BOUND",
-    paper=PAPER,
     kind="lemma",
     provenance="[U]",
     examples=100,
@@ -195,9 +194,6 @@ def test_r3_instance_bound(inst):
     ≤ 2|S|e^{−√d/2} ≈ 1e-5), simultaneously for all tokens
     |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ 11·η0·d^(−1/4). Checked on G2 and G1 data with
     d ∈ {1024, 2048, 4096}.""",
-    note="The constant 11 and the rate d^(-1/4) are unconfirmed [U]. The slack "
-    "'lemma41_constant' records the constant each example needs, "
-    "max_s error/(η0 d^(-1/4)), against 11; under the nightly profile it is a target().",
 )
 @given(
     inst=st.one_of(
@@ -206,6 +202,12 @@ def test_r3_instance_bound(inst):
     )
 )
 def test_paper_form_bound(inst):
+    """Lemma EMB-L41-BOUND.
+
+    The constant 11 and the rate d^(-1/4) are unconfirmed [U]. The slack 'lemma41_constant'
+    records the constant each example needs, max_s error/(η0 d^(-1/4)), against 11; under
+    the nightly profile it is a target().
+    """
     evidence.instance(inst.to_json())
     if not (inst.vocab_size <= 40 and inst.d >= 1024 and 0.1 <= inst.eta0 <= 100):
         raise RuntimeError(f"strategy left the regime of Lemma 4.1: {inst!r}")
@@ -233,7 +235,6 @@ def _draw_prop_figure() -> None:
 
 @claim(
     id="EMB-L41-PROP",
-    paper=PAPER,
     kind="corollary",
     provenance="[R]",
     examples=100,
@@ -242,11 +243,14 @@ def _draw_prop_figure() -> None:
     std_s(α_s)·√d ≥ 0.3, the one-step shift ⟨E¹_s − E⁰_s, v⟩ has Pearson correlation ≥ 0.99
     with α_s over the vocabulary; and sign(⟨E¹_s − E⁰_s, v⟩) = sign(α_s) for every token with
     |α_s| > ᾱ_s·m/2 (a consequence of R2).""",
-    note="std is the population standard deviation over all |S| tokens. Draws with "
-    "std(α)·√d < 0.3 do not meet the hypothesis and are rejected (counted).",
 )
 @given(inst=general_frequency_instances())
 def test_shift_proportional_to_alpha(inst):
+    """Corollary EMB-L41-PROP.
+
+    std is the population standard deviation over all |S| tokens. Draws with std(α)·√d < 0.3
+    do not meet the hypothesis and are rejected (counted).
+    """
     evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     alpha, shift = step.alpha.numpy(), step.shift.numpy()
@@ -290,17 +294,19 @@ def g2_fixed(seed: int, d: int, S: int = 30, T: int = 8, n: int = 200) -> Embedd
 
 @claim(
     id="EMB-L41-RATE",
-    paper=PAPER,
     kind="experiment",
     provenance="[R]",
     statement="""The one-step error shrinks with d (spec §3.1, P-4.1e): on G2 data with |S| = 30,
     T = 8, n = 200 and 20 fixed seeds per d ∈ {256, 1024, 4096, 16384}, the median over seeds of
     max_s |β_s − α_s/2| has a log-log slope against d of at most −0.3 (observed ≈ −0.58, about
     the d^(−1/2) of the init term, faster than the paper's d^(−1/4)).""",
-    note="Deterministic: fixed seeds, no Hypothesis. β from models.embedding.r1_coefficients "
-    "(β does not depend on η0).",
 )
 def test_error_shrinks_with_dimension():
+    """Experiment EMB-L41-RATE.
+
+    Deterministic: fixed seeds, no Hypothesis. β from models.embedding.r1_coefficients (β
+    does not depend on η0).
+    """
     medians = []
     for d in RATE_DIMS:
         errors = []
@@ -324,7 +330,6 @@ def test_error_shrinks_with_dimension():
 
 @claim(
     id="EMB-KLEVEL",
-    paper=PAPER,
     kind="corollary",
     provenance="[U]",
     examples=100,
@@ -332,12 +337,15 @@ def test_error_shrinks_with_dimension():
     group k with a common signed frequency α^(k), increasing in k. After one GD step from
     p⁰ = 0 (‖v‖ = 1), the shifts ⟨E¹_s − E⁰_s, v⟩ take K levels ordered like α: every shift of
     group k lies strictly below every shift of group k+1.""",
-    note="The paper's K-level model is not accessible [U]; this is the spec's stand-in "
-    "(strategies.k_level_instances, α_s = j_k/n exactly). The metric 'spread_over_gap' is the "
-    "largest within-group range over the smallest gap between consecutive levels.",
 )
 @given(inst=k_level_instances())
 def test_k_level_shifts_are_ordered(inst):
+    """Corollary EMB-KLEVEL.
+
+    The paper's K-level model is not accessible [U]; this is the spec's stand-in
+    (strategies.k_level_instances, α_s = j_k/n exactly). The metric 'spread_over_gap' is the
+    largest within-group range over the smallest gap between consecutive levels.
+    """
     evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     shift = step.shift

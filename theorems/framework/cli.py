@@ -27,13 +27,10 @@ import argparse
 import importlib
 import json
 import sys
-import traceback
 from pathlib import Path
 
 from theorems.framework.instances import InstanceError, load_instance
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
+from theorems.framework.registry import REPO_ROOT, import_claim_modules
 
 # --------------------------------------------------------------------------- validation
 
@@ -44,34 +41,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 def _error(message: str, code: int) -> int:
     print(f"error: {message}", file=sys.stderr)
     return code
-
-
-def import_claim_modules(root: Path = REPO_ROOT) -> list[tuple[str, str]]:
-    """Import every claims_*.py and test_*.py under theorems/ (the per-paper sub-packages and
-    any user's module at the top); return the modules that failed to import as (module,
-    one-line reason). Registration errors propagate."""
-    from theorems.framework.registry import ClaimRegistrationError
-
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    failed = []
-    folder = root / "theorems"
-    paths = sorted(
-        path
-        for pattern in ("claims_*.py", "test_*.py")
-        for path in folder.rglob(pattern)
-        if "framework" not in path.relative_to(folder).parts
-    )
-    for path in paths:
-        name = ".".join(("theorems", *path.relative_to(folder).with_suffix("").parts))
-        try:
-            importlib.import_module(name)
-        except ClaimRegistrationError:
-            raise
-        except Exception as exc:
-            reason = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            failed.append((name, reason.splitlines()[-1]))
-    return failed
 
 
 def _cut(text: str, width: int) -> str:

@@ -63,7 +63,7 @@ from theorems.framework.records import (
     skipped_claims,
     write_json,
 )
-from theorems.framework.registry import REGISTRY, ClaimInfo, claim_of
+from theorems.framework.registry import REGISTRY, ClaimInfo, claim_of, import_claim_modules
 from theorems.framework.verdicts import (
     as_expected,
     falsifying_text,
@@ -310,12 +310,9 @@ def pytest_deselected(items) -> None:
 def known_claims(root: Path) -> tuple[dict[str, str] | None, str | None]:
     """Every claim defined under <root>/theorems (id -> expected), importing the claim
     modules that this run did not; (None, why) when that cannot be known."""
-    import theorems
-
     folder = (root / "theorems").resolve()
-    if not folder.is_dir() or Path(theorems.__file__).resolve().parent != folder:
+    if not folder.is_dir() or Path(__file__).resolve().parents[1] != folder:
         return None, None
-    from theorems.framework.cli import import_claim_modules
     from theorems.framework.registry import ClaimRegistrationError
 
     try:

@@ -14,11 +14,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib
 import inspect
 import os
 import re
+import sys
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +30,8 @@ from theorems.framework import evidence, hypothesis_compat
 from theorems.framework.profiles import run_seed, scaled_examples
 from theorems.framework.verdicts import EXPECTED, ID_PATTERN, KINDS, PROVENANCE_TAGS, order_key
 
+#: The checkout this framework belongs to (theorems/framework/ -> the repository root).
+REPO_ROOT = Path(__file__).resolve().parents[2]
 _TAG = re.compile(r"\[([^\]]*)\]")
 
 
@@ -107,7 +113,9 @@ def _validate(
             f"{id!r} must be an upper-case prefix and dash-separated letters/digits, "
             "e.g. 'MM-SVM-MARGIN', 'EMB-THM1' or 'CONJ-MY-GUESS'",
         )
-    for field, value in (("paper", paper), ("statement", statement), ("provenance", provenance)):
+    if paper is not None and (not isinstance(paper, str) or not paper.strip()):
+        _fail("paper", f"{id}: must be a non-empty string, got {paper!r}")
+    for field, value in (("statement", statement), ("provenance", provenance)):
         if not isinstance(value, str) or not value.strip():
             _fail(field, f"{id}: must be a non-empty string, got {value!r}")
     tags = [t.strip() for group in _TAG.findall(provenance) for t in group.split(",")]
@@ -228,7 +236,7 @@ def _add_replay(fn: Callable, info: ClaimInfo, given: tuple[str, ...], replayed:
 def claim(
     *,
     id: str,
-    paper: str,
+    paper: str | None = None,
     kind: str,
     statement: str,
     provenance: str,
@@ -243,6 +251,11 @@ def claim(
     """Register a pytest test function as a claim. Apply it outermost (above @given).
 
     ``runs_only_with``: what the claim needs that a machine may lack (real data on disk, say).
+    ``paper``: by default the ``PAPER`` of the module that defines the claim or of a package
+    above it (``theorems.maxmargin``, ``theorems.embeddings``); elsewhere, name it here.
+    ``note``: by default the test's docstring after its first paragraph (the first paragraph
+    says what the test checks; the rest is what a reader of the report needs to know).
+
     Such a claim may ``pytest.skip`` when it is missing: the report lists it as not run, with
     the skip's reason, and the verdict gate leaves its lock line unchecked. Any other claim
     that skips while the lock pins it fails the gate (a claim must not vanish silently).
@@ -278,9 +291,10 @@ def claim(
                 f"@claim({id!r}) must decorate a pytest test function (test_*), got {fn!r}"
             )
         file, qualname, line = _definition_site(fn)
+        target = hypothesis_compat.inner_test(fn) if is_property else fn
         info = ClaimInfo(
             id=id,
-            paper=paper.strip(),
+            paper=_paper_of(id, paper, target),
             kind=kind,
             statement=" ".join(statement.split()),
             provenance=provenance.strip(),
@@ -289,7 +303,7 @@ def claim(
             max_inconclusive=float(max_inconclusive),
             min_premise=min_premise,
             figures=figures,
-            note=note,
+            note=note or _note_of(target),
             runs_only_with=runs_only_with.strip(),
             module=getattr(fn, "__module__", "") or "",
             qualname=qualname,
@@ -311,6 +325,28 @@ def claim(
         return pytest.mark.claim(id)(fn)
 
     return decorate
+
+
+def _paper_of(claim_id: str, paper: str | None, fn: Callable) -> str:
+    """The claim's paper: given, or the ``PAPER`` of its module or of the nearest package
+    above it (a per-paper sub-package sets it once in its ``__init__``)."""
+    if paper is not None:
+        return paper.strip()
+    found = getattr(fn, "__globals__", {}).get("PAPER")
+    module = getattr(fn, "__module__", "") or ""
+    while found is None and "." in module:
+        module = module.rsplit(".", 1)[0]
+        found = getattr(sys.modules.get(module), "PAPER", None)
+    if not isinstance(found, str) or not found.strip():
+        _fail("paper", f"{claim_id}: give paper=... or define PAPER in the claim's module")
+    return found.strip()
+
+
+def _note_of(fn: Callable) -> str:
+    """A claim's note from its test's docstring: every paragraph after the first."""
+    doc = inspect.getdoc(fn) or ""
+    paragraphs = [" ".join(p.split()) for p in doc.split("\n\n") if p.strip()]
+    return "\n\n".join(paragraphs[1:])
 
 
 def claim_of(obj) -> ClaimInfo | None:
@@ -341,3 +377,29 @@ def as_dict(info: ClaimInfo) -> dict:
     d = dataclasses.asdict(info)
     d["figures"] = list(info.figures)
     return d
+
+
+def import_claim_modules(root: Path = REPO_ROOT) -> list[tuple[str, str]]:
+    """Import every claims_*.py and test_*.py under theorems/ (the per-paper sub-packages and
+    any user's module at the top); return the modules that failed to import as (module,
+    one-line reason). Registration errors propagate."""
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    failed = []
+    folder = root / "theorems"
+    paths = sorted(
+        path
+        for pattern in ("claims_*.py", "test_*.py")
+        for path in folder.rglob(pattern)
+        if "framework" not in path.relative_to(folder).parts
+    )
+    for path in paths:
+        name = ".".join(("theorems", *path.relative_to(folder).with_suffix("").parts))
+        try:
+            importlib.import_module(name)
+        except ClaimRegistrationError:
+            raise
+        except Exception as exc:
+            reason = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            failed.append((name, reason.splitlines()[-1]))
+    return failed

@@ -40,7 +40,6 @@ from strategies import (
 from strategies.combinators import SEEDS, random_points, seeded, with_init
 from strategies.instances import PromptInstance
 from theorems import claim, evidence
-from theorems.maxmargin import PAPER
 from theorems.maxmargin.common import (
     CONE_SCAN,
     DIRECTION_TOL,
@@ -90,19 +89,20 @@ def _with_scores(inst: PromptInstance, g: torch.Tensor, meta: dict) -> PromptIns
 
 @claim(
     id="MM-F2-GLOBAL-ALWAYS",
-    paper=PAPER,
     kind="control",
     provenance="[V] Fig. 1(b), [N]",
     expected="refuted",
     statement="(Wrong) For general scores, gradient descent from any p(0) always selects the "
     "globally optimal tokens and converges in direction to p^mm(opt).",
     examples=20,
-    note="Fig. 1(b) and [N] (11/30 random runs) show GD converging to a non-global "
-    "locally-optimal α; Theorem L is local.",
 )
 @given(inst=with_init(global_opt_instances()))
 def test_f2_gd_always_global(inst):
-    """(Wrong) GD always converges to p^mm(opt) for general scores (spec §5 F2)."""
+    """(Wrong) GD always converges to p^mm(opt) for general scores (spec §5 F2).
+
+    Fig. 1(b) and [N] (11/30 random runs) show GD converging to a non-global locally-optimal
+    α; Theorem L is local.
+    """
     _record(inst)
     out, transient = settle(inst.problem, inst.p0)
     record_outcome(out, transient)
@@ -129,7 +129,6 @@ def tied_local_instances(draw):
 
 @claim(
     id="MM-F3-TIE-ATTRACTS",
-    paper=PAPER,
     kind="control",
     provenance="[D, N]",
     expected="refuted",
@@ -137,12 +136,14 @@ def tied_local_instances(draw):
     "than α_i (ties allowed), GD from the cone C_{ε,R0}(p^mm(α)) with (R0, ε) = (50, 1e-4) "
     "converges in direction to p^mm(α).",
     examples=20,
-    note="A support token tying with α_i exerts no restoring force; the pull of higher-scoring "
-    "non-support tokens then moves p away (Fig. 1(a), α = (1, 0): GD leaves from R0 ≤ 10).",
 )
 @given(cone=tied_local_instances().flatmap(lambda i: cone_inits(i, *CONE_SCAN[-1])))
 def test_f3_tie_still_attracts(cone):
-    """(Wrong) A selection tied with its support tokens still attracts GD (spec §5 F3)."""
+    """(Wrong) A selection tied with its support tokens still attracts GD (spec §5 F3).
+
+    A support token tying with α_i exerts no restoring force; the pull of higher-scoring
+    non-support tokens then moves p away (Fig. 1(a), α = (1, 0): GD leaves from R0 ≤ 10).
+    """
     _record(cone)
     out, transient = settle(cone.problem, cone.p0)
     record_outcome(out, transient)
@@ -152,7 +153,6 @@ def test_f3_tie_still_attracts(cone):
 
 @claim(
     id="MM-F4-ANY-R0",
-    paper=PAPER,
     kind="control",
     provenance="[N]",
     expected="refuted",
@@ -160,12 +160,14 @@ def test_f3_tie_still_attracts(cone):
     "cone C_{ε,R0}(p^mm(α)) converges to p^mm(α), whatever R0 > 0 (here R0 ∈ [0.1, 2], "
     "ε = 1e-2).",
     examples=20,
-    note="R0 must be large enough: Fig. 1(b), α = (1, 0), escapes to the global direction from "
-    "R0 = 2 and converges from R0 ≥ 5 [N].",
 )
 @given(cone=local_opt_instances().flatmap(lambda i: cone_inits(i, st.sampled_from(F4_R0), 1e-2)))
 def test_f4_local_convergence_any_r0(cone):
-    """(Wrong) Local convergence from any R0 (spec §5 F4)."""
+    """(Wrong) Local convergence from any R0 (spec §5 F4).
+
+    R0 must be large enough: Fig. 1(b), α = (1, 0), escapes to the global direction from R0
+    = 2 and converges from R0 ≥ 5 [N].
+    """
     evidence.metric("R0", cone.meta["cone"]["R0"])
     _record(cone)
     out, transient = settle(cone.problem, cone.p0)
@@ -189,7 +191,6 @@ def beaten_support_instances(draw):
 
 @claim(
     id="MM-F5-NONLOCAL-ATTRACTS",
-    paper=PAPER,
     kind="control",
     provenance="[N]",
     expected="refuted",
@@ -197,13 +198,15 @@ def beaten_support_instances(draw):
     "optimal: if a support token of α_i scores strictly higher than α_i (no ties), GD from the "
     "cone C_{1e-3,10}(p^mm(α)) still converges in direction to p^mm(α).",
     examples=20,
-    note="A higher-scoring support token pulls at margin 1, faster than any restoring force; GD "
-    "leaves (Fig. 1 data, α = third token: final cos ≈ −0.66 [N]). Ties are avoided on "
-    "purpose: with ties GD can stall (see MM-F3 and MM-THM-G).",
 )
 @given(cone=beaten_support_instances().flatmap(lambda i: cone_inits(i, 10.0, 1e-3)))
 def test_f5_nonlocal_attracts(cone):
-    """(Wrong) A non-locally-optimal α attracts GD from its cone (spec §5 F5)."""
+    """(Wrong) A non-locally-optimal α attracts GD from its cone (spec §5 F5).
+
+    A higher-scoring support token pulls at margin 1, faster than any restoring force; GD
+    leaves (Fig. 1 data, α = third token: final cos ≈ −0.66 [N]). Ties are avoided on
+    purpose: with ties GD can stall (see MM-F3 and MM-THM-G).
+    """
     _record(cone)
     verdict = local_optimality(cone.keys, cone.scores, cone.alpha)
     evidence.metric("alpha locally optimal", float(verdict.locally_optimal))
@@ -218,19 +221,20 @@ def test_f5_nonlocal_attracts(cone):
 
 @claim(
     id="MM-C-DESCENT-GENERAL",
-    paper=PAPER,
     kind="control",
     provenance="[N]",
     expected="refuted",
     statement="(Wrong: the descent lemma without equal non-optimal scores) For general scores "
     "with ATT-SVM(opt) feasible, ⟨∇L(p), p^mm(opt)⟩ < 0 for every p.",
     examples=50,
-    note="[N]: 1,864 of 10,000 random p violate the sign with uniform random scores (n = 3, "
-    "T = 5, key dimension 15); with equal non-optimal scores, none (MM-LEMMA-DESCENT).",
 )
 @given(inst=global_opt_instances(), seed=SEEDS)
 def test_descent_general_scores(inst, seed):
-    """(Wrong) p^mm is a descent direction everywhere for general scores (spec §2.1)."""
+    """(Wrong) p^mm is a descent direction everywhere for general scores (spec §2.1).
+
+    [N]: 1,864 of 10,000 random p violate the sign with uniform random scores (n = 3, T = 5,
+    key dimension 15); with equal non-optimal scores, none (MM-LEMMA-DESCENT).
+    """
     _record(inst)
     points = random_points(seeded(seed), inst.keys.shape[2], 20, -1.0, 1.0).numpy()
     for sign, rel, cos, agrees in descent_signs(inst, points):
@@ -245,7 +249,6 @@ def test_descent_general_scores(inst, seed):
 
 @claim(
     id="MM-F7-CORRELATION-NO-MAXMARGIN",
-    paper=PAPER,
     kind="control",
     provenance="[D, N]",
     expected="refuted",
@@ -253,12 +256,14 @@ def test_descent_general_scores(inst, seed):
     "correlation loss ℓ(x) = −x, gradient descent does NOT converge in direction to p^mm(opt) "
     "(single input, equal non-optimal scores, ATT-SVM(opt) feasible).",
     examples=20,
-    note="The exponential comes from the softmax, not from the loss: ℓ(x) = −x gives the "
-    "ATT-SVM direction (spec §1.7, loss comparison of §4).",
 )
 @given(inst=with_init(equal_nonopt_instances(n=1, loss="correlation")))
 def test_f7_correlation_loss_no_max_margin(inst):
-    """(Wrong) Correlation loss ⇒ no convergence to p^mm (spec §5 F7)."""
+    """(Wrong) Correlation loss ⇒ no convergence to p^mm (spec §5 F7).
+
+    The exponential comes from the softmax, not from the loss: ℓ(x) = −x gives the ATT-SVM
+    direction (spec §1.7, loss comparison of §4).
+    """
     _record(inst)
     out, transient = settle(inst.problem, inst.p0)
     record_outcome(out, transient)
@@ -269,19 +274,20 @@ def test_f7_correlation_loss_no_max_margin(inst):
 
 @claim(
     id="MM-F8-LOSS-TO-ZERO",
-    paper=PAPER,
     kind="control",
     provenance="[D]",
     expected="refuted",
     statement="(Wrong) Under the hypotheses of Theorem G (single input, logistic loss), the "
     "training loss tends to 0: at directional convergence L(p) ≤ 1e-3.",
     examples=20,
-    note="With v fixed the floor is (1/n)Σℓ(γ_i,opt_i) > 0 (spec §1.3); L → 0 only if the "
-    "optimal scores → ∞.",
 )
 @given(inst=with_init(equal_nonopt_instances(n=1)))
 def test_f8_loss_to_zero(inst):
-    """(Wrong) L(p(t)) → 0 (spec §5 F8)."""
+    """(Wrong) L(p(t)) → 0 (spec §5 F8).
+
+    With v fixed the floor is (1/n)Σℓ(γ_i,opt_i) > 0 (spec §1.3); L → 0 only if the optimal
+    scores → ∞.
+    """
     _record(inst)
     out, transient = settle(inst.problem, inst.p0)
     record_outcome(out, transient)
@@ -307,7 +313,6 @@ def _straddling_scores(n: int, T: int):
 
 @claim(
     id="MM-F9-SQUARE-DIVERGES",
-    paper=PAPER,
     kind="control",
     provenance="[D]",
     expected="refuted",
@@ -315,8 +320,6 @@ def _straddling_scores(n: int, T: int):
     "and the target 1 strictly inside the range of the scores (one input, keys in general "
     "position), gradient flow still has ‖p(t)‖ → ∞.",
     examples=20,
-    note="A finite attention mixture attains the target: the flow stops at a finite minimiser "
-    "with L = 0 (spec §5 F9), so no divergence and no max-margin limit.",
 )
 @given(
     inst=st.integers(2, 3).flatmap(
@@ -327,7 +330,11 @@ def _straddling_scores(n: int, T: int):
     seed=SEEDS,
 )
 def test_f9_square_loss_diverges(inst, seed):
-    """(Wrong) ‖p‖ → ∞ without strict monotonicity of ℓ (spec §5 F9)."""
+    """(Wrong) ‖p‖ → ∞ without strict monotonicity of ℓ (spec §5 F9).
+
+    A finite attention mixture attains the target: the flow stops at a finite minimiser with
+    L = 0 (spec §5 F9), so no divergence and no max-margin limit.
+    """
     _record(inst)
     problem = PromptProblem(inst.keys, inst.scores, square(1.0))
     p0 = random_points(seeded(seed), inst.keys.shape[2], 1, -1.0, 1.0)[0]
@@ -351,7 +358,6 @@ def test_f9_square_loss_diverges(inst, seed):
 
 @claim(
     id="MM-F13-W-FULL-RANK",
-    paper=PAPER,
     kind="control",
     provenance="[D, N]",
     expected="refuted",
@@ -359,13 +365,15 @@ def test_f9_square_loss_diverges(inst, seed):
     "small full-rank W(0)), W(t) converges in direction to a full-rank matrix: σ₂/σ₁ of W(T) "
     "stays above a tenth of σ₂/σ₁ of W(0).",
     examples=20,
-    note="∂L/∂W = g pᵀ is rank one, so W(t) = W(0) + u(t)pᵀ and W/‖W‖ → q^mm pᵀ/(‖q^mm‖‖p‖), "
-    "rank one (spec §2.8; a nuclear-norm SVM belongs to the (K, Q) factorization of the "
-    "companion paper).",
 )
 @given(inst=equal_nonopt_instances(n=1), seed=SEEDS)
 def test_f13_w_full_rank(inst, seed):
-    """(Wrong) W converges to a full-rank matrix (spec §5 F13)."""
+    """(Wrong) W converges to a full-rank matrix (spec §5 F13).
+
+    ∂L/∂W = g pᵀ is rank one, so W(t) = W(0) + u(t)pᵀ and W/‖W‖ → q^mm pᵀ/(‖q^mm‖‖p‖), rank
+    one (spec §2.8; a nuclear-norm SVM belongs to the (K, Q) factorization of the companion
+    paper).
+    """
     _record(inst)
     traj, W0 = train_w(inst, seeded(seed))
     start, end = singular_ratio(W0), float(traj.sigma_ratio[-1])
@@ -375,19 +383,20 @@ def test_f13_w_full_rank(inst, seed):
 
 @claim(
     id="MM-F14-RATE",
-    paper=PAPER,
     kind="control",
     provenance="[R?] (no rate stated), [N]",
     expected="refuted",
     statement="(Wrong: a rate) Plain GD with η = 1/L_p on a single input with equal non-optimal "
     "scores has 1 − cos(p(t), p^mm) ≤ C/t with C = 10, at t = 100, 500, 1000, 2000.",
     examples=20,
-    note="The paper states only asymptotic limits (spec §0 'Rates'); plain GD's directional "
-    "convergence is logarithmically slow ([N]: cos 0.97–0.99 after 1000 steps at η = 1).",
 )
 @given(inst=with_init(equal_nonopt_instances(n=1)))
 def test_f14_rate(inst):
-    """(Wrong) 1 − cos ≤ C/t for plain GD (spec §5 F14)."""
+    """(Wrong) 1 − cos ≤ C/t for plain GD (spec §5 F14).
+
+    The paper states only asymptotic limits (spec §0 'Rates'); plain GD's directional
+    convergence is logarithmically slow ([N]: cos 0.97–0.99 after 1000 steps at η = 1).
+    """
     _record(inst)
     sol = evidence.solved(att_svm(inst.keys, inst.alpha), "ATT-SVM(α)")
     eta = 1.0 / inst.problem.smoothness_bound()
@@ -403,7 +412,6 @@ def test_f14_rate(inst):
 
 @claim(
     id="MM-F11-INFEASIBLE",
-    paper=PAPER,
     kind="definition",
     provenance="[D]",
     statement="When ATT-SVM(opt) is infeasible (some k_i,opt lies in the convex hull of its "
@@ -456,7 +464,6 @@ def numerically_hard_instances(draw):
 
 @claim(
     id="MM-F15-NUMERICS",
-    paper=PAPER,
     kind="definition",
     provenance="[N]",
     statement="On numerically hard instances (the loss comparison with C up to 1000, where the "

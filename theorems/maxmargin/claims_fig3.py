@@ -25,7 +25,7 @@ from models.selection import global_opt
 from models.svm import att_svm
 from strategies import figure1_instance, figure3_instance
 from theorems import claim, evidence
-from theorems.maxmargin import PAPER, plots
+from theorems.maxmargin import plots
 from theorems.maxmargin.common import key_problem, rp_tol, safe_cap
 
 DTYPE = torch.float64
@@ -78,7 +78,6 @@ def _check_probabilities(run) -> str | None:
 
 @claim(
     id="MM-FIG3-TIGHT",
-    paper=PAPER,
     kind="experiment",
     provenance="[V] caption and data, [N] results (spec §4 Figure 3)",
     statement="Figure 3(a) and (c): inputs [(0,0),(1,1)], [(0,0),(1,−1)], [(0,0),(0.5,1)], "
@@ -110,7 +109,6 @@ def test_figure3_tight():
 
 @claim(
     id="MM-FIG3-NONTIGHT",
-    paper=PAPER,
     kind="experiment",
     provenance="[V] caption and data, [N] results (spec §4 Figure 3)",
     statement="Figure 3(b): as 3(a) with the third input [(0,0),(0.5,1.5)], which is not a "
@@ -153,7 +151,6 @@ def test_figure3_nontight():
 
 @claim(
     id="MM-RP-PICTURE",
-    paper=PAPER,
     kind="experiment",
     provenance="[R+] Theorem RP (spec §2.4), [N] F6 (§5), [D] cap width (claims_regpath)",
     statement="On the keys and scores of Figure 1(b) (token (1, 0) locally optimal, not "

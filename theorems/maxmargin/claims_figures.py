@@ -19,7 +19,7 @@ from models.selection import local_optimality
 from strategies import figure1_instance, figure2_instance, loss_comparison_instance
 from strategies.prompt import LOSS_COMPARISON_C
 from theorems import claim, evidence
-from theorems.maxmargin import PAPER, plots
+from theorems.maxmargin import plots
 from theorems.maxmargin.common import (
     DIRECTION_TOL,
     LR,
@@ -61,7 +61,6 @@ def _figure1(panel: str) -> tuple[list, list]:
 
 @claim(
     id="MM-FIG1A",
-    paper=PAPER,
     kind="experiment",
     provenance="[V] data, [N] results",
     statement="Figure 1(a): one input with keys (−0.1, 1), (1, 0), (0, 0) and scores 1, 0.9, 0.9 "
@@ -82,7 +81,6 @@ def test_figure1a():
 
 @claim(
     id="MM-FIG1B",
-    paper=PAPER,
     kind="experiment",
     provenance="[V] data, [N] results",
     statement="Figure 1(b): as 1(a) but the token (0, 0) scores 0: the token (1, 0) becomes "
@@ -136,7 +134,6 @@ def _figure2(seed: int, ngd_min: float) -> None:
 
 @claim(
     id="MM-FIG2",
-    paper=PAPER,
     kind="experiment",
     provenance="[V] data, [N] results",
     expected="refuted",
@@ -147,24 +144,25 @@ def _figure2(seed: int, ngd_min: float) -> None:
     "below 0.99 there; ‖p‖ grows linearly under NGD and logarithmically under GD.",
     examples=20,
     figures=("mm_fig2.png",),
-    note="Refuted as read, for every noise draw: at noise seed 174 NGD's averaged softmax at "
-    "step 100 is 0.99696 < 0.999 (found by ci-random, seed 2). Over noise seeds 0–2000, 7 draws "
-    "(0.35 %) stay below 0.999 (seeds 81, 174, 709, 833, 989, 1278, 1936), the lowest 0.99696; "
-    "GD at step 100 is at most 0.9755 on every draw. The paper's own draw (seed 0) meets "
-    "0.999. The variant that holds, NGD ≥ 0.99 > GD at step 100: MM-FIG2-SEPARATION.",
 )
 @given(seed=st.integers(0, 10_000))
 @example(seed=0)
 @example(seed=174)
 def test_figure2(seed):
     """Fig. 2: global convergence; NGD saturates the softmax by step 100, GD does not; ‖p‖ is
-    linear under NGD and logarithmic under GD (spec §4)."""
+    linear under NGD and logarithmic under GD (spec §4).
+
+    Refuted as read, for every noise draw: at noise seed 174 NGD's averaged softmax at step
+    100 is 0.99696 < 0.999 (found by ci-random, seed 2). Over noise seeds 0–2000, 7 draws
+    (0.35 %) stay below 0.999 (seeds 81, 174, 709, 833, 989, 1278, 1936), the lowest
+    0.99696; GD at step 100 is at most 0.9755 on every draw. The paper's own draw (seed 0)
+    meets 0.999. The variant that holds, NGD ≥ 0.99 > GD at step 100: MM-FIG2-SEPARATION.
+    """
     _figure2(seed, FIG2_NGD_PROB_AT_100)
 
 
 @claim(
     id="MM-FIG2-SEPARATION",
-    paper=PAPER,
     kind="experiment",
     provenance="[V] data, [N] results, [D] threshold",
     statement="Figure 2 on every noise draw, with the softmax threshold the draws support: "
@@ -172,19 +170,20 @@ def test_figure2(seed):
     "puts averaged softmax ≥ 0.99 on the optimal tokens while GD with η = 1 is below 0.99; "
     "‖p‖ grows linearly under NGD and logarithmically under GD.",
     examples=20,
-    note="The narrowest variant of MM-FIG2 that holds: over noise seeds 0–2000 NGD at step 100 "
-    "is ≥ 0.99696 and GD ≤ 0.9755, so 0.99 separates them on every draw measured.",
 )
 @given(seed=st.integers(0, 10_000))
 @example(seed=174)
 def test_figure2_separation(seed):
-    """Fig. 2 with NGD ≥ 0.99 at step 100 (MM-FIG2's 0.999 fails on 0.35 % of the draws)."""
+    """Fig. 2 with NGD ≥ 0.99 at step 100 (MM-FIG2's 0.999 fails on 0.35 % of the draws).
+
+    The narrowest variant of MM-FIG2 that holds: over noise seeds 0–2000 NGD at step 100 is
+    ≥ 0.99696 and GD ≤ 0.9755, so 0.99 separates them on every draw measured.
+    """
     _figure2(seed, FIG2_SEPARATION)
 
 
 @claim(
     id="MM-FIG-LOSS-COMPARISON",
-    paper=PAPER,
     kind="experiment",
     provenance="[V] data, [?] message, [N]",
     statement="Loss comparison (two inputs [(0, 0; 0), (1, 1; C)] and [(0, 0; 0), (1, −1; 1)], "

@@ -42,7 +42,6 @@ from strategies.combinators import (
 )
 from strategies.instances import PromptInstance
 from theorems import claim, evidence
-from theorems.maxmargin import PAPER
 from theorems.maxmargin.common import (
     CONE_SCAN,
     W_STEPS,
@@ -79,7 +78,6 @@ def _record(inst: PromptInstance) -> None:
 
 @claim(
     id="MM-LEMMA-DESCENT",
-    paper=PAPER,
     kind="lemma",
     provenance="[D]",
     statement="Under Assumption A, if every input's non-optimal tokens share one score "
@@ -137,7 +135,6 @@ def theorem_g_counterexample() -> PromptInstance:
 
 @claim(
     id="MM-THM-G",
-    paper=PAPER,
     kind="theorem",
     provenance="[R?] hypotheses, [R+] conclusion",
     expected="refuted",
@@ -146,27 +143,28 @@ def theorem_g_counterexample() -> PromptInstance:
     "‖p(t)‖ → ∞, p(t)/‖p(t)‖ → p^mm(opt)/‖p^mm(opt)‖, s_i,opt_i → 1 and "
     "L(p(t)) → (1/n)Σℓ(γ_i,opt_i).",
     examples=30,
-    note="Refuted for n ≥ 2. The search finds instances satisfying every hypothesis where "
-    "gradient flow converges (certified, and confirmed over two decades of ‖p‖) to p^mm(α) "
-    "for a locally-optimal α ≠ opt: in some input α_i is a non-optimal token whose "
-    "constraints are all slack at p^mm(α) (an empty support set, spec §1.5 'vacuous case'), "
-    "so Def. 2 imposes nothing there and the other inputs' support tokens hold the direction. "
-    "The descent lemma (MM-LEMMA-DESCENT) still holds: ⟨p(t), p^mm(opt)⟩ grows, but along "
-    "p^mm(α), not p^mm(opt). The pinned regression example is a hand-reduced version (n = 2, "
-    "T = 2, 2-D keys: input 1's keys are 10× farther apart, so its constraint is slack at "
-    "p^mm(α) = (1, 0) while p^mm(opt) = (1, 1.1)); the search (per-input key scales, broad "
-    "p(0)) finds such instances in 1 draw in 10 to 20 (13/120 and 5/90 measured), shrinking "
-    "to n = 2, T = 3 (without the pin, ~60 s of shrinking). Ties among "
-    "non-optimal tokens also let GD stall on a selection that is not locally optimal "
-    "(counted inconclusive: no certified limit). The narrowest variant that holds is "
-    "MM-THM-G-N1 (n = 1, where opt is the only locally-optimal index); the paper's actual "
-    "hypotheses presumably exclude this case.",
 )
 @given(inst=heterogeneous(equal_nonopt_instances()))
 @example(inst=theorem_g_counterexample())
 def test_theorem_g_as_read(inst):
     """Theorem G (as read): equal non-optimal scores, any n, any p(0) ⇒ p/‖p‖ → p^mm(opt),
-    s_opt → 1, L → (1/n)Σℓ(γ_opt) (spec §2.2)."""
+    s_opt → 1, L → (1/n)Σℓ(γ_opt) (spec §2.2).
+
+    Refuted for n ≥ 2. The search finds instances satisfying every hypothesis where gradient
+    flow converges (certified, and confirmed over two decades of ‖p‖) to p^mm(α) for a
+    locally-optimal α ≠ opt: in some input α_i is a non-optimal token whose constraints are
+    all slack at p^mm(α) (an empty support set, spec §1.5 'vacuous case'), so Def. 2 imposes
+    nothing there and the other inputs' support tokens hold the direction. The descent lemma
+    (MM-LEMMA-DESCENT) still holds: ⟨p(t), p^mm(opt)⟩ grows, but along p^mm(α), not
+    p^mm(opt). The pinned regression example is a hand-reduced version (n = 2, T = 2, 2-D
+    keys: input 1's keys are 10× farther apart, so its constraint is slack at p^mm(α) = (1,
+    0) while p^mm(opt) = (1, 1.1)); the search (per-input key scales, broad p(0)) finds such
+    instances in 1 draw in 10 to 20 (13/120 and 5/90 measured), shrinking to n = 2, T = 3
+    (without the pin, ~60 s of shrinking). Ties among non-optimal tokens also let GD stall
+    on a selection that is not locally optimal (counted inconclusive: no certified limit).
+    The narrowest variant that holds is MM-THM-G-N1 (n = 1, where opt is the only
+    locally-optimal index); the paper's actual hypotheses presumably exclude this case.
+    """
     _record(inst)
     out, transient = settle(inst.problem, inst.p0)
     record_outcome(out, transient)
@@ -176,7 +174,6 @@ def test_theorem_g_as_read(inst):
 
 @claim(
     id="MM-THM-G-N1",
-    paper=PAPER,
     kind="theorem",
     provenance="[R?] hypotheses, [D] n = 1",
     statement="Theorem G for a single input (n = 1): under Assumption A (logistic, exponential "
@@ -211,7 +208,6 @@ def cone_scan(draw, instances):
 
 @claim(
     id="MM-THM-L-CONE",
-    paper=PAPER,
     kind="theorem",
     provenance="[R+] structure, [R?] constants",
     statement="Theorem L: under Assumption A and η ≤ 1/L_p, if α is locally optimal (Def. 2) "
@@ -219,16 +215,18 @@ def cone_scan(draw, instances):
     "C_{ε,R0}(p^mm(α)) has ‖p(t)‖ → ∞ and p(t)/‖p(t)‖ → p^mm(α)/‖p^mm(α)‖. Checked by "
     "scanning (R0, ε) = (2, 1e-2), (5, 3e-3), …, (50, 1e-4), (200, 1e-5), (1000, 1e-6) and "
     "requiring convergence at the last.",
-    note="R0 = 50 (the spec's largest) is not always enough: on a searched instance GD from "
-    "the exact ray R0·p̂^mm(α) left for the global direction at R0 = 50 and converged to "
-    "p^mm(α) from R0 ≥ 100 (the metric 'smallest R0 of the scan that converges' shows how "
-    "far the scan had to go).",
     examples=20,
 )
 @given(cones=cone_scan(local_opt_instances()))
 def test_theorem_l_cone(cones):
     """Theorem L: from a narrow enough cone of large enough R0 around a locally-optimal
-    p^mm(α), GD converges in direction to p^mm(α) (spec §2.3)."""
+    p^mm(α), GD converges in direction to p^mm(α) (spec §2.3).
+
+    R0 = 50 (the spec's largest) is not always enough: on a searched instance GD from the
+    exact ray R0·p̂^mm(α) left for the global direction at R0 = 50 and converged to p^mm(α)
+    from R0 ≥ 100 (the metric 'smallest R0 of the scan that converges' shows how far the
+    scan had to go).
+    """
     inst = cones[-1]
     _record(inst)
     for cone in cones[:-1]:
@@ -247,7 +245,6 @@ def test_theorem_l_cone(cones):
 
 @claim(
     id="MM-THM-L-RANDOM",
-    paper=PAPER,
     kind="experiment",
     provenance="[V] README protocol, [N]",
     statement="Authors' protocol for Theorem L: with continuous random scores and a random "
@@ -274,7 +271,6 @@ def test_theorem_l_random_init(inst):
 
 @claim(
     id="MM-LEMMA-SMOOTH",
-    paper=PAPER,
     kind="lemma",
     provenance="[R?] constant, [D] bound",
     statement="∇L is L_p-Lipschitz with L_p = (1/n)Σ_i ‖K_i‖₂²(M1·R_i²/4 + 3·M0·R_i), where "
@@ -305,7 +301,6 @@ def test_gradient_lipschitz(inst, seed):
 
 @claim(
     id="MM-GD-MONOTONE",
-    paper=PAPER,
     kind="lemma",
     provenance="[R+]",
     statement="Under Assumption A, plain GD with step η = 1/L_p never increases the loss: "
@@ -332,7 +327,6 @@ def test_gd_monotone(inst):
 
 @claim(
     id="MM-GD-CORRELATION-INCREASING",
-    paper=PAPER,
     kind="corollary",
     provenance="[R+]",
     statement="Under the hypotheses of the descent lemma (equal non-optimal scores, ATT-SVM(opt) "
@@ -362,7 +356,6 @@ def test_gd_correlation_increasing(inst):
 
 @claim(
     id="MM-W-RANKONE",
-    paper=PAPER,
     kind="lemma",
     provenance="[D]",
     statement="Training W with p fixed: ∂L/∂W = g(Wp)pᵀ, with g the p-gradient of the prompt "
@@ -392,7 +385,6 @@ def test_w_gradient_rank_one(inst, seed):
 
 @claim(
     id="MM-W-SVM-CLOSED-FORM",
-    paper=PAPER,
     kind="definition",
     provenance="[D]",
     statement="The W-SVM min ‖W‖_F s.t. (x_iα_i − x_it)ᵀWp ≥ 1 has the solution "
@@ -414,7 +406,6 @@ def test_w_svm_closed_form(inst, seed):
 
 @claim(
     id="MM-W-CONVERGE",
-    paper=PAPER,
     kind="theorem",
     provenance="[V] abstract, [D], [N]",
     statement="GD on W with p fixed is GD on q = Wp (keys x_it): for a single input with equal "

@@ -42,7 +42,6 @@ from models.svm import att_svm
 from strategies import figure3_instance
 from strategies.instances import NONTIGHT_V_SVM, SVM_FEASIBLE, TIGHT_V_SVM, PromptInstance
 from theorems import claim, evidence
-from theorems.maxmargin import PAPER
 
 DTYPE = torch.float64
 
@@ -264,7 +263,6 @@ J_HYPOTHESES = (
 
 @claim(
     id="MM-J-RP",
-    paper=PAPER,
     kind="theorem",
     provenance="[R?] hypotheses and rates, [R+] structure, [V] code (spec §2.7)",
     expected="refuted",
@@ -276,15 +274,17 @@ J_HYPOTHESES = (
     "R = r = 25·‖p^relax‖: 1 − cos(v_r, v^mm) and 1 − cos(p_R, p^relax) ≤ 8/25² = 0.0128 "
     "(random tight and non-tight instances).",
     examples=20,
-    note="Refuted as read. The r = R path maximises min_i [x_iᵀp̂ + (a_i − m̂)]: non-support "
-    "inputs are not dropped but enter with their v-margin bonus a_i − m̂. Its limit is "
-    "p^relax only when the relaxation slack is ≥ 0 (Fig. 3(b) has slack exactly 0); the "
-    "counterexample has negative slack and p_R heads between p^relax and p^full. The variant "
-    "that holds is MM-J-RP-SLACK; tight instances: MM-J-RP-TIGHT.",
 )
 @given(inst=joint_instances())
 def test_joint_reg_path(inst):
-    """Theorem J (spec §2.7): the joint path tends to (v^mm, p^relax), with r = R."""
+    """Theorem J (spec §2.7): the joint path tends to (v^mm, p^relax), with r = R.
+
+    Refuted as read. The r = R path maximises min_i [x_iᵀp̂ + (a_i − m̂)]: non-support
+    inputs are not dropped but enter with their v-margin bonus a_i − m̂. Its limit is
+    p^relax only when the relaxation slack is ≥ 0 (Fig. 3(b) has slack exactly 0); the
+    counterexample has negative slack and p_R heads between p^relax and p^full. The variant
+    that holds is MM-J-RP-SLACK; tight instances: MM-J-RP-TIGHT.
+    """
     problem, svms = joint_setup(inst)
     evidence.metric("relaxation slack", relaxation_slack(problem, svms))
     failure = theorem_j_failure(problem, svms, compare=True)
@@ -293,7 +293,6 @@ def test_joint_reg_path(inst):
 
 @claim(
     id="MM-J-RP-TIGHT",
-    paper=PAPER,
     kind="theorem",
     provenance="[R+] (spec §2.7: tight ⇒ p^relax = p^mm); [V] Fig. 3(a) data",
     statement="Theorem J, tight case. "
@@ -318,7 +317,6 @@ def test_joint_reg_path_tight(inst):
 
 @claim(
     id="MM-J-RP-SLACK",
-    paper=PAPER,
     kind="theorem",
     provenance="[R?] statement (spec §2.7) with the slack condition [D] (module docstring); [N]",
     statement="Theorem J with the relaxation-slack condition. "
@@ -349,7 +347,6 @@ def test_joint_reg_path_slack(inst):
 
 @claim(
     id="MM-J-NGD",
-    paper=PAPER,
     kind="theorem",
     provenance="[R?] (spec §2.7), [V] Fig. 3 protocol (§4)",
     expected="refuted",
@@ -359,15 +356,17 @@ def test_joint_reg_path_slack(inst):
     "1000 steps, the Fig. 3 protocol) ends with 1 − cos(v, v^mm) ≤ 5e-4 and "
     "1 − cos(p, p^relax) ≤ 3e-3 (random tight and non-tight instances, random unit inits).",
     examples=20,
-    note="Refuted as read, by two mechanisms: (i) equal step sizes keep ‖v‖ ≈ ‖p‖, i.e. r = R, "
-    "so negative relaxation slack sends p between p^relax and p^full (as for MM-J-RP); (ii) an "
-    "init whose head scores some selected token below the zero token can lock those inputs "
-    "onto the zero token (margin → 0, loss → log 2 there), a non-global solution of the joint "
-    "problem. The variant that holds: MM-J-NGD-SLACK.",
 )
 @given(inst=joint_instances())
 def test_joint_ngd(inst):
-    """Joint NGD (Fig. 3 protocol) from random unit inits tends to (v^mm, p^relax)."""
+    """Joint NGD (Fig. 3 protocol) from random unit inits tends to (v^mm, p^relax).
+
+    Refuted as read, by two mechanisms: (i) equal step sizes keep ‖v‖ ≈ ‖p‖, i.e. r = R, so
+    negative relaxation slack sends p between p^relax and p^full (as for MM-J-RP); (ii) an
+    init whose head scores some selected token below the zero token can lock those inputs
+    onto the zero token (margin → 0, loss → log 2 there), a non-global solution of the joint
+    problem. The variant that holds: MM-J-NGD-SLACK.
+    """
     problem, svms = joint_setup(inst)
     evidence.metric("relaxation slack", relaxation_slack(problem, svms))
     failure = ngd_failure(problem, svms, inst)
@@ -376,7 +375,6 @@ def test_joint_ngd(inst):
 
 @claim(
     id="MM-J-NGD-SLACK",
-    paper=PAPER,
     kind="theorem",
     provenance="[R?] (spec §2.7) with the slack condition and the init condition [D]; [N]",
     statement="Theorem J for joint normalized GD, with the relaxation-slack and init "
@@ -410,7 +408,6 @@ def test_joint_ngd_slack(inst):
 
 @claim(
     id="MM-F12-FULL",
-    paper=PAPER,
     kind="control",
     provenance="[N] (spec §2.7 table, §5 F12)",
     expected="refuted",
@@ -419,11 +416,13 @@ def test_joint_ngd_slack(inst):
     "1 − cos(p_R, p^full) ≤ 0.0128 at R = r = 25·‖p^relax‖ (random non-tight instances with "
     "relaxation slack ≥ 0.05).",
     examples=20,
-    note="The non-support inputs' constraints are relaxed; p^full wins only when R ≫ r.",
 )
 @given(inst=joint_instances(tight=False, slack=SLACK_MIN))
 def test_f12_full_svm_regardless(inst):
-    """(Wrong) p → p^full whatever the v-SVM's support set (spec §5 F12)."""
+    """(Wrong) p → p^full whatever the v-SVM's support set (spec §5 F12).
+
+    The non-support inputs' constraints are relaxed; p^full wins only when R ≫ r.
+    """
     problem, svms = joint_setup(inst)
     pt = path_point(problem, svms)
     gap = one_minus_cos(pt.p, svms.p_full.x)
@@ -434,7 +433,6 @@ def test_f12_full_svm_regardless(inst):
 
 @claim(
     id="MM-F12-RATE",
-    paper=PAPER,
     kind="control",
     provenance="[N] (spec §2.7 table, §5 F12)",
     expected="refuted",
@@ -442,12 +440,14 @@ def test_f12_full_svm_regardless(inst):
     "r and R grow: with R = 4r, 1 − cos(p_R, p^relax) ≤ 0.0128 at R = 25·‖p^relax‖ "
     "(random non-tight instances with relaxation slack ≥ 0.05).",
     examples=20,
-    note="With r = R/4 the non-support bonus is (a_i − m̂)/4 and p_R moves toward p^full "
-    "(spec §7: cos(p^full) = 0.99901 at R = 40, r = 10 on Fig. 3(b)).",
 )
 @given(inst=joint_instances(tight=False, slack=SLACK_MIN))
 def test_f12_relaxed_svm_any_rate(inst):
-    """(Wrong) p → p^relax for any growth of r and R (spec §5 F12)."""
+    """(Wrong) p → p^relax for any growth of r and R (spec §5 F12).
+
+    With r = R/4 the non-support bonus is (a_i − m̂)/4 and p_R moves toward p^full (spec §7:
+    cos(p^full) = 0.99901 at R = 40, r = 10 on Fig. 3(b)).
+    """
     problem, svms = joint_setup(inst)
     pt = path_point(problem, svms, ratio=RATE_RATIO)
     gap = one_minus_cos(pt.p, svms.p_relax.x)

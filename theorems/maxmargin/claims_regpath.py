@@ -43,7 +43,6 @@ from strategies import (
 )
 from strategies.instances import SVM_FEASIBLE, UNIQUE_OPT, PromptInstance
 from theorems import claim, evidence
-from theorems.maxmargin import PAPER
 from theorems.maxmargin.common import key_problem, rp_tol, safe_cap
 
 DTYPE = torch.float64
@@ -158,21 +157,21 @@ RP_STATEMENT = (
 
 @claim(
     id="MM-RP",
-    paper=PAPER,
     kind="theorem",
     provenance="[R+] statement (spec §2.4); [N] calibration (§7)",
     statement=RP_STATEMENT.format(cs="20, 200", dim=2),
     examples=20,
-    note="Parametrized over the three losses (20 examples each); the spec's two-input toy "
-    "(loss-comparison instance, C = 1) is pinned as an explicit example.",
 )
 @pytest.mark.parametrize("loss", LOSSES)
 @example(inst=loss_comparison_instance(1.0))
 @given(inst=global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=2))
 def test_reg_path_global(loss, inst):
-    """Theorem RP: the global regularization path tends to the global ATT-SVM direction."""
+    """Theorem RP: the global regularization path tends to the global ATT-SVM direction.
+
+    Parametrized over the three losses (20 examples each); the spec's two-input toy
+    (loss-comparison instance, C = 1) is pinned as an explicit example.
+    """
     inst = dataclasses.replace(inst, loss=loss)
-    evidence.instance(inst.to_json())
     problem = key_problem(inst)
     target = solved(problem.keys, global_opt(problem.scores), "opt")
     evidence.metric("‖p^mm‖", float(target.norm))
@@ -183,22 +182,22 @@ def test_reg_path_global(loss, inst):
 
 @claim(
     id="MM-RP-3D",
-    paper=PAPER,
     kind="theorem",
     provenance="[R+] statement (spec §2.4); [N] calibration (§7)",
     statement=RP_STATEMENT.format(cs="20, 100", dim=3) + " Logistic loss.",
     examples=20,
     max_inconclusive=0.3,
-    note="In dimension 3 the sphere is searched by restarts, certified when ≥ 3 of them stop at "
-    "the same strict minimum. Far out (c ≥ 100) most of the sphere is float64-flat (the "
-    "softmax is saturated on a wrong token), so only restarts seeded near p^mm reach the "
-    "minimum and 10–20% of the points come back uncertified (inconclusive, never support); "
-    "the claim still needs 20 conclusive examples.",
 )
 @given(inst=global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=3))
 def test_reg_path_global_3d(inst):
-    """Theorem RP in key dimension 3 (certified Riemannian restarts instead of a grid)."""
-    evidence.instance(inst.to_json())
+    """Theorem RP in key dimension 3 (certified Riemannian restarts instead of a grid).
+
+    In dimension 3 the sphere is searched by restarts, certified when ≥ 3 of them stop at
+    the same strict minimum. Far out (c ≥ 100) most of the sphere is float64-flat (the
+    softmax is saturated on a wrong token), so only restarts seeded near p^mm reach the
+    minimum and 10–20% of the points come back uncertified (inconclusive, never support);
+    the claim still needs 20 conclusive examples.
+    """
     problem = key_problem(inst)
     target = solved(problem.keys, global_opt(problem.scores), "opt")
     evidence.metric("‖p^mm‖", float(target.norm))
@@ -220,7 +219,6 @@ def local_path(problem: PromptProblem, alpha, target, eps: float, multiples=RP_M
 
 @claim(
     id="MM-RPLOC",
-    paper=PAPER,
     kind="theorem",
     provenance="[R?] (spec §2.5 and the cone of §1.6)",
     expected="refuted",
@@ -230,16 +228,17 @@ def local_path(problem: PromptProblem, alpha, target, eps: float, multiples=RP_M
     "c = 200, and 1 − cos(p_R, p^mm(α)) ≤ 25/c² there (random non-global locally-optimal "
     "α, keys in dimension 2).",
     examples=50,
-    note="Refuted as read: with the spec's wide cone (cos ≥ 0.95) a higher-scoring "
-    "non-support token can out-attend α's support tokens inside the cone, L drops below α's "
-    "floor there, and the minimiser sits on the cone's edge facing the higher-scoring "
-    "direction at every R (as on Fig. 1(b), models/regpath tests). The statement holds with a "
-    "cap narrow enough for the instance: MM-RPLOC-CAP.",
 )
 @given(inst=local_opt_instances(dk=2))
 def test_local_reg_path_wide_cone(inst):
-    """Theorem RP-loc with the spec's cone cos ≥ 0.95 (spec §2.5)."""
-    evidence.instance(inst.to_json())
+    """Theorem RP-loc with the spec's cone cos ≥ 0.95 (spec §2.5).
+
+    Refuted as read: with the spec's wide cone (cos ≥ 0.95) a higher-scoring non-support
+    token can out-attend α's support tokens inside the cone, L drops below α's floor there,
+    and the minimiser sits on the cone's edge facing the higher-scoring direction at every R
+    (as on Fig. 1(b), models/regpath tests). The statement holds with a cap narrow enough
+    for the instance: MM-RPLOC-CAP.
+    """
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     points = local_path(problem, inst.alpha, target, WIDE_EPS)
@@ -252,7 +251,6 @@ def test_local_reg_path_wide_cone(inst):
 
 @claim(
     id="MM-RPLOC-CAP",
-    paper=PAPER,
     kind="theorem",
     provenance="[R?] statement (spec §2.5) with the cap width [D] (safe_cap); [N]",
     statement="Theorem RP-loc with an instance-dependent cap. If α is locally optimal (Def. 2), "
@@ -263,16 +261,17 @@ def test_local_reg_path_wide_cone(inst):
     "c ∈ {20, 200}, ‖p_R‖ = R, p_R is off the cap's edge at c = 200, and 1 − cos ≤ 25/c² "
     "there (random non-global locally-optimal α, keys in dimension 2; Fig. 1(b) pinned).",
     examples=20,
-    note="The narrowest variant of MM-RPLOC that holds. On Fig. 1(b), α = token (1, 0), the "
-    "formula gives ε = 8.1e-4 (the regularization-path author found ε ≈ 1e-3 works and "
-    "ε = 0.05 does not). A fixed ε = 1e-3 is not safe on random instances: at c = 20 the "
-    "minimiser can still sit on its edge.",
 )
 @example(inst=figure1_instance("b", alpha=1))
 @given(inst=local_opt_instances(dk=2))
 def test_local_reg_path_safe_cap(inst):
-    """Theorem RP-loc inside a cap narrow enough for the instance (spec §2.5, [D] width)."""
-    evidence.instance(inst.to_json())
+    """Theorem RP-loc inside a cap narrow enough for the instance (spec §2.5, [D] width).
+
+    The narrowest variant of MM-RPLOC that holds. On Fig. 1(b), α = token (1, 0), the
+    formula gives ε = 8.1e-4 (the regularization-path author found ε ≈ 1e-3 works and ε =
+    0.05 does not). A fixed ε = 1e-3 is not safe on random instances: at c = 20 the
+    minimiser can still sit on its edge.
+    """
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     eps = safe_cap(problem, inst.alpha, target)
@@ -287,7 +286,6 @@ def test_local_reg_path_safe_cap(inst):
 
 @claim(
     id="MM-F6-GLOBAL-PATH-GOES-LOCAL",
-    paper=PAPER,
     kind="control",
     provenance="[N] (spec §5 F6)",
     expected="refuted",
@@ -297,12 +295,13 @@ def test_local_reg_path_safe_cap(inst):
     "c = 200 (random single-input, three-token instances with a non-global locally-optimal "
     "α and a feasible ATT-SVM(opt), as in Fig. 1(b); keys in dimension 2).",
     examples=20,
-    note="Theorem RP: the path is global. Only the cone-restricted path goes local (MM-RPLOC-CAP).",
 )
 @given(inst=local_opt_instances(n=1, T=3, dk=2))
 def test_f6_global_path_goes_local(inst):
-    """(Wrong) The global path converges to a locally-optimal direction (spec §5 F6)."""
-    evidence.instance(inst.to_json())
+    """(Wrong) The global path converges to a locally-optimal direction (spec §5 F6).
+
+    Theorem RP: the path is global. Only the cone-restricted path goes local (MM-RPLOC-CAP).
+    """
     problem = key_problem(inst)
     local = solved(problem.keys, inst.alpha, "α")
     glob = solved(problem.keys, global_opt(problem.scores), "opt")
@@ -393,7 +392,6 @@ NL_STATEMENT = (
 
 @claim(
     id="MM-NL",
-    paper=PAPER,
     kind="theorem",
     provenance="[R?] statement (spec §2.6; [V] abstract: 'even for nonlinear prediction "
     "heads'); [D] sufficient condition; [N] calibration",
@@ -404,15 +402,17 @@ NL_STATEMENT = (
     "Checked at R = c·‖p^mm‖, c ∈ {5, 20} (tokens in R², n ≤ 3, T ≤ 4): ‖p_R‖ = R at both and "
     "1 − cos(p_R, p^mm(ψ-opt)) ≤ 25/c² at c = 20.",
     examples=20,
-    note="The engine minimises the plain loss for a nonlinear head (its log gap would need ψ "
-    "differences in log space), which is flat in float64 beyond c ≈ 25; the check cannot go "
-    "further out than c = 20, and its tolerance (0.0625) is correspondingly loose "
-    "(calibration worst 1.8e-2). The spec's 'monotone-ish' clause fails here: MM-NL-MONOTONE.",
 )
 @given(inst=convex_head_instances())
 def test_nonlinear_head_reg_path(inst):
     """Theorem NL: with a head for which one token beats every mixture, p_R/R tends to the
-    ATT-SVM direction of the ψ-optimal tokens (spec §2.6)."""
+    ATT-SVM direction of the ψ-optimal tokens (spec §2.6).
+
+    The engine minimises the plain loss for a nonlinear head (its log gap would need ψ
+    differences in log space), which is flat in float64 beyond c ≈ 25; the check cannot go
+    further out than c = 20, and its tolerance (0.0625) is correspondingly loose
+    (calibration worst 1.8e-2). The spec's 'monotone-ish' clause fails here: MM-NL-MONOTONE.
+    """
     evidence.instance(_head_json(inst, "squared_norm"))
     problem = head_problem(inst, squared_norm)
     target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
@@ -453,7 +453,6 @@ NL_CROSSING = PromptInstance(
 
 @claim(
     id="MM-NL-MONOTONE",
-    paper=PAPER,
     kind="conjecture",
     provenance="[D] reading of the spec's check ('monotone-ish', §2.4) for the head of §2.6; [N]",
     expected="refuted",
@@ -462,15 +461,17 @@ NL_CROSSING = PromptInstance(
     + "1 − cos(p_R, p^mm(ψ-opt)) at R = 20‖p^mm‖ is no larger than at R = 5‖p^mm‖ (up to "
     "1e-5, the plain loss's float64 resolution).",
     examples=20,
-    note="Refuted: the path can pass close to p^mm at small R and approach it from the other "
-    "side later (pinned counterexample, found by this claim's search in ~60 draws: 1 − cos "
-    "4.6e-6 at c = 5, 1.4e-4 at c = 10, 9.4e-5 at c = 20). The limit itself holds (MM-NL). "
-    "For the linear head the same clause held on every draw at c ∈ {20, 200} (MM-RP).",
 )
 @example(inst=NL_CROSSING)
 @given(inst=convex_head_instances())
 def test_nonlinear_head_monotone(inst):
-    """(Spec check) 1 − cos(p_R, p^mm) does not grow along the nonlinear-head path."""
+    """(Spec check) 1 − cos(p_R, p^mm) does not grow along the nonlinear-head path.
+
+    Refuted: the path can pass close to p^mm at small R and approach it from the other side
+    later (pinned counterexample, found by this claim's search in ~60 draws: 1 − cos 4.6e-6
+    at c = 5, 1.4e-4 at c = 10, 9.4e-5 at c = 20). The limit itself holds (MM-NL). For the
+    linear head the same clause held on every draw at c ∈ {20, 200} (MM-RP).
+    """
     evidence.instance(_head_json(inst, "squared_norm"))
     problem = head_problem(inst, squared_norm)
     target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
@@ -485,7 +486,6 @@ def test_nonlinear_head_monotone(inst):
 
 @claim(
     id="MM-F10-CONCAVE-HEAD-DIVERGES",
-    paper=PAPER,
     kind="control",
     provenance="[N] (spec §2.6, §5 F10)",
     expected="refuted",
@@ -494,12 +494,14 @@ def test_nonlinear_head_monotone(inst):
     "‖p_R‖ = R at R = 10 and R = 100 (so that p_R/R could converge to an SVM direction); "
     "random Gaussian tokens in R², n ≤ 3, T ≤ 4.",
     examples=20,
-    note="When a mixture of tokens beats every vertex, the loss has a finite minimiser; p_R "
-    "stops at it and stays interior (spec [N]: ‖p_R‖ ≤ 0.75 for R ≤ 100).",
 )
 @given(inst=gaussian_head_instances())
 def test_f10_concave_head_diverges(inst):
-    """(Wrong) A concave head's regularization path diverges (spec §5 F10)."""
+    """(Wrong) A concave head's regularization path diverges (spec §5 F10).
+
+    When a mixture of tokens beats every vertex, the loss has a finite minimiser; p_R stops
+    at it and stays interior (spec [N]: ‖p_R‖ ≤ 0.75 for R ≤ 100).
+    """
     evidence.instance(_head_json(inst, "concave_bump"))
     problem = head_problem(inst, concave_bump)
     for R in F10_RADII:

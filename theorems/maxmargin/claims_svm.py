@@ -41,7 +41,6 @@ from strategies import (
 from strategies.combinators import SEEDS, generic_instances, random_points, seeded, with_alpha
 from strategies.instances import PromptInstance
 from theorems import claim, evidence
-from theorems.maxmargin import PAPER
 
 DTYPE = torch.float64
 
@@ -84,7 +83,6 @@ def in_convex_hull(point: np.ndarray, vertices: np.ndarray) -> bool:
 
 @claim(
     id="MM-SVM-FEASIBLE-N1",
-    paper=PAPER,
     kind="definition",
     provenance="[D]",
     statement="For a single input (n = 1), ATT-SVM(α) is feasible if and only if the key k_α "
@@ -113,7 +111,6 @@ def test_feasible_iff_outside_hull(inst):
 
 @claim(
     id="MM-SVM-FEASIBLE-GENERIC",
-    paper=PAPER,
     kind="definition",
     provenance="[D]",
     statement="For generic keys (i.i.d. Gaussian) of dimension dk ≥ n(T−1), ATT-SVM(α) is "
@@ -144,7 +141,6 @@ def least_distance_nnls(A: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @claim(
     id="MM-SVM-UNIQUE",
-    paper=PAPER,
     kind="definition",
     provenance="[D]",
     statement="When ATT-SVM(α) is feasible its solution p^mm(α) is unique (strictly convex "
@@ -179,7 +175,6 @@ def socp_max_margin(A: np.ndarray) -> float:
 
 @claim(
     id="MM-SVM-MARGIN",
-    paper=PAPER,
     kind="definition",
     provenance="[D]",
     statement="When ATT-SVM(α) is feasible, 1/‖p^mm(α)‖ = max over unit u of min over i and "
@@ -211,7 +206,6 @@ def test_svm_margin(inst, seed):
 
 @claim(
     id="MM-SVM-KEY-SHIFT",
-    paper=PAPER,
     kind="metamorphic",
     provenance="[D]",
     statement="Shifting every key of input i by the same vector c_i (k_it → k_it + c_i) leaves "
@@ -253,7 +247,6 @@ def random_orthogonal(gen: torch.Generator, d: int) -> torch.Tensor:
 
 @claim(
     id="MM-SVM-ORTHOGONAL",
-    paper=PAPER,
     kind="metamorphic",
     provenance="[D]",
     statement="Replacing every key by Q k_it (Q orthogonal) maps p^mm(α) to Q p^mm(α), and "
@@ -293,7 +286,6 @@ def scale_head(inst: PromptInstance, c: float) -> PromptInstance:
 
 @claim(
     id="MM-SVM-SCALE-V",
-    paper=PAPER,
     kind="metamorphic",
     provenance="[D]",
     statement="Scaling the head v by c > 0 leaves the optimal tokens opt, the support sets "
@@ -328,7 +320,6 @@ def test_scale_head_invariance(inst, log_c):
 
 @claim(
     id="MM-DEF-OUTPUT-BOUND",
-    paper=PAPER,
     kind="definition",
     provenance="[D]",
     statement="For every p, Y_i f(X_i) = Σ_t s_it γ_it ≤ max_t γ_it: attention can at best put "
@@ -350,7 +341,6 @@ def test_output_bounded_by_best_score(inst, seed):
 
 @claim(
     id="MM-DEF-INF-LOSS",
-    paper=PAPER,
     kind="definition",
     provenance="[D]",
     statement="With a strictly decreasing loss and a unique optimal token per input whose "
@@ -395,7 +385,6 @@ def test_infimum_not_attained(inst, seed):
 
 @claim(
     id="MM-DEF-GLOBAL-IS-LOCAL",
-    paper=PAPER,
     kind="definition",
     provenance="[D]",
     statement="If every input has a unique optimal token and ATT-SVM(opt) is feasible, then "
@@ -445,7 +434,6 @@ def _with_scores(inst: PromptInstance, g: torch.Tensor, meta: dict) -> PromptIns
 
 @claim(
     id="MM-DEF-TIES-NOT-LOCAL",
-    paper=PAPER,
     kind="definition",
     provenance="[D, N]",
     statement="Strictness matters in Def. 2: if a support token of α_i has the same score as "
@@ -475,7 +463,6 @@ def test_ties_are_not_locally_optimal(inst):
 
 @claim(
     id="MM-DEF-N1-ONLY-OPT",
-    paper=PAPER,
     kind="definition",
     provenance="[D]",
     statement="For a single input (n = 1) whose non-optimal tokens all share one score, the "
