@@ -419,6 +419,34 @@ def test_smoothness_bound_dominates_the_hessian(seed, n, T, dim, loss, target, k
             assert top <= bound * (1 + 1e-12) + 1e-300, (top, bound)
 
 
+def test_smoothness_bound_pins_the_factor_three_on_a_hand_instance():
+    """The bound is ‖K‖₂²(M1·R²/4 + 3·M0·R): the 3 comes from ‖∇²_z m‖ ≤ 3R. The Hessian test
+    above cannot see that factor (the true sup of ‖∇²_z m‖ is ≈ 0.19·R, so M0·R still bounds
+    it), hence a pinned value. Correlation loss (ℓ' = −1, ℓ'' = 0: M0 = 1, M1 = 0), one input,
+    keys (3, 0) and (0, 1) (‖K‖₂ = 3), scores 1 and −1 (R = 2): 9 · 3 · 1 · 2 = 54, where the
+    formula without the factor 3 gives 18."""
+    keys = torch.tensor([[[3.0, 0.0], [0.0, 1.0]]], dtype=DTYPE)
+    scores = torch.tensor([[1.0, -1.0]], dtype=DTYPE)
+    assert PromptProblem(keys, scores, "correlation").smoothness_bound() == 54.0
+
+
+def test_smoothness_bound_matches_an_independent_recomputation():
+    """Mean over inputs of ‖K_i‖₂²(M1·R_i²/4 + 3·M0·R_i), recomputed here with numpy's spectral
+    norm, for the logistic loss (|ℓ'| = σ(−x) ≤ 1 = M0, |ℓ''| = σ(1 − σ) ≤ 1/4 = M1): pins
+    both terms and the per-input average, including the factor 3 of the M0 term."""
+    problem, _ = random_problem(5, 3, 4, 2, "logistic")
+    keys, scores = problem.keys.numpy(), problem.scores.numpy()
+    m0, m1 = 1.0, 0.25
+    expected = np.mean(
+        [
+            np.linalg.norm(k, 2) ** 2
+            * (m1 * (g.max() - g.min()) ** 2 / 4 + 3 * m0 * (g.max() - g.min()))
+            for k, g in zip(keys, scores, strict=True)
+        ]
+    )
+    assert problem.smoothness_bound() == pytest.approx(expected, rel=1e-13)
+
+
 # --------------------------------------------------------------------------------------------
 # Lemma 2.1: p^mm is a descent direction everywhere under equal non-optimal scores
 # --------------------------------------------------------------------------------------------

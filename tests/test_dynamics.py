@@ -167,6 +167,25 @@ def test_gd_on_figure2_grows_norm_and_pmm_projection():
     assert (np.diff(run.norms)[10:] > 0).all()
 
 
+def test_one_gd_step_is_eta_times_the_autograd_gradient():
+    """Plain GD moves by η·∇L(p⁰) itself, not by η·∇L/max|∇L| (the direction the log-space
+    gradient returns): the step must shrink with the gradient for the descent lemma's
+    η ≤ 1/L_p to apply. On this instance max|∇L(p⁰)| ≈ 0.02, so a normalised step would be
+    ~50 times too long; the displacement is compared with −η·∇L from torch autograd of the
+    plain loss."""
+    problem, p0 = random_problem(11, 3, 4, "exponential", "equal", dim=3)
+    p = p0.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(problem.loss_value(p), p)
+    assert 1e-3 < float(grad.abs().max()) < 0.1  # far from 1: the two step rules differ
+    eta = 1.0 / problem.smoothness_bound()
+    run = gd(problem, p0, eta=eta, steps=1)
+    step = run.ps[1] - run.ps[0]
+    assert torch.equal(run.ps[0], p0)
+    assert float(torch.linalg.vector_norm(step + eta * grad)) <= 1e-12 * float(
+        torch.linalg.vector_norm(eta * grad)
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # (3) converge on Figure 2
 # --------------------------------------------------------------------------------------------
@@ -195,6 +214,28 @@ def test_converge_on_figure2(fig2_outcomes, a):
     norms = out.trajectory.norms
     assert norms[-1] > 100 * max(1.0, abs(a))
     assert out.trajectory.evals < 3000
+
+
+@pytest.mark.parametrize("case", ["figure2 a=0.0", "n3 T3 correlation"])
+def test_converged_means_aligned_while_the_norm_grew_by_persist(case):
+    """``converge`` may call a run converged only after p stayed along p^mm(α̂) while ‖p‖ grew
+    by the factor ``persist``: a path can touch the ray of a selection that is not locally
+    optimal and leave it (an unstable ray), so one aligned point is no evidence. Every step is
+    recorded, so the trajectory must show it: the final stretch of points with
+    1 − cos(p, p^mm) ≤ target starts at a norm at most ‖p_final‖/persist (a run stopped at
+    its first aligned point has ratio 1), and no point beyond ‖p_final‖/persist is off the ray."""
+    target, persist = 1e-6, 10.0
+    problem, p0 = PATH_CASES[case]()
+    out = converge(problem, p0, target=target, persist=persist)
+    assert out.status == "converged", out.reason
+    assert out.reason.startswith("direction reached the SVM of the selection")
+    pmm = torch.as_tensor(out.svm.x)
+    ps, norms = out.trajectory.ps, out.trajectory.norms
+    off = np.array([one_minus_cos(p, pmm) > target for p in ps])
+    assert not off[-1]
+    first = int(np.flatnonzero(off)[-1]) + 1 if off.any() else 0
+    assert norms[-1] >= persist * norms[first], (norms[first], norms[-1])
+    assert not off[norms >= norms[-1] / persist].any()
 
 
 # --------------------------------------------------------------------------------------------

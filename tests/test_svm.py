@@ -183,6 +183,24 @@ def test_certificate_rejects_a_wrong_point():
         certify(A, b, sol.x, sol.duals - 1.0).check()
 
 
+def test_certificate_ok_rejects_residuals_between_tol_and_far_above():
+    """``Certificate.ok`` must apply the same tolerance as ``check()``: worst residual ≤ tol.
+    min ½x² s.t. x ≥ 1 has the exact KKT pair x = λ = 1; moving x to 1 − 1e-5 leaves primal
+    residual, stationarity and complementarity all ≈ 1e-5, a hundred times tol = 1e-7 but
+    well inside a tolerance loosened to 1e-3, so only an exact ``worst <= tol`` rejects it."""
+    A, b = np.array([[1.0]]), np.array([1.0])
+    assert certify(A, b, [1.0], [1.0]).ok
+    near = certify(A, b, [1.0 - 1e-5], [1.0])
+    assert 1e-6 < near.worst < 1e-4
+    assert not near.ok
+    keys, alpha = feasible_instance(0)
+    A, b, _ = att_constraints(keys, alpha)
+    sol = att_svm(keys, alpha)
+    assert sol.certificate.ok
+    for x, duals in ((0.5 * sol.x, sol.duals), (1.5 * sol.x, sol.duals), (sol.x, sol.duals - 1.0)):
+        assert not certify(A, b, x, duals).ok
+
+
 # ------------------------------------------------------------------------- typed outcomes
 
 

@@ -83,6 +83,16 @@ def test_metrics():
     assert correlation(W, -W) == pytest.approx(-1.0)
 
 
+def test_singular_ratio_reads_the_second_singular_value_not_the_last():
+    """The rank-one test is σ₂/σ₁. In d = 2 that equals σ_min/σ₁, so only d ≥ 3 tells them
+    apart: diag(1, 0.5, 0) has rank two, σ₂/σ₁ = 0.5, while σ_min/σ₁ = 0 would pass it as rank
+    one; diag(2, 1, 0.5) gives 0.5 against σ_min/σ₁ = 0.25."""
+    assert singular_ratio(np.diag([1.0, 0.5, 0.0])) == pytest.approx(0.5, rel=1e-15)
+    assert singular_ratio(torch.diag(torch.tensor([2.0, 1.0, 0.5], dtype=F64))) == pytest.approx(
+        0.5, rel=1e-15
+    )
+
+
 def test_bad_input_names_the_field():
     X = np.zeros((2, 2, 3))
     with pytest.raises(ValueError, match="p:"):
