@@ -36,6 +36,24 @@ _CLEAR = (
 )
 
 
+#: The top of every claim module that the framework's own tests write into a pytester session
+#: or a repository copy: the module's paper, and C(id, **kw), @claim with test defaults
+#: (EXAMPLES may be redefined after it).
+CLAIM_HELPER = """
+from theorems import claim
+
+PAPER = "2306.13596"
+EXAMPLES = 50
+
+def C(id, **kw):
+    kw.setdefault("kind", "theorem")
+    kw.setdefault("statement", "a statement of " + id)
+    kw.setdefault("provenance", "[D]")
+    kw.setdefault("examples", EXAMPLES)
+    return claim(id=id, **kw)
+"""
+
+
 def make(dest: Path, claims: dict[str, str] | None = None, *, docs: bool = False) -> Path:
     """Copy the suite into `dest` and add `claims` ({file name in theorems/: source})."""
     dest.mkdir(parents=True, exist_ok=True)

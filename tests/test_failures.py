@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import repo_copy
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,24 +17,21 @@ pytest_plugins = ["pytester"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-HEADER = """
+HEADER = (
+    repo_copy.CLAIM_HELPER
+    + """
 import math
 import numpy as np
 from hypothesis import given, strategies as st
 from theorems import claim, evidence
 
-def C(id, **kw):
-    kw.setdefault("paper", "2306.13596")
-    kw.setdefault("kind", "theorem")
-    kw.setdefault("statement", "a statement of " + id)
-    kw.setdefault("provenance", "[D]")
-    return claim(id=id, **kw)
 
 @C("F-HOLDS", examples=10)
 @given(x=st.integers(0, 10))
 def test_holds(x):
     assert x >= 0
 """
+)
 
 FAILURES = """
 from models.svm import SVMSolution

@@ -37,8 +37,8 @@ def _framework_imports(module: str) -> set[str]:
         if id(node) in typing_only:
             continue
         if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "theorems.framework":
-                found |= {alias.name for alias in node.names}
+            if node.module == "theorems.framework":  # its modules, or the package's REPO_ROOT
+                found |= {alias.name for alias in node.names if not alias.name.isupper()}
             elif node.module.startswith("theorems.framework."):
                 found.add(node.module.split(".")[2])
             elif node.module.startswith("theorems"):
@@ -79,6 +79,17 @@ def test_importing_the_framework_imports_no_claims():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_framework_paths_point_at_the_repository(monkeypatch):
+    from theorems.framework import REPO_ROOT as root
+    from theorems.framework import figures, replay
+
+    monkeypatch.delenv(figures.FIGURES_ENV, raising=False)
+    monkeypatch.delenv(replay.STORE_ENV, raising=False)
+    assert root == REPO_ROOT
+    assert figures.figures_dir() == REPO_ROOT / "reports" / "figures"
+    assert replay.store_dir() == REPO_ROOT / "theorems" / "counterexamples"
 
 
 def _claim_in(tmp_path, body: str, name: str = "claims_tmp"):

@@ -18,17 +18,13 @@ pytest_plugins = ["pytester"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-CLAIMS = """
+CLAIMS = (
+    repo_copy.CLAIM_HELPER
+    + """
 import os
 from hypothesis import given, strategies as st
 from theorems import claim, evidence
 
-def C(id, **kw):
-    kw.setdefault("paper", "2306.13596")
-    kw.setdefault("kind", "theorem")
-    kw.setdefault("statement", "a statement of " + id)
-    kw.setdefault("provenance", "[D]")
-    return claim(id=id, **kw)
 
 @C("T-HOLDS", examples=20)
 @given(x=st.integers(-100, 100))
@@ -51,6 +47,7 @@ def test_control(x):
 def test_conj(x):
     assert x < 500
 """
+)
 
 LOCK = """\
 # profile: ci

@@ -41,7 +41,7 @@ def test_the_wrapped_inner_test_is_called_once_per_example_with_its_arguments():
     assert len(wrapped) == 7 and wrapped == seen
 
 
-def test_with_budget_sets_the_example_count_and_drops_the_explain_phase():
+def test_with_budget_sets_the_example_count_and_calls_the_shrunk_example_last():
     calls = []
 
     @given(x=st.integers(0, 10**6))

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+import repo_copy
 
 from theorems.framework import cli
 
@@ -18,20 +19,17 @@ pytest_plugins = ["pytester"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-HEADER = """
+HEADER = (
+    repo_copy.CLAIM_HELPER
+    + """
 import os
 import signal
 from hypothesis import given, strategies as st
 from theorems import claim
 
-def C(id, **kw):
-    kw.setdefault("paper", "2306.13596")
-    kw.setdefault("kind", "theorem")
-    kw.setdefault("statement", "a statement of " + id)
-    kw.setdefault("provenance", "[D]")
-    kw.setdefault("examples", 5)
-    return claim(id=id, **kw)
+EXAMPLES = 5
 """
+)
 
 HOLDS = """
 @C("{id}")

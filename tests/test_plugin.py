@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+import repo_copy
 from hypothesis import errors
 
 from theorems.framework import evidence, verdicts
@@ -20,19 +21,16 @@ Group = (
 )
 INFO = ClaimInfo("T-X", "p", "theorem", "s", "[D]", "holds", 10, max_inconclusive=0.2)
 
-HEADER = """
+HEADER = (
+    repo_copy.CLAIM_HELPER
+    + """
 import os
 import pytest
 from hypothesis import given, strategies as st
 from theorems import claim, evidence
 
-def C(id, **kw):
-    kw.setdefault("paper", "2306.13596")
-    kw.setdefault("kind", "theorem")
-    kw.setdefault("statement", "a statement of " + id)
-    kw.setdefault("provenance", "[D]")
-    return claim(id=id, **kw)
 """
+)
 
 HOLDS = """
 @C("T-HOLDS", examples=30)

@@ -16,3 +16,9 @@ Modules, each importing only those above it:
 - `cli`: `python -m theorems list | check | lock`.
 - `figures`: the shared look of the figures claims draw.
 """
+
+from pathlib import Path
+
+#: The repository this framework belongs to (theorems/framework/ -> the checkout): where the
+#: claims, the lock, the counterexample store and reports/ live by default.
+REPO_ROOT = Path(__file__).resolve().parents[2]

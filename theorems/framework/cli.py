@@ -29,8 +29,9 @@ import json
 import sys
 from pathlib import Path
 
+from theorems.framework import REPO_ROOT
 from theorems.framework.instances import InstanceError, load_instance
-from theorems.framework.registry import REPO_ROOT, import_claim_modules
+from theorems.framework.registry import import_claim_modules
 
 # --------------------------------------------------------------------------- validation
 

@@ -16,7 +16,8 @@ matplotlib.use("Agg")  # headless: CI and workers have no display
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+from theorems.framework import REPO_ROOT
+
 FIGURES_ENV = "ATTN_FIGURES_DIR"
 
 # Colours of the paper's figures: global SVM red dashed, local SVM blue dashed.
@@ -26,7 +27,7 @@ LOCAL_COLOR = "tab:blue"
 
 def figures_dir() -> Path:
     """The folder figures are written to (created on demand)."""
-    folder = Path(os.environ.get(FIGURES_ENV, ROOT / "reports" / "figures"))
+    folder = Path(os.environ.get(FIGURES_ENV, REPO_ROOT / "reports" / "figures"))
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

@@ -26,12 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from theorems.framework import evidence, hypothesis_compat
+from theorems.framework import REPO_ROOT, evidence, hypothesis_compat
 from theorems.framework.profiles import run_seed, scaled_examples
 from theorems.framework.verdicts import EXPECTED, ID_PATTERN, KINDS, PROVENANCE_TAGS, order_key
 
-#: The checkout this framework belongs to (theorems/framework/ -> the repository root).
-REPO_ROOT = Path(__file__).resolve().parents[2]
 _TAG = re.compile(r"\[([^\]]*)\]")
 
 

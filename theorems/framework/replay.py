@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from theorems.framework import evidence
+from theorems.framework import REPO_ROOT, evidence
 from theorems.framework.instances import (
     INSTANCE_FIELDS,
     Undecodable,
@@ -42,7 +42,6 @@ from theorems.framework.instances import (
 
 STORE_ENV = "ATTN_COUNTEREXAMPLES"
 DEFAULT_STORE = Path("theorems") / "counterexamples"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 _store: Path | None = None
 
