@@ -12,6 +12,8 @@ Modules, each importing only those above it:
 - `registry`: the `@claim` decorator and the registry of claims.
 - `records`: per-item records, their merge, the claims.json document.
 - `lock`: the verdict lock and the gate.
+- `session`: the run's state, the accounting of what did not finish, the gate over the
+  merged report, the closing summary.
 - `plugin`: the pytest hooks that run all of the above.
 - `cli`: `python -m theorems list | check | lock`.
 - `figures`: the shared look of the figures claims draw.

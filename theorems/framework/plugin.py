@@ -35,7 +35,6 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +50,8 @@ from theorems.framework.profiles import (
     register_profiles,
 )
 from theorems.framework.records import (
-    CRASHED,
     build_report,
     claim_fields,
-    crash_record,
     empty_collection,
     identity,
     item_record,
@@ -64,11 +61,19 @@ from theorems.framework.records import (
     write_json,
 )
 from theorems.framework.registry import REGISTRY, ClaimInfo, claim_of, import_claim_modules
+from theorems.framework.session import (
+    RunState,
+    account_for_items,
+    run_gate,
+    save_counterexamples,
+    summary_lines,
+    truthy,
+    under_ci,
+)
 from theorems.framework.verdicts import (
     as_expected,
     falsifying_text,
     judge,
-    order_key,
     trim,
 )
 
@@ -80,10 +85,6 @@ REPORT_ENV = "ATTN_CLAIMS_REPORT"
 DEFAULT_REPORT = Path("reports") / "claims.json"
 LOCK_ENV = "ATTN_VERDICT_LOCK"
 NO_GATE_ENV = "ATTN_NO_GATE"
-SHOWN_LINES = 30  # lines of a falsifying example printed with a saved counterexample
-# Gate problems shown in red: their first words.
-_RED = ("claim ", "lock ", "malformed", "unreadable", "no verdict", "run did not", "module not")
-SHOWN_IDS = 20  # claim ids named in the line on the claims a run did not finish
 
 _COLLECTOR = pytest.StashKey[evidence.Collector]()
 _AFTER_REPORT: list[Callable[[Path], Any]] = []
@@ -100,63 +101,7 @@ def after_report(callback: Callable[[Path], Any]) -> Callable[[Path], Any]:
 # --------------------------------------------------------------------------- state
 
 
-@dataclass
-class _State:
-    report_path: Path
-    run_id: str
-    run_dir: Path
-    worker: str  # "main" without xdist, else the xdist worker id
-    is_worker: bool
-    records: dict[str, dict] = field(default_factory=dict)  # item nodeid -> record
-    skips: dict[str, dict] = field(default_factory=dict)  # item nodeid -> skipped claim item
-    summary: dict | None = None
-    # The verdict gate: on/off (and why off), the lock (None: no file) or why it is malformed.
-    gate_on: bool = True
-    gate_off: str = ""
-    lock_path: Path | None = None
-    lock: locks.Lock | None = None
-    lock_error: str | None = None
-    store: Path | None = None  # where counterexamples are saved
-    # What this process collected: claim ids, deselected claim ids, and every claim that
-    # exists under <rootdir>/theorems (id -> expected; None when unknown).
-    collection: dict | None = None
-    gate: locks.GateResult | None = None
-    gate_lines: list[str] = field(default_factory=list)
-    saved: list[dict] = field(default_factory=list)
-    replayed: dict[str, dict] = field(default_factory=dict)  # claims that replayed a saved one
-    skipped: list[dict] = field(default_factory=list)  # claims that ran no example
-    # Infrastructure faults, seen by the controller (or the only process): items whose run
-    # protocol finished, items whose xdist worker died (nodeid -> message), why the run
-    # stopped early, modules that failed to collect (nodeid -> message), and what of the run
-    # did not finish (the report's "incomplete").
-    finished: set[str] = field(default_factory=set)
-    crashed: dict[str, str] = field(default_factory=dict)
-    interrupted: str | None = None
-    collection_errors: dict[str, str] = field(default_factory=dict)
-    incomplete: dict | None = None
-    crash_lines: list[tuple[str, str]] = field(default_factory=list)  # (claim id, message)
-
-    def flush(self) -> None:
-        if not self.records and not self.skips and not self.collection:
-            return
-        doc = {
-            "run_id": self.run_id,
-            "worker": self.worker,
-            "records": list(self.records.values()),
-            "skips": list(self.skips.values()),
-            "collection": self.collection,
-        }
-        write_json(self.run_dir / f"{self.worker}.json", doc)
-
-    def target(self, info: ClaimInfo) -> str:
-        """The verdict a claim item must reach to pass: its lock line when the gate is on
-        and the lock pins it (conjectures never), else the claim's `expected`."""
-        if not self.gate_on or self.lock is None or info.expected == "unknown":
-            return info.expected
-        return self.lock.verdict(info.id) or info.expected
-
-
-_STATE = pytest.StashKey[_State]()
+_STATE = pytest.StashKey[RunState]()
 
 
 def _option_path(config: pytest.Config, option: str, env: str, default: Path) -> Path:
@@ -171,26 +116,18 @@ def _report_path(config: pytest.Config) -> Path:
     return _option_path(config, "claims_report", REPORT_ENV, DEFAULT_REPORT)
 
 
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() not in ("", "0", "false", "no", "off")
-
-
-def _under_ci() -> bool:
-    return _truthy(os.environ.get("CI"))
-
-
 def _gate_switch(config: pytest.Config) -> tuple[bool, str]:
     """(gate on, why it is off). --no-gate always wins; ATTN_NO_GATE only outside CI."""
     if config.getoption("no_gate", default=False):
         return False, "--no-gate"
-    if _truthy(os.environ.get(NO_GATE_ENV)):
-        if _under_ci():
+    if truthy(os.environ.get(NO_GATE_ENV)):
+        if under_ci():
             return True, f"{NO_GATE_ENV} is ignored under CI"
         return False, f"{NO_GATE_ENV}={os.environ[NO_GATE_ENV]}"
     return True, ""
 
 
-def _load_lock(state: _State) -> None:
+def _load_lock(state: RunState) -> None:
     try:
         state.lock = locks.read(state.lock_path)
     except locks.LockError as exc:
@@ -264,9 +201,10 @@ def pytest_configure(config: pytest.Config) -> None:
         run_id = f"{stamp}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         report_path, worker, is_worker = _report_path(config), "main", False
     run_dir = report_path.parent / ".evidence" / run_id
-    state = _State(report_path, run_id, run_dir, worker, is_worker)
+    state = RunState(report_path, run_id, run_dir, worker, is_worker)
     state.gate_on, state.gate_off = gate_on, gate_off
     state.lock_path, state.store = lock_path, store
+    state.bases = (Path(config.invocation_params.dir), Path(config.rootpath))
     _load_lock(state)
     replay.set_store(store)  # before collection: @claim looks up saved counterexamples there
     config.stash[_STATE] = state
@@ -526,7 +464,7 @@ class _Faults:
     items finished, which xdist worker died under which item, why the run stopped early, and
     which modules failed to collect. Read at session end to report what did not finish."""
 
-    def __init__(self, state: _State):
+    def __init__(self, state: RunState):
         self.state = state
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
@@ -557,117 +495,6 @@ class _Faults:
 # --------------------------------------------------------------------------- merging, report
 
 
-def _unfinished(
-    state: _State, session: pytest.Session, records: list[dict], skips: list[dict], items: dict
-) -> tuple[list[dict], list[dict], dict | None]:
-    """Account for every collected claim item: one whose xdist worker died gets an error
-    record; one that never reported (an interrupted run, a stopped worker) is a "not run"
-    entry with the reason. Returns (records, not-run entries, the report's "incomplete")."""
-    done = {r["item"] for r in records} | {s["item"] for s in skips} | state.finished
-    records = list(records)
-    for nodeid, message in state.crashed.items():
-        if nodeid in items and nodeid not in done:
-            records.append(crash_record(items[nodeid], message))
-            state.crash_lines.append((items[nodeid]["id"], f"{message}: {CRASHED}"))
-            done.add(nodeid)
-    why = state.interrupted or next(
-        (f"the run stopped early ({s})" for s in (session.shouldfail, session.shouldstop) if s),
-        "the run ended before they reported (a worker that stopped early?)",
-    )
-    missing = [entry for nodeid, entry in items.items() if nodeid not in done]
-    missing.sort(key=lambda e: order_key(e["paper"], e["kind"], e["module"], e["line"], e["id"]))
-    entries = [
-        {**entry, "reason": f"did not finish: {why}", "runs_only_with": None} for entry in missing
-    ]
-    if not missing and not state.collection_errors:
-        return records, entries, None
-    if not missing:
-        n = len(state.collection_errors)
-        why = f"{n} module{'s' * (n != 1)} could not be collected"
-    incomplete = {
-        "reason": why,
-        "not_finished": list(dict.fromkeys(entry["id"] for entry in missing)),
-        "collection_errors": dict(sorted(state.collection_errors.items())),
-    }
-    return records, entries, incomplete
-
-
-def _relative(path: Path, config: pytest.Config) -> str:
-    for base in (Path(config.invocation_params.dir), Path(config.rootpath)):
-        with contextlib.suppress(ValueError):
-            return str(path.relative_to(base))
-    return str(path)
-
-
-def _save_counterexamples(state: _State, claims: list[dict], replays: dict, config) -> None:
-    for claim in claims:
-        if claim["verdict"] != "refuted":
-            continue
-        try:
-            saved = replay.save(
-                claim, replays.get(claim["id"]), profile=current_profile(), store=state.store
-            )
-        except Exception as exc:  # the report keeps it; say so, and save the others
-            where = _relative(replay.path_for(claim["id"], state.store), config)
-            state.gate_lines.append(
-                f"could not save the counterexample of {claim['id']} to {where} "
-                f"(it is in the report): {exc!r}"
-            )
-            continue
-        if saved is not None:
-            saved["id"], saved["shown"] = claim["id"], _relative(saved["path"], config)
-            text = claim.get("falsifying_example") or ""
-            lines = [line for line in text.splitlines() if "@reproduce_failure" not in line]
-            if len(lines) > SHOWN_LINES:
-                more = len(lines) - SHOWN_LINES
-                lines = [*lines[:SHOWN_LINES], f"... ({more} more lines in {saved['shown']})"]
-            saved["falsifying"] = lines
-            state.saved.append(saved)
-
-
-def _run_gate(
-    state: _State, claims: list[dict], skipped: list[dict], collection: dict | None, config
-) -> None:
-    """Compare the merged verdicts with the lock; fill state.gate and state.gate_lines."""
-    where = _relative(state.lock_path, config)
-    if not state.gate_on:
-        state.gate_lines = [f"verdict gate off ({state.gate_off}): {where} not checked"]
-        return
-    if state.gate_off:  # e.g. ATTN_NO_GATE ignored under CI
-        state.gate_lines.append(f"note: {state.gate_off}")
-    collection = collection or empty_collection()
-    known = collection.get("known")
-    if state.lock_error is not None:
-        state.gate = locks.GateResult(problems=[state.lock_error])
-        return
-    if state.lock is None:
-        create = f"create it with `{locks.UPDATE_COMMAND}` after a full run"
-        if _under_ci() and known:
-            state.gate = locks.GateResult(problems=[f"no verdict lock at {where}: {create}"])
-        else:
-            state.gate_lines.append(f"verdict gate not applied: no lock at {where} ({create})")
-        return
-    collected = set(collection["collected"]) or {c["id"] for c in claims}
-    not_run = ({*(known or {}), *collection["deselected"]}) - collected
-    if collection.get("known_note"):
-        state.gate_lines.append(f"note: {collection['known_note']}")
-    incomplete = state.incomplete or {}
-    state.gate = locks.gate(
-        state.lock,
-        claims,
-        known=known,
-        collected=collected,
-        # Claims that exist but could not be listed: their lock lines are not checked.
-        partial=bool(not_run) or bool(collection.get("known_note")) or bool(incomplete),
-        unfinished={i: incomplete["reason"] for i in incomplete.get("not_finished", ())},
-        collection_errors=incomplete.get("collection_errors"),
-        saved={s["id"]: s["shown"] for s in state.saved},
-        optional={s["id"]: s["reason"] for s in skipped if s["runs_only_with"]},
-        profile=current_profile(),
-        where=where,
-    )
-
-
 def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(_STATE, None)
     if state is None:
@@ -681,7 +508,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if items and not (
         config.getoption("collectonly", False) or config.getoption("setupplan", False)
     ):
-        records, unfinished, state.incomplete = _unfinished(state, session, records, skips, items)
+        stopped = session.shouldfail or session.shouldstop or None
+        records, unfinished, state.incomplete = account_for_items(
+            state, stopped and str(stopped), records, skips, items
+        )
     if records or skips or state.incomplete:
         claims = merge_records(records, keep_replay=True)
         replays = {c["id"]: c.pop("_replay", {}) for c in claims}
@@ -701,9 +531,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 c["verdict"] == "refuted" and c["as_expected"] for c in report["claims"]
             ),
         )
-        _save_counterexamples(state, claims, replays, config)
+        save_counterexamples(state, claims, replays)
         try:
-            _run_gate(state, claims, skipped, collection, config)
+            run_gate(state, claims, skipped, collection)
         except Exception as exc:  # a bug in the gate must fail the run, not pass it
             state.gate = locks.GateResult(problems=[f"the verdict gate itself failed: {exc!r}"])
         failed = (state.gate is not None and not state.gate.ok) or state.incomplete
@@ -725,80 +555,8 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     state = config.stash.get(_STATE, None)
     if state is None or state.summary is None:
         return
-    s = state.summary
-    write = terminalreporter.write_line
-    write(
-        f"attention-theorems: {s['claims']} claims: {s['holds']} held, "
-        f"{s['refuted_as_expected']} refuted as expected, {s['unexpected']} unexpected, "
-        f"{s['inconclusive']} inconclusive, {s['vacuous']} vacuous, {s['error']} error"
-        f"{f', {len(state.skipped)} not run' if state.skipped else ''} — "
-        f"{_relative(state.report_path, config)}"
-    )
-    incomplete = state.incomplete or {}
-    unfinished = incomplete.get("not_finished", [])
-    for skip in state.skipped:
-        if skip["id"] not in unfinished:  # those are named together below
-            write(f"attention-theorems: {skip['id']} not run: {skip['reason']}")
-    for claim_id, message in state.crash_lines:
-        write(f"attention-theorems: claim {claim_id}: verdict error: {message}", red=True)
-    if unfinished:
-        shown = ", ".join(unfinished[:SHOWN_IDS])
-        more = f" and {len(unfinished) - SHOWN_IDS} more" if len(unfinished) > SHOWN_IDS else ""
-        write(
-            f"attention-theorems: {incomplete['reason']}: "
-            f"{'1 claim' if len(unfinished) == 1 else f'{len(unfinished)} claims'} did not "
-            f"finish and {'has' if len(unfinished) == 1 else 'have'} no verdict: {shown}{more}",
-            red=True,
-        )
-    for module, message in incomplete.get("collection_errors", {}).items():
-        write(
-            f"attention-theorems: could not collect {module} ({message}): any claims it "
-            "defines have no verdict",
-            red=True,
-        )
-    for saved in state.saved:
-        if not saved["changed"]:
-            continue
-        write(f"attention-theorems: counterexample of {saved['id']} saved to {saved['shown']}")
-        for line in saved["falsifying"]:
-            write(f"    {line}")
-        if saved["replayable"]:
-            write("    replayed first on the next run; to keep it in the claim for good, paste:")
-            helper = next((h for h in ("saved_arguments", "saved") if h in saved["example"]), None)
-            write(f"        from theorems import example{', ' + helper if helper else ''}")
-            write(f"        {saved['example']}")
-        elif saved["note"]:
-            write(f"    not replayed automatically: {saved['note']}")
-    verbose = config.getoption("verbose") > 0
-    for claim_id, claim in state.replayed.items():
-        if not verbose and claim["expected"] == "refuted":
-            continue  # controls replay theirs every run: say so only when asked (-v)
-        if claim["verdict"] == "refuted" and claim["_counterexample_replayed"]:
-            outcome = "still refutes it"
-        elif claim["verdict"] == "refuted":
-            outcome = "passed, and the search found another counterexample"
-        elif claim["verdict"] == "error":
-            outcome = "could not be replayed (verdict error: see the claim's failure)"
+    for kind, text, red in summary_lines(state, verbose=config.getoption("verbose") > 0):
+        if kind == "sep":
+            terminalreporter.write_sep("=", text, red=red)
         else:
-            outcome = f"no longer refutes it (verdict {claim['verdict']})"
-        shown = _relative(replay.path_for(claim_id, state.store), config)
-        write(f"attention-theorems: {claim_id}: the saved counterexample ({shown}) {outcome}")
-    for line in state.gate_lines:
-        write(f"attention-theorems: {line}")
-    gate = state.gate
-    if gate is None:
-        return
-    where = _relative(state.lock_path, config)
-    if gate.ok:
-        conj = f"; {gate.conjectures} conjectures not gated" if gate.conjectures else ""
-        write(f"attention-theorems: verdict gate passed: {gate.checked} claims match {where}{conj}")
-    else:
-        terminalreporter.write_sep(
-            "=", f"verdict gate FAILED: {len(gate.problems)} problems ({where})", red=True
-        )
-        for problem in gate.problems:
-            for line in problem.splitlines():
-                write(line, red=line.startswith(_RED))
-        write(f"to accept these verdicts on purpose: {locks.UPDATE_COMMAND}, and commit {where}")
-    for note in gate.notes:
-        write(f"attention-theorems: note: {note}")
+            terminalreporter.write_line(text, red=red)
