@@ -391,3 +391,23 @@ def test_torch_inputs_match_numpy():
 def test_invalid_inputs_name_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_qp_solvers_own_point_solves_the_margin_qp(seed):
+    """The QP handed to the solvers is the margin QP itself (A x ≥ b), checked on the solver's
+    own point, before the active-set polish and the NNLS fallback can repair it. Those two
+    compute the optimum from A and b alone, so a wrong model for the solvers (A x ≤ b: the
+    solvers return x = 0) would otherwise go unnoticed (mutant M07): the certificate only
+    sees the repaired point."""
+    from models.svm import _solve_qp  # the solver stage alone: what the certificate hides
+
+    keys, alpha = feasible_instance(seed)
+    A, b, _ = att_constraints(keys, alpha)
+    answer = _solve_qp(A, b)
+    assert not isinstance(answer, str), answer
+    _, x, _, _ = answer
+    exact = att_svm(keys, alpha)
+    assert exact.status == "optimal"
+    assert (A @ x >= b - 1e-6).all(), "the solver's point violates A x >= b"
+    assert np.linalg.norm(x - np.ravel(exact.x)) <= 1e-4 * np.linalg.norm(np.ravel(exact.x))

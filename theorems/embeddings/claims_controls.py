@@ -95,7 +95,6 @@ def test_n1_shift_follows_raw_frequency(inst):
     tokens move the other way (spec N1: passed 0/40). The paper's 11η0d^(-1/4) is too loose
     to expose it, hence the R3 yardstick (EMB-L41-R3 holds under it).
     """
-    evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     error = torch.abs(step.shift - inst.eta0 / 2 * step.alpha_bar)
     worst, ratio = _worst_over_r3(error, step)
@@ -117,7 +116,6 @@ def test_n2_wrong_sign(inst):
 
     The error of the variant is η0|α_s| instead of ≤ m(1 + η0ᾱ/4) (spec N2: 0/40).
     """
-    evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     error = torch.abs(step.E1 @ inst.v + inst.eta0 / 2 * step.alpha)
     worst, ratio = _worst_over_r3(error, step)
@@ -139,7 +137,6 @@ def test_n2_missing_half(inst):
 
     The error of the variant is η0|α_s|/2 instead of ≤ m(1 + η0ᾱ/4) (spec N2: 0/40).
     """
-    evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     error = torch.abs(step.E1 @ inst.v - inst.eta0 * step.alpha)
     worst, ratio = _worst_over_r3(error, step)
@@ -168,7 +165,6 @@ def test_n3_error_rate_one_over_d(inst):
     The true error is about m(1 + η0/4) with m ~ d^(-1/2) (spec N3: 0.06 against 0.003 at d
     = 4096, η0 = 1).
     """
-    evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     error = float(paper_error(step, inst.v).max())
     bound = PAPER_CONSTANT * inst.eta0 / inst.d
@@ -194,7 +190,6 @@ def test_n3_constant_one(inst):
     (spec §7 table: 6.9 at d = 1024, η0 = 0.1). For η0 ≥ 1 the constant 1 is still true
     (spec N3), so this control lives at the η0 ≈ 0.1 end of the regime.
     """
-    evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     error = float(paper_error(step, inst.v).max())
     bound = inst.eta0 * inst.d**-0.25
@@ -217,7 +212,6 @@ def test_n3_exact_alignment(inst):
     The init term ⟨E⁰_s, v⟩ ~ N(0, 1/d) and |β − α/2| ≠ 0 make the identity false
     generically (spec N3).
     """
-    evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     error = paper_error(step, inst.v)
     scale = torch.clamp(inst.eta0 * torch.abs(step.alpha), min=1.0)
@@ -242,7 +236,6 @@ def test_n4_rank_one_without_zero_init(inst, p_seed):
     With p⁰ ≠ 0 the gradient gains a component along p⁰ of relative size O(max|u_s − f|) ~
     d^(-1/2) (spec N4: residual 0.054). Controls an assumption of R1.
     """
-    evidence.instance(inst.to_json())
     gen = torch.Generator().manual_seed(p_seed)
     p0 = torch.randn(inst.d, generator=gen, dtype=F64) / math.sqrt(inst.d)
     step = one_step(problem_of(inst), inst.eta0, p0=p0)
@@ -274,7 +267,6 @@ def test_n6_all_important_tokens_selected(inst):
     Only the per-sequence argmax of y⟨E¹_s, v⟩ is selected; the weak token's attention goes
     to ~1e-99 (spec N6).
     """
-    evidence.instance(inst.to_json())
     prep = prepare(inst)
     p_far = run_flow(inst).path.final
     log_s = prep.prompt.log_softmax(torch.from_numpy(p_far))
@@ -307,7 +299,6 @@ def test_n7_direction_without_enough_dimension(inst):
     max-margin limit exists (spec N7). ‖p‖ may still grow, towards a partial selection;
     boundedness is not asserted. Precondition failures are rejected (counted).
     """
-    evidence.instance(inst.to_json())
     prep = prepare(inst)
     if not prep.precondition:
         evidence.reject("precondition (§3.3): s*(i) is not the unique argmax of y⟨E¹_s, v⟩")
@@ -340,7 +331,6 @@ def test_n8_flow_selects_alpha_argmax_regardless(inst):
     theorem's (EMB-FLOW-SELECT) and pass here without a flow; only a flow-verified
     counterexample refutes.
     """
-    evidence.instance(inst.to_json())
     prep = prepare(inst)
     if prep.precondition:
         return

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from hypothesis import given, seed
+from hypothesis import example, given, seed
 from hypothesis import strategies as st
 
 from models.attention import PromptProblem, cosine, one_minus_cos
@@ -60,6 +60,7 @@ from theorems.embeddings.common import (
 from theorems.framework import evidence
 from theorems.framework.profiles import current_profile
 from theorems.framework.registry import claim
+from theorems.framework.replay import saved
 
 F64 = torch.float64
 
@@ -454,7 +455,6 @@ def test_paper_gap_condition(inst):
     this; the claim declares the condition as its premise, so a run where no example meets
     it is reported vacuous, not held.
     """
-    evidence.instance(inst.to_json())
     leader = alpha_leader(inst)
     needed = PAPER_GAP_CONSTANT * inst.d**-0.25
     met = evidence.premise(leader.min_gap > needed, "gap condition")
@@ -491,10 +491,9 @@ def test_practical_argmax_is_alpha_argmax(inst):
 
     Refuted as read: with few pairs the weak token's lead in α, F/(nT), is below the
     one-step noise η0|β_s − α_s/2|, and the weak token wins y⟨E¹_s, v⟩ uniquely. The
-    attention part holds (EMB-SUFF-PRACTICAL-FLOW); a sufficient condition for the
+    attention part fails too (EMB-SUFF-PRACTICAL-FLOW); a sufficient condition for the
     identification is EMB-SUFF-R3. One step only, so the search is cheap.
     """
-    evidence.instance(inst.to_json())
     prep = prepare(inst)
     if not prep.selection.all_unique:
         evidence.reject("precondition: argmax y⟨E¹_s, v⟩ is not unique in some sequence")
@@ -510,21 +509,29 @@ def test_practical_argmax_is_alpha_argmax(inst):
     id="EMB-SUFF-PRACTICAL-FLOW",
     kind="corollary",
     provenance="[R]",
+    expected="refuted",
     examples=20,
     statement="""§3.4, practical form, attention part (spec P-3.4): on data with one strongly
     predictive token per sequence plus a weaker relevant one, with |S| ≤ d − 1, whenever the
     maximiser of y_i⟨E¹_s, v⟩ over X_i is unique for every i, gradient flow on p from 0
     concentrates ≥ 0.99 of the attention of X_i on that maximiser (whichever token it is).""",
 )
+@example(inst=saved("EMB-SUFF-PRACTICAL-FLOW"))
 @given(inst=two_relevant_instances())
 def test_practical_flow_concentrates_on_argmax(inst):
     """Corollary EMB-SUFF-PRACTICAL-FLOW.
 
-    Flow: converge() until the mass off the selection is ≤ 1e-3 and the direction matches
-    the SVM of the selection to 1 − cos ≤ 1e-3. The narrow variant of EMB-SUFF-PRACTICAL
-    that holds: the flow follows y⟨E¹_s, v⟩, not α.
+    Refuted as read (found by the ci-random profile, seed 8; the instance is pinned): n = 34,
+    T = 8, |S| = 9, d = 64, η0 = 20, the argmax of y⟨E¹_s, v⟩ unique in every sequence, and
+    the flow from p = 0 converges (certified: the direction reached the SVM of its selection
+    and stayed, ‖p‖ ≈ 835) to a selection that puts mass < 1e-100 on that argmax in all 17
+    sequences with y = −1. Normalized GD by torch autograd (step 0.5, an independent float64
+    run) picks the same 17 sequences by step 1000 (loss 0.45, far above the floor of the
+    argmax selection). The flow follows a locally-optimal selection, not the argmax of
+    y⟨E¹_s, v⟩: no variant of the practical form is known to hold yet. Flow: converge() until
+    the mass off the selection is ≤ 1e-3 and the direction matches the SVM of the selection
+    to 1 − cos ≤ 1e-3.
     """
-    evidence.instance(inst.to_json())
     prep = prepare(inst)
     if not prep.selection.all_unique:
         evidence.reject("precondition: argmax y⟨E¹_s, v⟩ is not unique in some sequence")
@@ -549,7 +556,7 @@ def test_practical_flow_concentrates_on_argmax(inst):
     m = max_s |⟨E⁰_s, v⟩|, if for every i the lead of s*(i) = argmax_{s∈X_i} y_i α_s over every
     other token of X_i exceeds 4m(1/η0 + 1/4), then s*(i) is the unique maximiser of
     y_i⟨E¹_s, v⟩ over X_i for every i — the precondition of §3.3 and §3.4, so the flow selects
-    the most important token (EMB-FLOW-SELECT, EMB-SUFF-PRACTICAL-FLOW). Deterministic: no
+    the most important token under the hypotheses of §3.3 (EMB-FLOW-SELECT). Deterministic: no
     probability over E⁰.""",
 )
 @given(
@@ -567,7 +574,6 @@ def test_r3_gap_condition_identifies_alpha_argmax(inst):
     condition is met more often). Metrics 'condition_met' / 'condition_not_met': their
     counts say how often it applied; values are lead/(4m(1/η0 + 1/4)).
     """
-    evidence.instance(inst.to_json())
     prep = prepare(inst)
     leader = alpha_leader(inst)
     needed = 4 * prep.step.m * (1 / inst.eta0 + 0.25)

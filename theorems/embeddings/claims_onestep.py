@@ -107,7 +107,6 @@ def test_rank_one_update_along_v(inst):
     D is computed by torch autograd of the loss, independently of the closed-form ∇_E L that
     models.embedding.one_step uses; β comes from one_step.
     """
-    evidence.instance(inst.to_json())
     problem = problem_of(inst)
     step = one_step(problem, inst.eta0)
     E = inst.E0.clone().requires_grad_(True)
@@ -208,7 +207,6 @@ def test_paper_form_bound(inst):
     records the constant each example needs, max_s error/(η0 d^(-1/4)), against 11; under
     the nightly profile it is a target().
     """
-    evidence.instance(inst.to_json())
     if not (inst.vocab_size <= 40 and inst.d >= 1024 and 0.1 <= inst.eta0 <= 100):
         raise RuntimeError(f"strategy left the regime of Lemma 4.1: {inst!r}")
     step = one_step(problem_of(inst), inst.eta0)
@@ -251,7 +249,6 @@ def test_shift_proportional_to_alpha(inst):
     std is the population standard deviation over all |S| tokens. Draws with std(α)·√d < 0.3
     do not meet the hypothesis and are rejected (counted).
     """
-    evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     alpha, shift = step.alpha.numpy(), step.shift.numpy()
     spread = float(np.std(alpha)) * math.sqrt(inst.d)
@@ -346,7 +343,6 @@ def test_k_level_shifts_are_ordered(inst):
     (strategies.k_level_instances, α_s = j_k/n exactly). The metric 'spread_over_gap' is the
     largest within-group range over the smallest gap between consecutive levels.
     """
-    evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     shift = step.shift
     lo = [float(shift[list(g)].min()) for g in inst.groups]
