@@ -5,8 +5,8 @@ validates and registers the metadata, scales a Hypothesis test's example budget 
 profile, counts examples through Hypothesis' reassignable `inner_test`, and marks the function
 so that `theorems.framework.plugin` turns its outcome into a verdict.
 
-Profiles live here too (not only in the root conftest), so that the CLI and a pytester run
-without the root conftest see the same budgets.
+`import_claim_modules` imports every claim module of a checkout (the CLI's `list` and the
+plugin's accounting of the claims a partial run did not collect).
 """
 
 from __future__ import annotations
@@ -71,12 +71,6 @@ class ClaimInfo:
 
 
 REGISTRY: dict[str, ClaimInfo] = {}
-
-
-# --------------------------------------------------------------------------- profiles
-
-
-# --------------------------------------------------------------------------- verdicts
 
 
 # --------------------------------------------------------------------------- the decorator

@@ -19,17 +19,16 @@ from theorems.framework.registry import ClaimInfo
 from theorems.framework.verdicts import order_key
 
 SHOWN_LINES = 30  # lines of a falsifying example printed with a saved counterexample
-
-
+SHOWN_IDS = 20  # claim ids named in the line on the claims a run did not finish
 # Gate problems shown in red: their first words.
 RED = ("claim ", "lock ", "malformed", "unreadable", "no verdict", "run did not", "module not")
 
 
-SHOWN_IDS = 20  # claim ids named in the line on the claims a run did not finish
-
-
 @dataclass
 class RunState:
+    """One process's view of the run: what it recorded (flushed to its evidence file after
+    every claim), and on the controller what the merged run came to."""
+
     report_path: Path
     run_id: str
     run_dir: Path

@@ -32,20 +32,7 @@ def _draw_paths(ax, inst, inits) -> float:
     for j, p0 in enumerate(inits):
         path = ngd(inst.problem, p0, lr=LR, steps=PLOT_STEPS).ps.numpy()
         reach = max(reach, float(np.linalg.norm(path[:, :2], axis=1).max()))
-        line = ax.plot(path[:, 0], path[:, 1], lw=1.0, color=colors[j], label=_init_label(p0))[0]
-        marks = path[::MARK_EVERY]
-        ax.quiver(
-            marks[:-1, 0],
-            marks[:-1, 1],
-            np.diff(marks[:, 0]),
-            np.diff(marks[:, 1]),
-            angles="xy",
-            scale_units="xy",
-            scale=1,
-            width=0.004,
-            color=line.get_color(),
-        )
-        ax.plot(path[0, 0], path[0, 1], "o", ms=4, color=line.get_color())
+        _arrows(ax, path, colors[j], _init_label(p0))
     for i in range(keys.shape[0]):
         ax.scatter(keys[i, :, 0], keys[i, :, 1], s=18, color="0.3", zorder=3)
         if keys.shape[0] == 1:
