@@ -223,6 +223,8 @@ def run_mutant(mutant: dict, commit: str, args, logs: Path) -> dict:
             (tmp / "reports" / "claims.json").unlink(missing_ok=True)
             junit = tmp / "gate-junit.xml"
             gate_args = ["theorems/", "-x", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"]
+            if args.workers > 1:  # xdist: -x still stops the run at the first differing claim
+                gate_args += ["-n", str(args.workers)]
             log = logs / f"{mutant['id']}.gate.log"
             rc, seconds = run_pytest(tmp, gate_args, args.timeout, log)
             diff = differing_claims(tmp) if rc is not None else None
@@ -372,6 +374,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="write the results here")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per run (900)")
     ap.add_argument("--plain-order", action="store_true", help="tests/ in collection order")
+    ap.add_argument(
+        "--workers", type=int, default=1, help="xdist workers for the gate run (default 1)"
+    )
     ap.add_argument("--baseline", action="store_true", help="also run the unmutated tree first")
     ap.add_argument("--keep", action="store_true", help="keep the copies (paths in the JSON)")
     ap.add_argument("--logs", type=Path, help="folder for the pytest logs (default: a tmpdir)")
