@@ -354,3 +354,38 @@ def test_k_level_shifts_are_ordered(inst):
         evidence.metric("spread_over_gap", spread / min(gaps) if min(gaps) > 0 else math.inf)
     overlaps = [k for k in range(len(lo) - 1) if not hi[k] < lo[k + 1]]
     assert not overlaps, f"levels {overlaps} and the next are not ordered: lo {lo}, hi {hi}"
+
+
+#: One step of E against torch autograd of the plain loss (float64; measured ~1e-14 relative).
+STEP_REL_TOL = 1e-9
+
+
+@claim(
+    id="EMB-DEF-ONESTEP",
+    kind="definition",
+    provenance="[V] §1.1 (the E-gradient), [D]",
+    examples=20,
+    statement="""The step of §3.1 is a gradient step of the paper's loss from any p⁰: on G2
+    data (d ∈ {64, 256}) with p⁰ of norm in [0.1, 10] (not only p⁰ = 0), one_step's
+    E¹ − E⁰ equals −η0·∇_E L(E⁰, p⁰), with ∇_E taken by torch autograd of
+    L(E, p) = (1/n) Σ ℓ(y_i f(X_i)), to 1e-9 relative.""",
+)
+@given(inst=general_frequency_instances(d=st.sampled_from([64, 256])), seed=st.integers(0, 2**32))
+def test_one_step_is_a_gradient_step(inst, seed):
+    """One step of E against autograd of the plain loss, at p⁰ ≠ 0.
+
+    A consistency check: at p⁰ = 0, the only start the theorems use, the (u_s − f)p⁰ term of
+    ∇_E L vanishes, so no claim about the paper's step can see a fault in it.
+    """
+    problem = problem_of(inst)
+    gen = torch.Generator().manual_seed(seed)
+    u = torch.randn(problem.dim, generator=gen, dtype=F64)
+    p0 = u / torch.linalg.vector_norm(u) * 10.0 ** (2 * float(torch.rand((), generator=gen)) - 1)
+    step = one_step(problem, inst.eta0, p0)
+    E = problem.E.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(problem.loss_value(E, p0), E)
+    reference = -inst.eta0 * grad
+    error = float(torch.linalg.matrix_norm(step.E1 - step.E0 - reference))
+    scale = float(torch.linalg.matrix_norm(reference))
+    evidence.slack("‖step − autograd step‖ / ‖autograd step‖", error, STEP_REL_TOL * scale)
+    assert error <= STEP_REL_TOL * scale, f"relative error {error / scale:.3g}"
