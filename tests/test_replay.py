@@ -96,6 +96,26 @@ def _probe(calls):
     return test_x
 
 
+def test_a_pinned_counterexample_loads_when_the_run_saves_elsewhere(store, tmp_path, monkeypatch):
+    """`@example(inst=saved("ID"))` is part of a claim's source: its file is the checkout's
+    (theorems/counterexamples/), and a run with another store (a test's, the fault-injection
+    run's) must still import the claim."""
+    checkout = tmp_path / "checkout"
+    pinned = checkout / replay.DEFAULT_STORE
+    pinned.mkdir(parents=True)
+    claim_doc = {
+        "id": "T-PINNED", "paper": "p", "statement": "s", "verdict": "refuted",
+        "expected": "holds", "counterexample": instance().to_json(), "falsifying_example": None,
+    }  # fmt: skip
+    replay.save(claim_doc, instances.encode_arguments({"inst": instance()}), profile="ci",
+                store=pinned)  # fmt: skip
+    monkeypatch.setattr(replay, "REPO_ROOT", checkout)
+    assert not (store / "T-PINNED.json").exists()
+    assert replay.saved("T-PINNED").seed == 7
+    with pytest.raises(replay.ReplayError, match="no saved counterexample for T-ABSENT"):
+        replay.saved("T-ABSENT")
+
+
 def test_claim_replays_a_saved_counterexample_first(store):
     (store / "T-REPLAY.json").write_text(json.dumps({"replay": {"x": {"value": 417}}}))
     calls = []
