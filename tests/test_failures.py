@@ -123,6 +123,30 @@ def test_vacuous_premise(x):
 @given(x=st.integers(0, 10))
 def test_vacuous_assumptions(x):
     evidence.reject("never meets the assumptions")
+
+@st.composite
+def solved_in_the_strategy(draw):
+    # A strategy that solves an SVM to build its instance, and uses the failed answer.
+    from models import failures
+    failures.report("SVM oracle", "solver_error", "every solver failed")
+    return draw(st.integers(0, 10))
+
+@C("F-DRAWN-FROM-A-FAILURE", examples=10)
+@given(x=solved_in_the_strategy())
+def test_drawn_from_a_failure(x):
+    assert False, "the instance rests on a failed solve"
+
+@st.composite
+def rejected_after_a_failure(draw):
+    from hypothesis import assume
+    from models import failures
+    failures.report("SVM oracle", "solver_error", "every solver failed")
+    assume(False)  # "keep only feasible instances", decided by the failed solve
+
+@C("F-NOTHING-DRAWN-AFTER-FAILURES", examples=10)
+@given(x=rejected_after_a_failure())
+def test_nothing_drawn_after_failures(x):
+    pass
 """
 
 
@@ -200,11 +224,21 @@ def test_each_failure_is_an_error_or_inconclusive_with_its_reason(inner, pyteste
         "inconclusive",
         "the numerics could not decide: non-finite loss",
     )
+    # Failures while an example is drawn (a strategy that solves): the example, or the
+    # whole claim when no draw survived, is inconclusive, never refuted nor vacuous.
+    drawn, reason = verdict("F-DRAWN-FROM-A-FAILURE")
+    assert drawn == "inconclusive", reason
+    assert claims["F-DRAWN-FROM-A-FAILURE"]["inconclusive"] == {
+        "SVM oracle: while drawing the instance: solver_error": 11
+    }
+    nothing, reason = verdict("F-NOTHING-DRAWN-AFTER-FAILURES")
+    assert nothing == "inconclusive", reason
+    assert reason.startswith("the strategy's solver failed while drawing")
     replayed, reason = verdict("F-REPLAY")
     assert replayed == "error" and reason == "ReplayError raised"
     assert "F-REPLAY.json: invalid JSON at line 1" in claims["F-REPLAY"]["error"]
     # None of them passes; each failing item names its claim, verdict and reason.
-    result.assert_outcomes(passed=2, failed=12)
+    result.assert_outcomes(passed=2, failed=14)
     result.stdout.fnmatch_lines(["claim F-STRATEGY: verdict error, expected holds (the strategy*"])
     assert not any(c["verdict"] == "refuted" for c in claims.values())
     assert [p.name for p in store.glob("*.json")] == ["F-REPLAY.json"]  # nothing refuted

@@ -56,6 +56,8 @@ class InconclusiveExample(RejectedExample):
 
 
 _REJECTIONS = (UnsatisfiedAssumption, RejectedExample)
+#: The prefix of a failure reported while an example was drawn, before its body ran.
+DRAWING = "while drawing the instance:"
 _FAILED_KIND = {True: "rejected", False: "raised"}
 
 
@@ -104,6 +106,30 @@ class Collector:
         self.tolerated: Counter[str] = Counter()
         self._explicit = False
         self._last_explicit: dict[str, bool] = {}
+        # Every failure reported during the claim's test call, drawing included (Hypothesis
+        # draws an example's arguments before the body, so a strategy that solves an SVM is
+        # outside every example's own watch), and how many of them an example has accounted.
+        self._all: failures.Watch | None = None
+        self._seen = 0
+
+    def unseen_failures(self) -> list[failures.Failure]:
+        """Failures reported since the last call: between two example bodies, those of the
+        drawing of the next example (and of draws the strategy rejected)."""
+        if self._all is None:
+            return []
+        new = self._all.failures[self._seen :]
+        self._seen = len(self._all.failures)
+        return new
+
+    def note_drawing_failures(self, found: list[failures.Failure]) -> None:
+        for failure in found:
+            self.failures[f"{failure.source}: {DRAWING} {failure.what}"] += 1
+
+    @property
+    def drawing_failures(self) -> dict[str, int]:
+        """Failures reported while examples were drawn, by key (those of examples that then
+        ran are in `inconclusive` too)."""
+        return {key: n for key, n in self.failures.items() if DRAWING in key and n}
 
     @property
     def examples(self) -> int:
@@ -212,11 +238,17 @@ _active: Collector | None = None
 
 @contextlib.contextmanager
 def collecting(collector: Collector) -> Iterator[Collector]:
-    """Route evidence calls to `collector` for the duration of a claim's test call."""
+    """Route evidence calls to `collector` for the duration of a claim's test call, and watch
+    the failures of the whole call (the drawing of examples included)."""
     global _active
     previous, _active = _active, collector
     try:
-        yield collector
+        with failures.watch() as everything:
+            collector._all, collector._seen = everything, 0
+            try:
+                yield collector
+            finally:  # failures of draws after the last example (e.g. all of them rejected)
+                collector.note_drawing_failures(collector.unseen_failures())
     finally:
         _active = previous
 
@@ -239,9 +271,11 @@ class example:
         self._watch: failures.Watch | None = None
 
     def __enter__(self) -> None:
+        collector = _active
+        # Failures since the last example ended were reported while this one was drawn.
+        self._drawn = collector.unseen_failures() if collector is not None else []
         self._watching = failures.watch()
         self._watch = self._watching.__enter__()
-        collector = _active
         if collector is not None:
             collector.begin(self.arguments, self.explicit)
 
@@ -250,7 +284,8 @@ class example:
         collector = _active
         if collector is not None:
             collector.tolerated.update(f.key for f in self._watch.tolerated)
-        failure = _failure_of(self._watch, exc, collector)
+            collector.unseen_failures()  # the body's own: this example's watch has them
+        failure = _drawing_failure(self._drawn, exc) or _failure_of(self._watch, exc, collector)
         stopped = collector._stopped if collector is not None else None
         if failure is not None and stopped is not None and stopped[0] == "inconclusive":
             collector.failures[failure.key] += 1  # the body already said it cannot decide
@@ -275,6 +310,15 @@ class example:
             hypothesis.event(f"inconclusive: {failure.key}")
             hypothesis.reject()
         raise InconclusiveExample(str(failure)) from exc
+
+
+def _drawing_failure(drawn: list[failures.Failure], exc) -> failures.Failure | None:
+    """A failure while the example's arguments were drawn (a strategy that solves an SVM):
+    the instance itself rests on a failed solve, so the example decides nothing."""
+    if not drawn or (exc is not None and not isinstance(exc, Exception)):
+        return None
+    first = drawn[0]
+    return failures.Failure(first.source, f"{DRAWING} {first.what}", first.detail)
 
 
 def _failure_of(watch, exc, collector) -> failures.Failure | None:

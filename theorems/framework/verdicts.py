@@ -169,10 +169,15 @@ def judge(
     snap = collector.snapshot()
     rejected, undecided = sum(snap["rejections"].values()), sum(snap["inconclusive"].values())
     premise = snap["premise"]
+    drawing = collector.drawing_failures
     if exc is None:
         seen = collector.examples + undecided
         if collector.examples == 0 and undecided:
             return "inconclusive", None, f"no example completed ({snap['inconclusive']})"
+        if (premise["met"] < info.min_premise or collector.examples == 0) and drawing:
+            # Too few instances, and the strategy's solves failed: the failures decided which
+            # instances there were, so the claim's premise was not shown to be rare.
+            return "inconclusive", None, f"the strategy's solver failed while drawing: {drawing}"
         if premise["met"] < info.min_premise or collector.examples == 0:
             return "vacuous", None, _vacuous_reason(info, premise, snap)
         if undecided / seen > info.max_inconclusive:
@@ -196,6 +201,8 @@ def judge(
     gave_up = isinstance(exc, Unsatisfiable) or (
         isinstance(exc, FailedHealthCheck) and (rejected or undecided)
     )
+    if isinstance(exc, (Unsatisfiable, FailedHealthCheck)) and drawing:
+        return "inconclusive", None, f"the strategy's solver failed while drawing: {drawing}"
     if gave_up:
         if undecided and (undecided >= rejected or premise["met"] >= info.min_premise):
             return (
