@@ -32,6 +32,7 @@ from strategies import (
     k_level_instances,
     single_relevant_token_instances,
 )
+from strategies.combinators import SEEDS, random_points, seeded
 from theorems.embeddings import plots
 from theorems.embeddings.common import (
     ONE_STEP_DATA,
@@ -370,7 +371,7 @@ STEP_REL_TOL = 1e-9
     E¹ − E⁰ equals −η0·∇_E L(E⁰, p⁰), with ∇_E taken by torch autograd of
     L(E, p) = (1/n) Σ ℓ(y_i f(X_i)), to 1e-9 relative.""",
 )
-@given(inst=general_frequency_instances(d=st.sampled_from([64, 256])), seed=st.integers(0, 2**32))
+@given(inst=general_frequency_instances(d=st.sampled_from([64, 256])), seed=SEEDS)
 def test_one_step_is_a_gradient_step(inst, seed):
     """One step of E against autograd of the plain loss, at p⁰ ≠ 0.
 
@@ -378,9 +379,7 @@ def test_one_step_is_a_gradient_step(inst, seed):
     ∇_E L vanishes, so no claim about the paper's step can see a fault in it.
     """
     problem = problem_of(inst)
-    gen = torch.Generator().manual_seed(seed)
-    u = torch.randn(problem.dim, generator=gen, dtype=F64)
-    p0 = u / torch.linalg.vector_norm(u) * 10.0 ** (2 * float(torch.rand((), generator=gen)) - 1)
+    p0 = random_points(seeded(seed), problem.dim, 1, lo=-1.0, hi=1.0)[0]
     step = one_step(problem, inst.eta0, p0)
     E = problem.E.clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(problem.loss_value(E, p0), E)

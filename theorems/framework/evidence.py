@@ -2,9 +2,8 @@
 
 A claim body calls these functions; the plugin (`theorems.framework.plugin`) activates one
 `Collector` around each claim's test call, and the registry's example counter brackets every
-Hypothesis example.
-Outside a claim `instance`, `slack` and `metric` do nothing, so helpers that call them can be
-unit-tested; `reject` and `inconclusive` always stop the example.
+Hypothesis example. Outside a claim `instance`, `slack` and `metric` do nothing, so helpers
+that call them can be unit-tested; `reject` and `inconclusive` always stop the example.
 """
 
 from __future__ import annotations
@@ -123,7 +122,7 @@ class Collector:
 
     def note_drawing_failures(self, found: list[failures.Failure]) -> None:
         for failure in found:
-            self.failures[f"{failure.source}: {DRAWING} {failure.what}"] += 1
+            self.failures[_while_drawing(failure).key] += 1
 
     @property
     def drawing_failures(self) -> dict[str, int]:
@@ -174,7 +173,6 @@ class Collector:
     def replay(self) -> dict[str, Any]:
         """The counterexample's @given arguments in the typed JSON encoding of
         theorems.framework.replay ({"args": ...} or {"unrepresentable": ...}; {} if none)."""
-
         return encode_arguments(self._last_arguments.get("raised"))
 
     def begin(self, arguments: dict[str, Any] | None = None, explicit: bool = False) -> None:
@@ -317,8 +315,11 @@ def _drawing_failure(drawn: list[failures.Failure], exc) -> failures.Failure | N
     the instance itself rests on a failed solve, so the example decides nothing."""
     if not drawn or (exc is not None and not isinstance(exc, Exception)):
         return None
-    first = drawn[0]
-    return failures.Failure(first.source, f"{DRAWING} {first.what}", first.detail)
+    return _while_drawing(drawn[0])
+
+
+def _while_drawing(failure: failures.Failure) -> failures.Failure:
+    return failures.Failure(failure.source, f"{DRAWING} {failure.what}", failure.detail)
 
 
 def _failure_of(watch, exc, collector) -> failures.Failure | None:

@@ -508,9 +508,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if items and not (
         config.getoption("collectonly", False) or config.getoption("setupplan", False)
     ):
-        stopped = session.shouldfail or session.shouldstop or None
+        stopped = session.shouldfail or session.shouldstop
         records, unfinished, state.incomplete = account_for_items(
-            state, stopped and str(stopped), records, skips, items
+            state, str(stopped) if stopped else None, records, skips, items
         )
     if records or skips or state.incomplete:
         claims = merge_records(records, keep_replay=True)

@@ -254,12 +254,10 @@ def saved_arguments(claim_id: str, store: Path | None = None) -> dict[str, Any]:
     pinned with `@example(inst=saved("ID"))` is part of the claim's source, committed under
     theorems/counterexamples/, and must load when a run saves elsewhere, such as an isolated
     store of a test or of the fault-injection run)."""
-    doc = load(claim_id, store)
-    path = path_for(claim_id, store)
-    if doc is None and store is None:
-        pinned = REPO_ROOT / DEFAULT_STORE
-        if pinned.resolve() != store_dir().resolve():
-            doc, path = load(claim_id, pinned) or doc, path_for(claim_id, pinned)
+    doc, path = load(claim_id, store), path_for(claim_id, store)
+    pinned = REPO_ROOT / DEFAULT_STORE
+    if doc is None and store is None and pinned.resolve() != store_dir().resolve():
+        doc, path = load(claim_id, pinned), path_for(claim_id, pinned)
     if doc is None:
         raise ReplayError(f"{path_for(claim_id, store)}: no saved counterexample for {claim_id}")
     args = doc.get("replay")
