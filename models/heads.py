@@ -33,6 +33,13 @@ def squared_norm(u: Tensor) -> Tensor:
     return (u**2).sum(-1)
 
 
+def saddle_square(u: Tensor) -> Tensor:
+    """ψ(u) = u₁² − u₂²: convex along the first axis, concave along the second, so Y ψ is
+    strictly convex along a simplex whose tokens differ only in u₁ (Y = +1) or only in u₂
+    (Y = −1): a head under which labels of both signs meet Theorem NL's vertex condition."""
+    return u[..., 0] ** 2 - u[..., 1] ** 2
+
+
 def concave_bump(u: Tensor) -> Tensor:
     """ψ(u) = 2 − ‖u‖²: the concave control F10, maximised by a mixture near 0."""
     return 2.0 - (u**2).sum(-1)

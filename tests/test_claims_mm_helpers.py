@@ -10,12 +10,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from models import heads
 from models.attention import PromptProblem
 from models.dynamics import converge
 from models.selection import local_optimality
 from models.svm import att_constraints, att_svm
 from strategies import equal_nonopt_instances
 from strategies.combinators import heterogeneous, random_init
+from theorems.maxmargin import claims_regpath
 from theorems.maxmargin.claims_gd import theorem_g_counterexample
 from theorems.maxmargin.claims_svm import in_convex_hull, least_distance_nnls
 from theorems.maxmargin.common import directional_derivative, settle
@@ -148,3 +150,39 @@ def test_heterogeneous_keeps_the_hypotheses_of_theorem_g(inst):
         assert (others == others[0]).all() and scores[i, opt[i]] > others[0]
     assert att_svm(inst.keys, opt).ok
     assert inst.p0 is not None and 1e-2 - 1e-12 <= float(inst.p0.norm()) <= 1e2 + 1e-9
+
+
+def _vertex_condition_holds(problem, gen, draws=400) -> bool:
+    """Y_i ψ(X_iᵀs) < Y_i ψ(x_i,opt) for random interior and edge points s of the simplex."""
+    best = problem.token_scores().max(-1).values
+    for _ in range(draws):
+        s = torch.rand(problem.n, problem.T, generator=gen, dtype=DTYPE) ** 3
+        if problem.T > 2:  # faces as well as interiors (never a vertex: two entries stay > 0)
+            s[:, torch.randint(problem.T, (1,), generator=gen)] = 0.0
+        s = s / s.sum(-1, keepdim=True).clamp_min(1e-300)
+        u = torch.einsum("it,itd->id", s, problem.X)
+        if torch.any(problem.y * problem.psi_of(u) >= best - 1e-12):
+            return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "strategy,psi",
+    [("convex_head_instances", "squared_norm"), ("mixed_label_head_instances", "saddle_square")],
+)
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_head_instances_meet_theorem_nl_premise(strategy, psi, data):
+    """What the head strategies promise: α is the unique argmax_t Y_i ψ(x_it), Y ψ along each
+    simplex peaks only at that vertex, ATT-SVM(α) is feasible, and (for the mixed strategy)
+    both labels occur."""
+    inst = data.draw(getattr(claims_regpath, strategy)())
+    problem = heads.NonlinearHeadProblem(inst.X, inst.y, inst.W, psi=getattr(heads, psi))
+    scores = problem.token_scores()
+    top2 = scores.topk(2, dim=-1).values
+    assert torch.all(top2[:, 0] > top2[:, 1])
+    assert np.array_equal(problem.psi_optimal_tokens(), inst.alpha)
+    assert _vertex_condition_holds(problem, torch.Generator().manual_seed(inst.seed % 2**31))
+    assert att_svm(problem.keys, inst.alpha).status == "optimal"
+    if strategy == "mixed_label_head_instances":
+        assert set(inst.y.tolist()) == {1.0, -1.0}

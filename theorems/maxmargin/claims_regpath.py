@@ -31,7 +31,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from models.attention import PromptProblem, one_minus_cos
-from models.heads import NonlinearHeadProblem, concave_bump, squared_norm
+from models.heads import NonlinearHeadProblem, concave_bump, saddle_square, squared_norm
 from models.regpath import local_reg_path_point, reg_path_point, svm_directions
 from models.selection import global_opt
 from models.svm import att_svm
@@ -392,6 +392,49 @@ def convex_head_instances(draw, n=st.integers(1, 3), T=st.integers(2, 4)):
 
 
 @st.composite
+def mixed_label_head_instances(draw, n=st.integers(2, 4), T=st.integers(2, 4)):
+    """Tokens in R² (W = I) with labels of both signs, for the head ψ(u) = u₁² − u₂²
+    (``saddle_square``), built so that Theorem NL's vertex condition holds for every input
+    and ATT-SVM(ψ-opt) is feasible.
+
+    An input with Y = +1 has tokens (a_t, c): along its simplex Y ψ = (Σ s_t a_t)² − c², whose
+    maximum is attained only at the token of largest |a_t| when that is unique. An input with
+    Y = −1 has tokens (c, b_t), and Y ψ = (Σ s_t b_t)² − c² likewise. The ψ-optimal token is
+    put at σ₁·(max |a_others| + gap + U) (resp. σ₂ on b), with signs σ₁, σ₂ drawn once, so that
+    p = (σ₁, σ₂)·big separates it: ATT-SVM(ψ-opt) is feasible. The label decides which token
+    is ψ-optimal: for Y = −1 the token of smallest ψ. At least one input of each label.
+    """
+    n, T = draw(n), draw(T)
+    labels = draw(st.lists(st.sampled_from([1.0, -1.0]), min_size=n, max_size=n))
+    labels[0], labels[-1] = 1.0, -1.0
+    opt = np.array(draw(st.lists(st.integers(0, T - 1), min_size=n, max_size=n)), dtype=np.int64)
+    seed = draw(st.integers(0, 2**32 - 1))
+    gen = torch.Generator().manual_seed(seed)
+    signs = torch.where(torch.rand(2, generator=gen, dtype=DTYPE) < 0.5, -1.0, 1.0)
+    X = torch.empty(n, T, 2, dtype=DTYPE)
+    for i in range(n):
+        axis = 0 if labels[i] > 0 else 1  # the coordinate in which this input's tokens differ
+        free = torch.randn(T, generator=gen, dtype=DTYPE)
+        others = torch.cat([free[: opt[i]], free[opt[i] + 1 :]])
+        gap = 0.05 + 0.45 * float(torch.rand((), generator=gen, dtype=DTYPE))
+        free[opt[i]] = signs[axis] * (
+            float(others.abs().max()) + gap + 0.5 * float(torch.rand((), generator=gen, dtype=DTYPE))
+        )
+        X[i, :, axis] = free
+        X[i, :, 1 - axis] = torch.randn((), generator=gen, dtype=DTYPE)
+    return PromptInstance(
+        X,
+        torch.tensor(labels, dtype=DTYPE),
+        torch.zeros(2, dtype=DTYPE),
+        torch.eye(2, dtype=DTYPE),
+        alpha=opt,
+        assumptions={UNIQUE_OPT, SVM_FEASIBLE},
+        seed=seed,
+        meta={"psi": "saddle_square"},
+    )
+
+
+@st.composite
 def gaussian_head_instances(draw, n=st.integers(1, 3), T=st.integers(2, 4)):
     """Tokens i.i.d. N(0, I) in R² (W = I, all Y_i = +1), no condition on the head."""
     n, T = draw(n), draw(T)
@@ -449,6 +492,36 @@ def test_nonlinear_head_reg_path(inst):
     """
     evidence.instance(_head_json(inst, "squared_norm"))
     problem = head_problem(inst, squared_norm)
+    target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
+    evidence.metric("‖p^mm(ψ-opt)‖", float(target.norm))
+    points = global_path(problem, NL_MULTIPLES, float(target.norm))
+    failure = direction_failure(points, target.x, NL_MULTIPLES, "p^mm(ψ-opt)", floor=None)
+    assert failure is None, failure
+
+
+@claim(
+    id="MM-NL-LABELS",
+    kind="theorem",
+    provenance="[R?] statement (spec §2.6, with Y_i ∈ {±1}); [D] sufficient condition and head; "
+    "[N] calibration",
+    statement="Theorem NL with labels of both signs: for f(X) = ψ(Xᵀ softmax(XWp)) with "
+    "logistic loss, ψ(u) = u₁² − u₂², W = I, if for every input the supremum of Y_i ψ(X_iᵀs) "
+    "over the simplex is attained only at the vertex of a unique ψ-optimal token "
+    "argmax_t Y_i ψ(x_it) (here: tokens of a Y = +1 input differ only in u₁, of a Y = −1 input "
+    "only in u₂) and ATT-SVM(ψ-opt) is feasible, then ‖p_R‖ = R for large R and p_R/R → the "
+    "ATT-SVM direction of the ψ-optimal tokens. Checked as MM-NL: at R = c·‖p^mm‖, c ∈ {5, 20}, "
+    "‖p_R‖ = R at both and 1 − cos(p_R, p^mm(ψ-opt)) ≤ 25/c² at c = 20 (n ≤ 4, T ≤ 4, at least "
+    "one input of each label).",
+    examples=20,
+)
+@given(inst=mixed_label_head_instances())
+def test_nonlinear_head_reg_path_mixed_labels(inst):
+    """Theorem NL where the label decides the selection: for a Y = −1 input the ψ-optimal
+    token is the one of *smallest* ψ, so a reading that forgot Y_i (argmax ψ) points the path
+    at another SVM. MM-NL draws Y_i = +1 only, where the two readings coincide.
+    """
+    evidence.instance(_head_json(inst, "saddle_square"))
+    problem = head_problem(inst, saddle_square)
     target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
     evidence.metric("‖p^mm(ψ-opt)‖", float(target.norm))
     points = global_path(problem, NL_MULTIPLES, float(target.norm))
