@@ -557,6 +557,29 @@ def circle_search(
     return _Found(p, f_best, int(minima.size), gap, certified, details)
 
 
+def sector_search(
+    obj: Objective, r0: float, R: float, arc: tuple[float, float], *, radii=400, angles=801
+) -> _Found | None:
+    """The lowest point of the annular sector {r0 ≤ ‖p‖ < R, θ ∈ arc} (dim 2) on a grid of
+    log-spaced radii (and p = 0 when r0 = 0) and uniform angles, or None if it has no finite
+    value. A grid point is a witness, not a certificate: when it lies below the outer arc's
+    minimum, the minimiser over the sector is not on the sphere ‖p‖ = R; when none does, that is
+    established only at grid resolution."""
+    lo = max(r0, 1e-9 * R)
+    rs = np.geomspace(lo, R, radii + 1)[:-1]
+    ths = np.linspace(arc[0], arc[1], angles)
+    rr, tt = np.meshgrid(rs, ths, indexing="ij")
+    P = torch.as_tensor(np.stack([rr * np.cos(tt), rr * np.sin(tt)], -1).reshape(-1, 2))
+    if r0 == 0:
+        P = torch.cat([torch.zeros(1, 2, dtype=DTYPE), P])
+    vals = obj.grid(P).numpy()
+    if not np.isfinite(vals).any():
+        return None
+    best = int(np.argmin(vals))
+    details = {"sector_grid": (radii, angles), "r0": r0, "radius_over_R": float(P[best].norm()) / R}
+    return _Found(P[best], float(vals[best]), 1, math.inf, True, details)
+
+
 # -------------------------------------------------------------------- dim ≥ 3: restarts
 
 
@@ -783,8 +806,11 @@ def local_reg_path_point(
     restarts: int = 64,
     agree: int = 3,
     seed: int = 0,
+    r0: float | None = None,
 ) -> RegPoint:
-    """argmin of L over the cap {‖p‖ = R, cos(p, p^mm(α)) ≥ 1 − eps} (Thm RP-loc, spec §2.5).
+    """argmin of L over the cap {‖p‖ = R, cos(p, p^mm(α)) ≥ 1 − eps} (Thm RP-loc, spec §2.5),
+    or, with ``r0``, over the cone ∩ ball {r0 ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − eps} that the
+    theorem states (C_{ε,R0} of spec §1.6; dim 2 only).
 
     The objective is log|L − L_α| ranked by sign (``log_gap_batch``): inside the cap L can fall
     below the floor of a local α when a higher-scoring non-support token gains attention, so
@@ -796,6 +822,8 @@ def local_reg_path_point(
     R = _check_radius(R)
     if not 0 < eps < 1:
         raise ValueError(f"eps: must lie in (0, 1), got {eps}")
+    if r0 is not None and (problem.dim != 2 or not 0 <= r0 < R):
+        raise ValueError(f"r0: needs dim 2 and 0 ≤ r0 < R, got dim {problem.dim}, r0 = {r0}")
     if center is None:
         sol = att_svm(problem.keys, alpha)
         if not sol.ok:
@@ -811,11 +839,20 @@ def local_reg_path_point(
         starts = _cap_starts(c, eps, restarts, seed)
         found = restart_search(obj, R * starts, cap_projection(R, c, eps), agree=agree)
         method = "restarts"
-    found.details["on_edge"] = 1 - (found.p @ c).item() / (R * float(torch.norm(c))) > eps * (
-        1 - 1e-6
-    )
-    found.details["center"] = c
-    return _result(problem, obj, found, R, method, t0)
+    inner = None
+    if r0 is not None:
+        # The sector below the sphere: an inner point wins only strictly below the sphere's best
+        # (``_result``), by more than rounding. Where L − L_α < 0 near the cone's apex (a
+        # higher-scoring token out-attends α's support tokens at small ‖p‖) it does.
+        inner = sector_search(obj, float(r0), R, (th - half, th + half))
+        if inner is not None and not inner.value < found.value - NOISE * max(1.0, abs(found.value)):
+            inner = None
+    for winner in (found, inner):
+        if winner is not None:
+            norms = max(float(torch.norm(winner.p)) * float(torch.norm(c)), 1e-300)
+            cos = (winner.p @ c).item() / norms
+            winner.details |= {"on_edge": 1 - cos > eps * (1 - 1e-6), "center": c}
+    return _result(problem, obj, found, R, method, t0, inner)
 
 
 def _cap_starts(center: Tensor, eps: float, k: int, seed: int) -> Tensor:

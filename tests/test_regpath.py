@@ -190,6 +190,56 @@ def test_wide_cap_minimiser_sits_on_its_edge():
         assert one_minus_cos(pt.p, p_glob) < one_minus_cos(pt.details["center"], p_glob)
 
 
+# One input, three tokens (the first draw of local_opt_instances(dk=2)): α = token 0 is locally
+# optimal, but token 1 scores higher, and at p = 0 the mean score already beats α's floor:
+# L(0) = 0.3056 < L_α = ℓ(0.9865) = 0.3163.
+APEX_KEYS = torch.tensor(
+    [[[-0.04508150843289924, 0.8796946603132583], [-0.6001858393361565, 0.13179118882655083],
+      [-0.39384371571951937, 0.42552540844355236]]],
+    dtype=F64,
+)
+APEX_SCORES = torch.tensor([[0.9864946060605657, 1.4385886027364392, 0.6616419404053077]], dtype=F64)
+APEX_EPS = 0.028295912593587325  # safe_cap of the claims for this instance
+
+
+def _sector_loss_floor(problem, r0, R, center, eps, radii=300, angles=301) -> float:
+    """min of the plain L over a grid of the sector {r0 ≤ ‖p‖ ≤ R, cos(p, center) ≥ 1 − eps}:
+    an independent reference (no log gap, no ranking)."""
+    th, half = math.atan2(float(center[1]), float(center[0])), math.acos(1 - eps)
+    rs = np.concatenate([[r0], np.geomspace(max(r0, 1e-6), R, radii)])
+    tt = np.linspace(th - half, th + half, angles)
+    rr, aa = np.meshgrid(rs, tt, indexing="ij")
+    P = torch.as_tensor(np.stack([rr * np.cos(aa), rr * np.sin(aa)], -1).reshape(-1, 2))
+    return float(torch.stack([problem.loss_value(p) for p in P]).min())
+
+
+@pytest.mark.parametrize("r0_over_norm", [0.0, 0.1])
+def test_cone_ball_minimiser_sits_at_the_apex_when_the_loss_beats_the_floor_there(r0_over_norm):
+    """Thm RP-loc minimises over C_{ε,R0} ∩ ball (spec §2.5). Where L < L_α near the apex, the
+    minimiser is at ‖p‖ = r0 for every R, not on the sphere: it is the sector's lowest loss
+    (checked against a plain-loss grid, independent of the signed-gap ranking)."""
+    problem = PromptProblem(APEX_KEYS, APEX_SCORES, "logistic")
+    sol = att_svm(APEX_KEYS, [0])
+    R, r0 = 200 * float(sol.norm), r0_over_norm * float(sol.norm)
+    sphere = local_reg_path_point(problem, [0], R, APEX_EPS, center=sol.x)
+    pt = local_reg_path_point(problem, [0], R, APEX_EPS, center=sol.x, r0=r0)
+    assert not pt.on_boundary and pt.certified
+    assert pt.norm == pytest.approx(r0, abs=1e-9 * R)
+    assert pt.loss < sphere.loss
+    assert pt.loss <= _sector_loss_floor(problem, r0, R, sol.x, APEX_EPS) + 1e-12
+
+
+def test_cone_ball_minimiser_is_on_the_sphere_from_r0_at_the_svm_norm():
+    """With R0 = ‖p^mm(α)‖ the apex is cut off: the sector's minimiser is the sphere's."""
+    problem = PromptProblem(APEX_KEYS, APEX_SCORES, "logistic")
+    sol = att_svm(APEX_KEYS, [0])
+    R = 200 * float(sol.norm)
+    sphere = local_reg_path_point(problem, [0], R, APEX_EPS, center=sol.x)
+    pt = local_reg_path_point(problem, [0], R, APEX_EPS, center=sol.x, r0=float(sol.norm))
+    assert pt.on_boundary and torch.allclose(pt.p, sphere.p)
+    assert pt.loss <= _sector_loss_floor(problem, float(sol.norm), R, sol.x, APEX_EPS) + 1e-12
+
+
 # ----------------------------------------------------------------------------- controls
 
 
@@ -245,3 +295,7 @@ def test_bad_arguments_name_the_field():
     )
     with pytest.raises(ValueError, match="alpha:.*infeasible"):
         local_reg_path_point(infeasible, [1], 1.0, 0.01)
+    with pytest.raises(ValueError, match="r0:"):
+        local_reg_path_point(problem, [1, 1], 1.0, 0.01, r0=1.0)
+    with pytest.raises(ValueError, match="r0:"):
+        local_reg_path_point(k3, [1, 1], 1.0, 0.01, r0=0.1)

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from models.attention import PromptProblem, one_minus_cos
 from models.heads import NonlinearHeadProblem, concave_bump, saddle_square, squared_norm
-from models.regpath import local_reg_path_point, reg_path_point, svm_directions
+from models.regpath import log_gap_batch, local_reg_path_point, reg_path_point, svm_directions
 from models.selection import global_opt
 from models.svm import att_svm
 from strategies import (
@@ -209,12 +209,35 @@ def test_reg_path_global_3d(inst):
 # ---- Theorem RP-loc (§2.5) -----------------------------------------------------------------------
 
 
-def local_path(problem: PromptProblem, alpha, target, eps: float, multiples=RP_MULTIPLES):
-    """The cap-restricted path {‖p‖ = R, cos(p, p^mm(α)) ≥ 1 − eps} at R = c·‖p^mm(α)‖."""
+def local_path(
+    problem: PromptProblem, alpha, target, eps: float, multiples=RP_MULTIPLES, r0="norm"
+):
+    """The cone-restricted path argmin{L(p) : r0 ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − eps} at
+    R = c·‖p^mm(α)‖, with the cone's R0 = ‖p^mm(α)‖ (``r0="norm"``) unless given."""
     evidence.metric("‖p^mm(α)‖", float(target.norm))
+    r0 = float(target.norm) if r0 == "norm" else r0
     radii = [c * float(target.norm) for c in multiples]
-    points = [local_reg_path_point(problem, alpha, R, eps, center=target.x) for R in radii]
+    points = [
+        local_reg_path_point(problem, alpha, R, eps, center=target.x, r0=r0) for R in radii
+    ]
     return certified(points, "local path")
+
+
+#: The cone's R0, in multiples of ‖p^mm(α)‖, tried in turn: the theorem's R0 is existential.
+#: The top stays well below the smallest R (20‖p^mm(α)‖), so that a path found only at the top
+#: would still say something about R ≫ R0.
+R0_GRID = (1.0, 2.0, 5.0)
+
+
+def cone_path(problem: PromptProblem, alpha, target, eps: float):
+    """The local path in C_{ε,R0} for the smallest R0 on ``R0_GRID`` at which p_R is on the
+    sphere ‖p‖ = R at every radius (else at the largest R0), and that R0's multiple."""
+    for multiple in R0_GRID:
+        points = local_path(problem, alpha, target, eps, r0=multiple * float(target.norm))
+        if all(pt.on_boundary for pt in points):
+            break
+    evidence.metric("smallest R0/‖p^mm(α)‖ on the grid (1, 2, 5)", multiple)
+    return points
 
 
 @claim(
@@ -223,7 +246,9 @@ def local_path(problem: PromptProblem, alpha, target, eps: float, multiples=RP_M
     provenance="[R?] (spec §2.5 and the cone of §1.6)",
     expected="refuted",
     statement="Theorem RP-loc as read. If α is locally optimal (Def. 2), the cone-restricted "
-    "path p_R(α) ∈ argmin{L(p) : ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 0.95} converges in direction to "
+    "path p_R(α) ∈ argmin{L(p) : R0 ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 0.95} converges in "
+    "direction to p^mm(α) for some R0: with the smallest R0 ∈ {1, 2, 5}·‖p^mm(α)‖ at which "
+    "p_R is on the sphere at both radii below, "
     "p^mm(α): at R = c·‖p^mm(α)‖, c ∈ {20, 200}, ‖p_R‖ = R, p_R is not on the cone's edge at "
     "c = 200, and 1 − cos(p_R, p^mm(α)) ≤ 25/c² there (random non-global locally-optimal "
     "α, keys in dimension 2).",
@@ -241,12 +266,37 @@ def test_local_reg_path_wide_cone(inst):
     """
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
-    points = local_path(problem, inst.alpha, target, WIDE_EPS)
+    points = cone_path(problem, inst.alpha, target, WIDE_EPS)
     failure = direction_failure(points, target.x, RP_MULTIPLES, "p^mm(α)", floor=None)
     if points[-1].details["on_edge"]:
         edge = f"the minimiser sits on the edge of the cone cos ≥ {1 - WIDE_EPS:g}"
         failure = edge if failure is None else f"{edge}; {failure}"
     assert failure is None, failure
+
+
+#: Found by MM-RPLOC-CAP's search when it fixed R0 = ‖p^mm(α)‖ (seed 0, shrunk): α = token 0
+#: (score −0.12) is locally optimal, tokens 1 and 4 score higher, and inside the cap (ε = 7.2e-3)
+#: L stays below α's floor out to ‖p‖ = ‖p^mm(α)‖, so that R0 puts p_R on the inner sphere at
+#: every R; from R0 = 2‖p^mm(α)‖ on, p_R is on the outer sphere and converges.
+RPLOC_DEEP_APEX = PromptInstance(
+    torch.tensor(
+        [
+            [
+                [0.41535951306101065, 0.6425596489511394, 0.12321484564576601],
+                [-0.19545598610170506, -0.2673565146689828, -0.8185412739332754],
+                [-0.21469897659561227, 0.4101449583412138, 1.0750178666955685],
+                [-0.7215959565888017, 0.6543224560000922, 0.29688778454933534],
+                [-0.7113555557254205, 0.7203828770180566, -0.678467870463858],
+            ]
+        ],
+        dtype=DTYPE,
+    ),
+    torch.tensor([-1.0], dtype=DTYPE),
+    torch.tensor([0.0, 0.0, 1.0], dtype=DTYPE),
+    torch.diag(torch.tensor([1.0, 1.0, 0.0], dtype=DTYPE)),
+    alpha=np.zeros(1, dtype=np.int64),
+    seed=0,
+)
 
 
 @claim(
@@ -256,13 +306,16 @@ def test_local_reg_path_wide_cone(inst):
     statement="Theorem RP-loc with an instance-dependent cap. If α is locally optimal (Def. 2), "
     "let δ = min over higher-scoring tokens t of (k_iα − k_it)ᵀp̂ − 1/‖p^mm(α)‖ (> 0), Λ = the "
     "largest ‖k_iα − k_it‖ over higher-scoring tokens plus that over support tokens, and "
-    "ε = 1 − cos(min(δ/Λ, 0.999·π/2)). Then the path p_R(α) ∈ argmin{L(p) : ‖p‖ ≤ R, "
-    "cos(p, p^mm(α)) ≥ 1 − ε} converges in direction to p^mm(α): at R = c·‖p^mm(α)‖, "
+    "ε = 1 − cos(min(δ/Λ, 0.999·π/2)). Then the path p_R(α) ∈ argmin{L(p) : R0 ≤ ‖p‖ ≤ R, "
+    "cos(p, p^mm(α)) ≥ 1 − ε} over the cone C_{ε,R0} of spec §1.6 converges in direction to "
+    "p^mm(α) for some R0: the smallest R0 ∈ {1, 2, 5}·‖p^mm(α)‖ at which p_R is on the sphere "
+    "at both radii exists, and with it, at R = c·‖p^mm(α)‖, "
     "c ∈ {20, 200}, ‖p_R‖ = R, p_R is off the cap's edge at c = 200, and 1 − cos ≤ 25/c² "
     "there (random non-global locally-optimal α, keys in dimension 2; Fig. 1(b) pinned).",
     examples=20,
 )
 @example(inst=figure1_instance("b", alpha=1))
+@example(inst=RPLOC_DEEP_APEX)
 @given(inst=local_opt_instances(dk=2))
 def test_local_reg_path_safe_cap(inst):
     """Theorem RP-loc inside a cap narrow enough for the instance (spec §2.5, [D] width).
@@ -270,13 +323,15 @@ def test_local_reg_path_safe_cap(inst):
     The narrowest variant of MM-RPLOC that holds. On Fig. 1(b), α = token (1, 0), the
     formula gives ε = 8.1e-4 (the regularization-path author found ε ≈ 1e-3 works and ε =
     0.05 does not). A fixed ε = 1e-3 is not safe on random instances: at c = 20 the
-    minimiser can still sit on its edge.
+    minimiser can still sit on its edge. The minimum is over the cone ∩ ball, not the sphere:
+    without R0 the apex can win (MM-F-RPLOC-NO-R0), and R0 = ‖p^mm(α)‖ is not always enough
+    (RPLOC_DEEP_APEX needs 2‖p^mm(α)‖): R0 is the theorem's "for some R0".
     """
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     eps = safe_cap(problem, inst.alpha, target)
     evidence.metric("cap width ε", eps)
-    points = local_path(problem, inst.alpha, target, eps)
+    points = cone_path(problem, inst.alpha, target, eps)
     # The statement is convergence: no claim that 1 − cos shrinks between the radii (the path
     # can cross p^mm(α) at a small R and approach it again later: MM-RPLOC-MONOTONE).
     failure = direction_failure(points, target.x, RP_MULTIPLES, "p^mm(α)", floor=None)
@@ -284,6 +339,84 @@ def test_local_reg_path_safe_cap(inst):
         edge = f"the minimiser sits on the edge of the cap ε = {eps:.3g}"
         failure = edge if failure is None else f"{edge}; {failure}"
     assert failure is None, failure
+
+
+@claim(
+    id="MM-F-RPLOC-NO-R0",
+    kind="control",
+    provenance="[D] the cone of spec §1.6 with R0 dropped (audit, issue 10); [N]",
+    expected="refuted",
+    statement="(Wrong: Theorem RP-loc over the ball ∩ cap, without the cone's R0) With the "
+    "cap ε of MM-RPLOC-CAP, p_R(α) ∈ argmin{L(p) : ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε} has "
+    "‖p_R‖ = R at R = c·‖p^mm(α)‖, c ∈ {20, 200}, and converges in direction to p^mm(α) "
+    "(random non-global locally-optimal α, keys in dimension 2).",
+    examples=20,
+)
+@example(inst=saved("MM-F-RPLOC-NO-R0"))
+@given(inst=local_opt_instances(dk=2))
+def test_local_reg_path_without_r0(inst):
+    """(Wrong) The local path over the ball ∩ cap, with no lower bound on ‖p‖.
+
+    Where the loss near p = 0 already beats α's floor (a higher-scoring token shares the
+    attention), the minimiser stays at the apex for every R: L(0) < L_α = (1/n)Σ ℓ(γ_iα_i).
+    The theorem's cone C_{ε,R0} excludes it (MM-RPLOC-CAP, with R0 = ‖p^mm(α)‖).
+    """
+    problem = key_problem(inst)
+    target = solved(problem.keys, inst.alpha, "α")
+    eps = safe_cap(problem, inst.alpha, target)
+    points = local_path(problem, inst.alpha, target, eps, r0=0.0)
+    failure = direction_failure(points, target.x, RP_MULTIPLES, "p^mm(α)", floor=None)
+    assert failure is None, failure
+
+
+@claim(
+    id="MM-RPLOC-WIDE-EDGE",
+    kind="corollary",
+    provenance="[D] derived from the large-R expansion of L − L_α on the cone (spec §1.6, "
+    "§2.5); explains MM-RPLOC",
+    statement="Where the wide cone fails, it fails at its edge. With the spec's cone "
+    "cos(p, p^mm(α)) ≥ 0.95, R0 = ‖p^mm(α)‖ and α locally optimal: if L < L_α somewhere on "
+    "the cone's outer arc at R = c·‖p^mm(α)‖ (a higher-scoring token has the smallest margin "
+    "there), then p_R lies on that arc's edge and its loss is the lowest on a 2001-point "
+    "grid of the arc (c ∈ {20, 200}; random non-global locally-optimal α, keys in dimension "
+    "2). At large R the negative part of L − L_α is a sum of e^{−R·margin} terms whose margins "
+    "are smallest at an end of the arc.",
+    examples=50,
+)
+@given(inst=local_opt_instances(dk=2))
+def test_wide_cone_minimiser_on_its_edge(inst):
+    """Where the loss dips below α's floor inside the spec's wide cone, the minimiser is the
+    most negative gap, which the large-R expansion puts at an end of the arc.
+
+    The premise is read off the signed gap at the arc's two ends and centre (the sign of
+    ``log_gap_batch``, not the search's ranking of it); the conclusion's loss comparison uses the
+    signed gap on an independent grid of the arc.
+    """
+    problem = key_problem(inst)
+    target = solved(problem.keys, inst.alpha, "α")
+    points = local_path(problem, inst.alpha, target, WIDE_EPS)
+    th = math.atan2(float(target.x[1]), float(target.x[0]))
+    half = math.acos(1.0 - WIDE_EPS)
+    dips = []
+    for c, pt in zip(RP_MULTIPLES, points):
+        arc = torch.as_tensor(th + half * np.linspace(-1.0, 1.0, 2001))
+        P = torch.cat([pt.R * torch.stack([torch.cos(arc), torch.sin(arc)], -1), pt.p[None]])
+        with torch.no_grad():
+            log_abs, sign = log_gap_batch(problem, P, inst.alpha)
+        gap = sign * torch.exp(log_abs - log_abs.max())  # L − L_α, scaled by one positive factor
+        if bool((sign[:-1] < 0).any()):
+            dips.append((c, pt, float(gap[:-1].min()), float(gap[-1])))
+    if not evidence.premise(bool(dips), "L < L_α somewhere on the wide cone's outer arc"):
+        return
+    for c, pt, lowest, mine in dips:
+        assert pt.details["on_edge"], (
+            f"at c = {c:g}, L < L_α on the arc but p_R is inside it (1 − cos to p^mm(α) "
+            f"{one_minus_cos(pt.p, target.x):.3g} < ε = {WIDE_EPS:g})"
+        )
+        assert mine <= lowest + 1e-9 * abs(lowest), (
+            f"at c = {c:g}, L − L_α at p_R is above the arc grid's lowest ({mine:.3g} vs "
+            f"{lowest:.3g}, both scaled by the largest |L − L_α|)"
+        )
 
 
 @claim(
@@ -310,7 +443,7 @@ def test_local_path_monotone(inst):
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     eps = safe_cap(problem, inst.alpha, target)
-    points = local_path(problem, inst.alpha, target, eps)
+    points = cone_path(problem, inst.alpha, target, eps)
     gaps = [one_minus_cos(pt.p, target.x) for pt in points]
     evidence.slack("1 − cos at c = 200 vs at c = 20 (+ 1e-12)", gaps[-1], gaps[0] + MONO_FLOOR)
     assert gaps[-1] <= gaps[0] + MONO_FLOOR, (
