@@ -361,11 +361,17 @@ def test_joint_reg_path_slack(inst):
 def test_joint_ngd(inst):
     """Joint NGD (Fig. 3 protocol) from random unit inits tends to (v^mm, p^relax).
 
-    Refuted as read, by two mechanisms: (i) equal step sizes keep ‖v‖ ≈ ‖p‖, i.e. r = R, so
-    negative relaxation slack sends p between p^relax and p^full (as for MM-J-RP); (ii) an
-    init whose head scores some selected token below the zero token can lock those inputs
-    onto the zero token (margin → 0, loss → log 2 there), a non-global solution of the joint
-    problem. The variant that holds: MM-J-NGD-SLACK.
+    Refuted as read. The saved counterexample (n = 3, non-tight, relaxation slack −0.49)
+    shows the relaxation slack alone: v reaches v^mm (1 − cos = 1.8e-7 after 1000 steps),
+    every input ends on its selected token (softmax mass 1, positive v- and p-margins), yet p
+    settles between p^relax and p^full (1 − cos = 0.0095 and 0.018 after 1000 steps, 0.0100
+    and 0.0172 after 10⁴): equal step sizes keep ‖v‖ ≈ ‖p‖, i.e. r = R, and with negative
+    slack the non-support inputs keep shaping p (as for MM-J-RP). Its initial head scores
+    two selected tokens below the zero token, and NGD recovers from that here. A second,
+    rarer failure exists (measured once in 40 draws of MM-J-NGD-SLACK's instances without
+    its init condition): one input's attention ends on the zero token (mean softmax mass on
+    α 0.67, 1 − cos(v, v^mm) = 0.32); the saved counterexample does not show it. The variant
+    that holds, with both conditions: MM-J-NGD-SLACK.
     """
     problem, svms = joint_setup(inst)
     evidence.metric("relaxation slack", relaxation_slack(problem, svms))
