@@ -1,11 +1,13 @@
-"""ATT-SVM and definition-level claims of arXiv 2306.13596 (spec maxmargin §1.3–§1.5, §2.9).
+"""ATT-SVM and definition-level claims of 2306.13596 (spec maxmargin §1.3–§1.5, §2.1, §2.9).
 
 Static facts, no dynamics except one metamorphic GD check: when ATT-SVM(α) is feasible, that
 its solution is unique and its margin is the max-min margin, the invariances of §2.9, and the
 definitions of §1.3 (the loss floor) and §1.5 (local optimality, judged by an independent
 implementation of Def. 2 and compared with models.selection). That scaling v leaves the limit
-direction of GD unchanged (§2.9) is a claim about dynamics, in claims_gd. Every claim is cheap
-(a few certified SVM solves per example) and runs ≥ 50 examples under the ci profile.
+direction of GD unchanged (§2.9) is a claim about dynamics, in claims_gd. Last, the static
+half of §2.1's descent lemma under its alternative hypothesis (every non-optimal token a support
+token). Every claim is cheap (a few certified SVM solves per example) and runs ≥ 50 examples
+under the ci profile.
 
 The strategies these claims share with the others (``generic_instances``, ``with_alpha``) are
 in ``strategies.combinators``.
@@ -37,7 +39,9 @@ from strategies import (
 )
 from strategies.combinators import SEEDS, generic_instances, random_points, seeded, with_alpha
 from strategies.instances import PromptInstance
+from strategies.prompt import decoupled_data
 from theorems import claim, evidence
+from theorems.maxmargin.common import directional_derivative
 
 DTYPE = torch.float64
 
@@ -489,3 +493,90 @@ def test_n1_equal_scores_only_opt_is_local(inst):
     found = enumerate_locally_optimal(inst.keys, inst.scores)
     evidence.metric("locally-optimal indices", len(found))
     assert found == [tuple(int(a) for a in inst.alpha)], f"locally optimal: {found}"
+
+
+# ---- §2.1: the descent lemma's alternative hypothesis -------------------------------------------
+
+#: Assumption A (spec §1.7): the strictly decreasing losses of the engine.
+LOSSES = ("logistic", "exponential", "correlation")
+#: ⟨∇L(p), p^mm⟩ is summed term by term in log space; the sum's rounding is ~1e-16 of the
+#: largest term per term, and the premise's tightness (|margin − 1| ≤ δ) moves it by at most
+#: δ per term. A point whose |sum| is below (UNDECIDED_REL + δ)·terms·largest term has no
+#: decided sign and is skipped (counted); an example where every point is skipped is
+#: inconclusive.
+UNDECIDED_REL = 1e-12
+
+
+@st.composite
+def all_support_instances(draw, loss: str):
+    """Decoupled instances with general scores (unique opt, the others uniform on [−1, 1], no
+    equal-score assumption) whose ATT-SVM(opt) has every non-optimal token as a support token.
+
+    Either built so (scores and labels of ``global_opt_instances``, keys replaced: k_iopt −
+    k_it = m q + r_it with r_it ⟂ q centred with positive weights w, so p = q/m meets the KKT
+    conditions with multipliers ∝ w and every margin is 1), or generic Gaussian keys with
+    dk = n(T−1) (the premise then holds in some draws and is judged by the oracle).
+    """
+    if draw(st.booleans()):
+        n, T = draw(st.integers(1, 2)), draw(st.integers(2, 3))
+        return draw(global_opt_instances(n=n, T=T, dk=n * (T - 1), loss=loss))
+    inst = draw(global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 5), loss=loss))
+    gen = seeded(draw(SEEDS))
+    n, T, dk = inst.n, inst.T, int(draw(st.integers(2, 5)))
+    q = torch.randn(dk, generator=gen, dtype=DTYPE)
+    q = q / torch.linalg.vector_norm(q)
+    m = 0.5 + float(torch.rand((), generator=gen, dtype=DTYPE))
+    r = torch.randn(n, T, dk, generator=gen, dtype=DTYPE)
+    r = r - (r @ q)[..., None] * q
+    w = 0.5 + torch.rand(n, T, generator=gen, dtype=DTYPE)
+    opt = torch.as_tensor(inst.alpha)
+    w[torch.arange(n), opt] = 0.0  # the opt "difference" is 0 and carries no multiplier
+    r = r - (w[..., None] * r).sum((0, 1)) / w.sum()
+    diffs = m * q + r
+    diffs[torch.arange(n), opt] = 0.0
+    k = torch.randn(n, 1, dk, generator=gen, dtype=DTYPE) - diffs
+    X, v, W = decoupled_data(k, inst.meta["g"], inst.y)
+    return dataclasses.replace(inst, X=X, v=v, W=W, meta={**inst.meta, "k": k})
+
+
+@claim(
+    id="MM-LEMMA-DESCENT-ALL-SUPPORT",
+    kind="lemma",
+    provenance="[D] (spec §2.1, the alternative hypothesis)",
+    statement="Under Assumption A, with a unique optimal token per input and ATT-SVM(opt) "
+    "feasible, if every non-optimal token of every input is a support token of p^mm "
+    "((k_iopt − k_it)ᵀp^mm = 1 for all t ≠ opt_i), then ⟨∇L(p), p^mm⟩ < 0 for every p, "
+    "whatever the non-optimal scores: each input's covariance is s_opt(γ_opt − γ̄) > 0. "
+    "Checked at 20 random p per instance, ‖p‖ log-uniform in [0.1, 10] (spec §2.1 Check).",
+    examples=50,
+)
+@given(inst=st.sampled_from(LOSSES).flatmap(all_support_instances), seed=SEEDS)
+def test_descent_when_every_token_is_support(inst, seed):
+    """p^mm is a descent direction when every non-optimal token is a support token (§2.1)."""
+    _record(inst)
+    sol = evidence.solved(att_svm(inst.keys, inst.alpha), "ATT-SVM(opt)")
+    rows = np.arange(inst.n)
+    keys, opt = inst.keys.numpy(), np.asarray(inst.alpha)
+    others = np.arange(inst.T)[None, :] != opt[:, None]
+    D = (keys[rows, opt][:, None, :] - keys)[others]  # one row per non-optimal token
+    margins = D @ sol.x
+    met = bool(np.all(margins <= 1 + SUPPORT_TOL))
+    if not evidence.premise(met, "every non-optimal token is a support token of p^mm(opt)"):
+        evidence.reject("a non-optimal token is not a support token")
+    # All constraints tight and p^mm = Σλ d with λ ≥ 0: p^mm is the least-norm solution of
+    # D p = 1, which pins it to rounding (the oracle's x is certified to ~1e-9 only).
+    q = np.linalg.lstsq(D, np.ones(len(D)), rcond=None)[0]
+    assert np.linalg.norm(q - sol.x) <= SVM_AGREE_TOL * max(1.0, float(sol.norm))
+    delta = float(np.abs(D @ q - 1).max())
+    evidence.metric("premise tightness max|margin − 1|", delta)
+    evidence.metric("non-optimal score spread", float(np.ptp(inst.scores.numpy()[others])))
+    decided = 0
+    for p in random_points(seeded(seed), inst.d, 20, -1.0, 1.0).numpy():
+        log_value, sign, log_top = directional_derivative(inst.problem, p, q, center=opt)
+        if log_value - log_top < math.log((UNDECIDED_REL + delta) * len(D) * inst.T):
+            continue
+        decided += 1
+        assert sign < 0, f"⟨∇L(p), p^mm⟩ ≥ 0 at ‖p‖ = {np.linalg.norm(p):.3g} (sign {sign})"
+    evidence.metric("points with a decided sign (of 20)", decided)
+    if not decided:
+        evidence.inconclusive("no point with a decided sign")
