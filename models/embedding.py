@@ -601,6 +601,23 @@ class OneLayerModel(nn.Module):
         """The token representations read by the `<cls>` attention: here E_X."""
         return self.E[check_sequences(sequences, self.vocab_size)]
 
+    @torch.no_grad()
+    def key_scores(self, sequences: Tensor, w: Tensor) -> tuple[Tensor, Tensor]:
+        """(scores, counts): per token s, the mean over its occurrences of ⟨h_ji, w⟩, h the
+        keys the `<cls>` attention scores (``hidden``), and how many occurrences there are.
+
+        With w = p these are the `<cls>` scores attention reads, with w = v the head scores the
+        read-out averages. For the one-layer model h_ji = E_{x_ji}, so the score of a token that
+        occurs is ⟨E_s, w⟩; deeper models mix the context in, so a score depends on the
+        sequences it is read on. A token that never occurs gets NaN.
+        """
+        seq = check_sequences(sequences, self.vocab_size).to(self.E.device)
+        H = self.hidden(seq)
+        ones = torch.ones(seq.shape, dtype=H.dtype, device=H.device)
+        counts = _scatter_to_tokens(seq, ones, self.vocab_size)
+        total = _scatter_to_tokens(seq, H @ w.to(H), self.vocab_size)
+        return torch.where(counts > 0, total / counts.clamp_min(1), math.nan), counts
+
     def forward(self, sequences: Tensor) -> Tensor:
         """The logit f(X_i) of every sequence, shape (n,)."""
         return cls_readout(self.hidden(sequences), self.p, self.v)

@@ -61,6 +61,9 @@ U_OUTER, U_INNER = 0.6, 0.2  # (iii) mean Eᵀp over Δ < −0.6 and over Δ > 0
 LOSS_RATIO = 100.0  # the two-layer model's training loss at least 100× lower
 
 CORPUS = dict(S=VOCAB, n=N_SEQ, T=SEQ_LEN)
+# The spec's own G3 setup (§4.2: n = 2000, T = 30, 300 epochs), for the claim that checks the
+# numbers it records (EMB-G3-SPEC); about 14 s per one-layer run on one thread.
+SPEC_CORPUS, SPEC_EPOCHS = dict(S=VOCAB, n=2000, T=30), 300
 
 # ---- real data (spec §4.2): only when a path is given, never downloaded ------------------------
 IMDB_ENV, YELP_ENV = "ATTN_IMDB_DIR", "ATTN_YELP_CSV"
@@ -75,8 +78,18 @@ class Run:
     seed: int
     curve: np.ndarray  # training loss per epoch (epochs + 1 values)
     delta: np.ndarray  # Δ_s over the tokens with ≥ MIN_COUNT occurrences
-    ev: np.ndarray  # ⟨E_s, v⟩ over the same tokens
-    ep: np.ndarray  # ⟨E_s, p⟩ over the same tokens
+    # The scores the `<cls>` read-out reads, over the same tokens: the mean over the occurrences
+    # of s of ⟨h, v⟩ and ⟨h, p⟩, h the keys the `<cls>` attention scores (model.key_scores). For
+    # the one-layer model h = E_s, so these are ⟨E_s, v⟩ and ⟨E_s, p⟩; for the two-layer model
+    # h is the LayerNorm output H1 (the input embeddings E are never read by `<cls>`).
+    ev: np.ndarray
+    ep: np.ndarray
+    ep_centred: np.ndarray  # the same, ⟨h, p⟩ minus its sequence's mean (the softmax ignores it)
+    reads: str = "E_s"  # what the scores are read on, for figure labels
+
+    @property
+    def abs_delta(self) -> np.ndarray:
+        return np.abs(self.delta)
 
     @property
     def final_loss(self) -> float:
@@ -109,43 +122,52 @@ def _scores(model, seqs, y, vocab: int, skip=()) -> tuple[np.ndarray, ...]:
     delta, mask = posterior_difference(seqs, y, vocab, min_count=MIN_COUNT)
     for s in skip:
         mask[s] = False
-    with torch.no_grad():
-        ev, ep = (model.E @ model.v).cpu().numpy(), (model.E @ model.p).cpu().numpy()
+    ev, _ = model.key_scores(seqs, model.v)
+    ep, counts = model.key_scores(seqs, model.p)
+    with torch.no_grad():  # the per-sequence shift removed: Σ over occurrences, then / counts
+        h_p = model.hidden(seqs.to(model.E.device)) @ model.p
+        centred = (h_p - h_p.mean(-1, keepdim=True)).cpu().reshape(-1)
+    total = torch.zeros(vocab, dtype=F64).index_add_(0, seqs.reshape(-1), centred)
+    ep_centred = total / counts.cpu().clamp_min(1)
     keep = mask.numpy()
-    return delta.numpy()[keep], ev[keep], ep[keep]
+    return tuple(x.cpu().numpy()[keep] for x in (delta, ev, ep, ep_centred))
 
 
-def _train(label: str, model, seqs, y, vocab: int, seed: int, skip=()) -> Run:
+def _train(label: str, model, seqs, y, vocab: int, seed: int, skip=(), epochs=EPOCHS) -> Run:
     """Train on the ATTN_DEVICE device (models.device; cpu unless set), read out on the host."""
     model = model.to(device())
-    curve = train_full_batch(model, seqs, y, epochs=EPOCHS, lr=LR, seed=seed).numpy()
-    delta, ev, ep = _scores(model, seqs, y, vocab, skip)
-    return Run(label, seed, curve, delta, ev, ep)
+    curve = train_full_batch(model, seqs, y, epochs=epochs, lr=LR, seed=seed).numpy()
+    delta, ev, ep, ep_centred = _scores(model, seqs, y, vocab, skip)
+    reads = "H1" if isinstance(model, TwoLayerModel) else "E_s"
+    return Run(label, seed, curve, delta, ev, ep, ep_centred, reads)
 
 
 @cache
-def g3_run(kind: str, seed: int) -> Run:
+def g3_run(kind: str, seed: int, spec_sizes: bool = False) -> Run:
     """Train one model on the G3 corpus of ``seed`` (cached: several claims read each run).
 
-    kind: "one-v-trained", "one-v-fixed" (the theory's model) or "two" (v trained)."""
-    seqs, y = zipf_corpus(seed, **CORPUS)
+    kind: "one-v-trained", "one-v-fixed" (the theory's model) or "two" (v trained).
+    spec_sizes: the spec's own setup (SPEC_CORPUS, SPEC_EPOCHS) instead of the scaled-down one."""
+    corpus, epochs = (SPEC_CORPUS, SPEC_EPOCHS) if spec_sizes else (CORPUS, EPOCHS)
+    seqs, y = zipf_corpus(seed, **corpus)
     if kind == "two":
         model = TwoLayerModel(VOCAB, DIM, train_v=True, seed=seed)
     else:
         model = OneLayerModel(VOCAB, DIM, train_v=(kind == "one-v-trained"), seed=seed)
-    return _train(kind, model, seqs, y, VOCAB, seed)
+    return _train(kind, model, seqs, y, VOCAB, seed, epochs=epochs)
 
 
-def record_corpus(seed: int, kind: str) -> None:
+def record_corpus(seed: int, kind: str, spec_sizes: bool = False) -> None:
     """The example of a corpus claim: the corpus and protocol parameters (the G3 corpus is a
     deterministic function of them, strategies.zipf_corpus)."""
+    corpus, epochs = (SPEC_CORPUS, SPEC_EPOCHS) if spec_sizes else (CORPUS, EPOCHS)
     evidence.instance(
         {
             "corpus": "G3 zipf_corpus",
             "seed": seed,
-            **CORPUS,
+            **corpus,
             "d": DIM,
-            "epochs": EPOCHS,
+            "epochs": epochs,
             "lr": LR,
             "model": kind,
             "min_count": MIN_COUNT,
@@ -153,12 +175,12 @@ def record_corpus(seed: int, kind: str) -> None:
     )
 
 
-def judge(rows: list[tuple[int, str, bool, str]]) -> None:
+def judge(rows: list[tuple[int, str, bool, str]], spec_sizes: bool = False) -> None:
     """Every run is evaluated (and its metrics recorded) before the verdict; the corpus of the
     first failing run becomes the counterexample. rows: (seed, model kind, ok, message)."""
     bad = [row for row in rows if not row[2]]
     seed, kind, _, _ = bad[0] if bad else rows[-1]
-    record_corpus(seed, kind)
+    record_corpus(seed, kind, spec_sizes)
     assert not bad, "; ".join(message for *_, message in bad)
 
 
@@ -283,10 +305,44 @@ _TWO = (
     "self-attention block with a skip connection and LayerNorm, then the `<cls>` read-out; v "
     "trained)"
 )
+#: "Near 1e-1" and "about 1e-5" (spec §4.2 [U]) read as within a factor 10 of the number.
+NEAR_FACTOR = 10.0
+ONE_LAYER_LEVEL, TWO_LAYER_LEVEL = 1e-1, 1e-5
+#: "Plateaus": over the last quarter of training the loss falls by less than a factor 2.
+PLATEAU_FACTOR = 2.0
+#: "Near 1e-2 to 1e-1" (the v-fixed reading) read literally: the final loss in [1e-2, 1e-1].
+VFIXED_BAND = (1e-2, 1e-1)
 
 
-def _loss_ratio(seed: int, against: str) -> float:
-    return g3_run(against, seed).final_loss / g3_run("two", seed).final_loss
+def _near(loss: float, level: float) -> bool:
+    return level / NEAR_FACTOR <= loss <= level * NEAR_FACTOR
+
+
+def _plateau_drop(run: Run) -> float:
+    """L(3/4 of training) / L(end): how much the loss still falls over the last quarter."""
+    curve = run.curve
+    return float(curve[(3 * (len(curve) - 1)) // 4] / curve[-1])
+
+
+def _loss_row(seed: int, one_kind: str, one_band: tuple[float, float]) -> tuple:
+    """The three clauses of a loss reading for one seed: the one-layer model's final loss in
+    ``one_band`` and on a plateau, the two-layer model's near 1e-5 and ≥ 100× lower."""
+    one, two = g3_run(one_kind, seed), g3_run("two", seed)
+    drop, ratio = _plateau_drop(one), one.final_loss / two.final_loss
+    evidence.metric(f"final_loss_{one_kind}", one.final_loss)
+    evidence.metric(f"plateau_drop_{one_kind}", drop)
+    evidence.metric("final_loss_two", two.final_loss)
+    evidence.metric(f"loss_ratio_{one_kind}_over_two", ratio)
+    failed = []
+    if not one_band[0] <= one.final_loss <= one_band[1]:
+        failed.append(f"one layer ({one_kind}) ends at {one.final_loss:.3g}, outside {one_band}")
+    if drop >= PLATEAU_FACTOR:
+        failed.append(f"one layer still falls {drop:.3g}× over the last quarter (no plateau)")
+    if not _near(two.final_loss, TWO_LAYER_LEVEL):
+        failed.append(f"two layers end at {two.final_loss:.3g}, not within 10× of 1e-5")
+    if ratio < LOSS_RATIO:
+        failed.append(f"loss ratio one/two = {ratio:.3g} < {LOSS_RATIO:g}")
+    return seed, f"two vs {one_kind}", not failed, f"seed {seed}: " + ", ".join(failed)
 
 
 @claim(
@@ -295,31 +351,28 @@ def _loss_ratio(seed: int, against: str) -> float:
     provenance="[U]",
     expected="refuted",
     figures=(LOSS_FIGURE,),
-    statement=f"""One layer against two (spec §4.2 [U]: ≈1e-1 against ≈1e-5): with {_TWO}, the
-    two-layer model reaches a training loss at least 100× lower than the one-layer model trained
-    the same way (E, p and v trained), for every seed.""",
+    statement=f"""One layer against two (spec §4.2 [U]: "the one-layer model plateaus at a
+    training loss of about 1e-1; a two-layer model with skip connections and layer normalization
+    reaches about 1e-5"), read with v trained in both models, as in the real-data runs: with
+    {_TWO} and the one-layer model trained the same way (E, p and v), for every seed the
+    one-layer model ends within a factor 10 of 1e-1 on a plateau (its loss falls by less than
+    2× over the last quarter of training), and the two-layer model ends within a factor 10 of
+    1e-5, at least 100× lower.""",
 )
 def test_two_layers_fit_100x_better_than_one():
     """Experiment EMB-TWOLAYER-LOSS.
 
-    Refuted as read: the one-layer model with v trained keeps fitting (≈4e-4 to 3e-3 after
-    150 epochs), so the ratio is ≈ 23, 9.6 and 136 for seeds 0, 1, 2. At the spec's sizes (n
-    = 2000, T = 30, 300 epochs, run by hand) seed 1 also fails (1.1e-3 against 1.6e-5: 68×).
-    The narrow variant that holds compares with the theory's one-layer model, v fixed:
-    EMB-TWOLAYER-LOSS-VFIXED.
+    Refuted: the one-layer model with v trained does not plateau near 1e-1, it keeps
+    fitting: it ends at 6.9e-4 on seed 0 (the counterexample; 4.0e-4 and 2.9e-3 on seeds 1
+    and 2), 145× below 1e-1, and still falls 2.1× over the last quarter. The spec's own
+    calibration says the same at its sizes (0.002–0.012 for this model, §4.2; this suite's
+    EMB-G3-SPEC reproduces it), so "about 1e-1" cannot describe the one-layer model with v
+    trained. The two-layer clause holds (2e-5 to 4e-5), but the ratio is only 9.6–136. What
+    holds instead is the reading with the theory's one-layer model, v fixed, which does sit
+    near 1e-2 to 1e-1: EMB-TWOLAYER-LOSS-VFIXED.
     """
     draw_loss_figure()
-    judge([_loss_row(seed, "one-v-trained") for seed in SEEDS])
-
-
-def _loss_row(seed: int, against: str) -> tuple[int, str, bool, str]:
-    ratio = _loss_ratio(seed, against)
-    evidence.metric(f"loss_ratio_{against}_over_two", ratio)
-    evidence.metric(f"final_loss_{against}", g3_run(against, seed).final_loss)
-    evidence.metric("final_loss_two", g3_run("two", seed).final_loss)
-    evidence.slack("ratio_needed_over_ratio", LOSS_RATIO, ratio)
-    message = f"seed {seed}: loss({against})/loss(two) = {ratio:.3g} < 100"
-    return seed, f"two vs {against}", ratio >= LOSS_RATIO, message
+    judge([_loss_row(seed, "one-v-trained", (1e-2, 1.0)) for seed in SEEDS])
 
 
 @claim(
@@ -327,19 +380,26 @@ def _loss_row(seed: int, against: str) -> tuple[int, str, bool, str]:
     kind="experiment",
     provenance="[U]",
     figures=(LOSS_FIGURE,),
-    statement=f"""One layer against two, against the theory's model: with {_TWO}, the two-layer
-    model reaches a training loss at least 100× lower than the one-layer model of the theory
-    (E and p trained, v fixed), which plateaus near 1e-2 to 1e-1, for every seed.""",
+    statement=f"""One layer against two, against the theory's model: with {_TWO}, the one-layer
+    model of the theory (E and p trained, v fixed) plateaus near 1e-2 to 1e-1 (its final loss
+    lies in [1e-2, 1e-1] and falls by less than 2× over the last quarter of training), while
+    the two-layer model ends within a factor 10 of 1e-5, at least 100× lower, for every
+    seed.""",
 )
 def test_two_layers_fit_100x_better_than_fixed_head():
     """Experiment EMB-TWOLAYER-LOSS-VFIXED.
 
-    The narrow variant of EMB-TWOLAYER-LOSS that holds.
+    The reading of the spec's [U] numbers that holds: the fixed head bounds the one-layer
+    model's progress (it ends at 0.042, 0.016, 0.051, falling 1.3–1.5× over the last quarter),
+    the two-layer model ends at 2e-5 to 4e-5, 380–2400× lower.
     """
-    judge([_loss_row(seed, "one-v-fixed") for seed in SEEDS])
+    judge([_loss_row(seed, "one-v-fixed", VFIXED_BAND) for seed in SEEDS])
 
 
 TWO_SCORES_FIGURE = "emb_g3_two_layer_scores_vs_delta.png"
+_KEYS = """the `<cls>` scores of the keys the attention reads (for each token s, the mean over its
+    occurrences of ⟨h, p⟩, h the LayerNorm output H1 of the block, which is what the `<cls>`
+    attention scores; the input embeddings E are never read by it)"""
 
 
 @claim(
@@ -347,18 +407,26 @@ TWO_SCORES_FIGURE = "emb_g3_two_layer_scores_vs_delta.png"
     kind="experiment",
     provenance="[U]",
     figures=(TWO_SCORES_FIGURE,),
-    statement=f"""The head side persists with two layers (spec §4.2 [U]): with {_TWO},
-    Spearman(⟨E_s, v⟩, Δ_s) ≥ 0.7 for every seed, E the input embeddings.""",
+    statement=f"""The head side persists with two layers (spec §4.2 [U]): with {_TWO}, the head
+    scores the read-out averages (for each token s, the mean over its occurrences of ⟨h, v⟩, h
+    the LayerNorm output H1) rise with Δ_s: Spearman(score, Δ_s) ≥ 0.7 for every seed.""",
 )
 def test_two_layers_keep_head_monotone():
+    """Experiment EMB-TWOLAYER-V.
+
+    Read on what f = softmax(pᵀH1ᵀ)H1v averages, H1, not on the input embeddings (the input
+    reading gave 0.84–0.90; the keys give 0.90–0.96).
+    """
     draw_scores_figure(
-        [g3_run("two", SEEDS[0])], TWO_SCORES_FIGURE, "G3, two layers: ⟨E_s, p⟩ and ⟨E_s, v⟩"
+        [g3_run("two", SEEDS[0])],
+        TWO_SCORES_FIGURE,
+        "G3, two layers: key scores (mean over the occurrences of ⟨H1, ·⟩)",
     )
     rows = []
     for seed in SEEDS:
         rho = g3_run("two", seed).v_spearman()
         evidence.metric("spearman_v", rho)
-        message = f"seed {seed}: Spearman(⟨E_s, v⟩, Δ) = {rho:.3f} < 0.7"
+        message = f"seed {seed}: Spearman(mean ⟨h, v⟩, Δ) = {rho:.3f} < 0.7"
         rows.append((seed, "two", rho >= V_MIN_SPEARMAN, message))
     judge(rows)
 
@@ -370,23 +438,28 @@ def test_two_layers_keep_head_monotone():
     expected="refuted",
     figures=(TWO_SCORES_FIGURE,),
     statement=f"""The `<cls>` side persists with two layers (spec §4.2 [U]): with {_TWO},
-    Spearman(⟨E_s, p⟩, |Δ_s|) ≥ 0.5 and the group means of ⟨E_s, p⟩ are U-shaped (as in
-    EMB-G3-U), for every seed, E the input embeddings.""",
+    {_KEYS} are U-shaped in Δ_s: Spearman(score, |Δ_s|) ≥ 0.5 and the group means are U-shaped
+    (as in EMB-G3-U), for every seed.""",
 )
 def test_two_layers_keep_u_shape():
     """Experiment EMB-TWOLAYER-U.
 
-    Refuted as read: the U persists in the group means but weakly (Spearman 0.29–0.45; also
-    0.38–0.40 at the spec's sizes, run by hand), since the `<cls>` query reads LayerNorm
-    outputs, not E. Narrow variant that holds: EMB-TWOLAYER-U-MEANS.
+    Refuted on seed 2 (the counterexample): Spearman(mean ⟨h, p⟩, |Δ|) = 0.34 < 0.5, although
+    the group means are U-shaped (−0.82, −1.01, +0.53 over Δ < −0.6, |Δ| < 0.2, Δ > 0.6: the
+    right arm rises, the left barely; the signed Spearman is +0.42). Seeds 0 and 1 give 0.66
+    and 0.60. Within-sequence centring of the scores (the softmax ignores a shift per
+    sequence) does not rescue it: 0.60, 0.50, 0.44 (metric 'spearman_centred'). The earlier
+    reading on the input embeddings E (0.29–0.45) measured vectors the `<cls>` attention
+    never scores. Narrow variant that holds: EMB-TWOLAYER-U-MEANS.
     """
     rows = []
     for seed in SEEDS:
         run = g3_run("two", seed)
         rho = run.u_spearman()
         evidence.metric("spearman_p_abs", rho)
+        evidence.metric("spearman_centred", float(spearmanr(run.ep_centred, run.abs_delta)[0]))
         ok = rho >= U_MIN_SPEARMAN and run.u_shaped()
-        message = f"seed {seed}: Spearman(⟨E_s, p⟩, |Δ|) = {rho:.3f}, means {run.u_means()}"
+        message = f"seed {seed}: Spearman(mean ⟨h, p⟩, |Δ|) = {rho:.3f}, means {run.u_means()}"
         rows.append((seed, "two", ok, message))
     judge(rows)
 
@@ -396,14 +469,15 @@ def test_two_layers_keep_u_shape():
     kind="experiment",
     provenance="[U]",
     figures=(TWO_SCORES_FIGURE,),
-    statement=f"""The U-shape of the group means persists with two layers: with {_TWO}, the mean
-    of ⟨E_s, p⟩ over tokens with Δ < −0.6 and over Δ > 0.6 both exceed the mean over |Δ| < 0.2,
-    for every seed, E the input embeddings.""",
+    statement=f"""The U-shape of the group means persists with two layers: with {_TWO}, for
+    {_KEYS}, the mean over tokens with Δ < −0.6 and over Δ > 0.6 both exceed the mean over
+    |Δ| < 0.2, for every seed.""",
 )
 def test_two_layers_keep_u_shaped_means():
     """Experiment EMB-TWOLAYER-U-MEANS.
 
-    The narrow variant of EMB-TWOLAYER-U that holds.
+    The narrow variant of EMB-TWOLAYER-U that holds (depth min(low, high) − mid: 0.19 on
+    seed 2, about 1 to 2 on seeds 0 and 1).
     """
     rows = []
     for seed in SEEDS:

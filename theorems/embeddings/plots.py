@@ -12,7 +12,9 @@ def draw_scores_figure(runs, name: str, title: str) -> None:
     """⟨E_s, p⟩ and ⟨E_s, v⟩ against the posterior difference Δ_s, one row per run."""
     fig, axes = figures.new(ncols=2, nrows=len(runs), width=4.0, height=3.0)
     for row, run in enumerate(runs):
-        for col, (values, what) in enumerate(((run.ep, "⟨E_s, p⟩"), (run.ev, "⟨E_s, v⟩"))):
+        reads = getattr(run, "reads", "E_s")
+        pairs = ((run.ep, f"⟨{reads}, p⟩"), (run.ev, f"⟨{reads}, v⟩"))
+        for col, (values, what) in enumerate(pairs):
             ax = axes[row][col]
             ax.scatter(run.delta, values, s=8, alpha=0.7)
             ax.set_xlabel("posterior difference Δ_s")
@@ -67,5 +69,24 @@ def prop_figure(points, name: str) -> None:
     ax.set_xlabel("average signed frequency α_s")
     ax.set_ylabel("one-step shift ⟨E¹_s − E⁰_s, v⟩ / η0")
     ax.set_title(f"Lemma 4.1 on G2 data ({len(points)} instances)")
+    ax.legend(fontsize=7)
+    figures.save(fig, name)
+
+
+def event_figure(rows, vocab: int, name: str) -> None:
+    """P(m > d^(−1/4)) against d: measured, exact and the bound 2|S|e^(−√d/2) (EMB-L41-EVENT).
+
+    ``rows``: (d, measured, exact, bound) per d; a measured 0 is drawn at the bottom edge."""
+    fig, axes = figures.new(width=5.0, height=4.0)
+    ax = axes[0][0]
+    dims = np.array([r[0] for r in rows], dtype=float)
+    measured, exact, bound = (np.array([r[k] for r in rows], dtype=float) for k in (1, 2, 3))
+    floor = 0.3 * min(x for x in np.concatenate([exact, measured]) if x > 0)
+    ax.loglog(dims, np.maximum(measured, floor), "o-", label="measured (0 drawn at the floor)")
+    ax.loglog(dims, exact, "s--", label="exact 1 − (1 − P(|Z| > d^{1/4}))^{|S|}")
+    ax.loglog(dims, bound, "k:", label="bound 2|S|e^{−√d/2} (capped at 1)")
+    ax.set_xlabel("d")
+    ax.set_ylabel("P(m > d^{−1/4}),  m = max_s |⟨E⁰_s, v⟩|")
+    ax.set_title(f"The event of Lemma 4.1, |S| = {vocab}")
     ax.legend(fontsize=7)
     figures.save(fig, name)
