@@ -9,10 +9,11 @@ mixture better than every vertex, and p_R stays bounded.
 
 Float64 flatness (spec §2.6): the loss gap to the floor, ℓ(Y ψ(u)) − ℓ(Y ψ(x_opt)), cannot be
 formed in log space for a general ψ (ψ(x_opt + small) − ψ(x_opt) cancels), so
-``models.regpath`` minimises the plain loss for this model. Once the attention leak e^{−R·margin}
-falls below ~1e-16 of the margin, the loss is constant in float64 and grid searches come back
-uncertified. Keep ψ values and R moderate (R ≲ 20 at margin ~1), or use the exponential loss,
-whose floor ℓ(Y ψ(x_opt)) is largest relative to the leak when ψ values are small.
+``models.regpath`` minimises the plain loss for a general head. Once the attention leak
+e^{−R·margin} falls below ~1e-16 of the margin, the loss is constant in float64 and grid
+searches come back uncertified: keep R ≲ 20 at margin ~1. For the quadratic heads of this module
+(``quadratic_form``) the gap is exact in log space: with u = x_opt + δ, ψ(u) − ψ(x_opt) =
+2 x_optᵀQδ + δᵀQδ, and δ = Σ_t s_t (x_t − x_opt) is a signed sum of softmax weights.
 """
 
 from __future__ import annotations
@@ -52,6 +53,20 @@ def small_mlp(d: int, hidden: int = 8, seed: int = 0) -> Callable[[Tensor], Tens
     b1 = torch.randn(hidden, generator=gen, dtype=DTYPE)
     w2 = torch.randn(hidden, generator=gen, dtype=DTYPE) / hidden**0.5
     return lambda u: torch.tanh(u @ W1.T + b1) @ w2
+
+
+def quadratic_form(psi, d: int) -> Tensor | None:
+    """The diagonal of Q when ψ(u) = uᵀ diag(Q) u + const is one of this module's quadratic heads
+    (else None). For these the loss gap to a selection's floor has a cancellation-free form
+    (``models.regpath.head_log_gap_batch``), so the regularization path is resolved far beyond
+    the plain loss's float64 flatness."""
+    if psi is squared_norm:
+        return torch.ones(d, dtype=DTYPE)
+    if psi is concave_bump:
+        return -torch.ones(d, dtype=DTYPE)
+    if psi is saddle_square and d >= 2:
+        return torch.cat([torch.tensor([1.0, -1.0], dtype=DTYPE), torch.zeros(d - 2, dtype=DTYPE)])
+    return None
 
 
 class NonlinearHeadProblem:
@@ -104,6 +119,10 @@ class NonlinearHeadProblem:
     def token_scores(self) -> Tensor:
         """Y_i ψ(x_it) (n, T): what a one-hot attention on token t would achieve."""
         return self.y[:, None] * self.psi_of(self.X)
+
+    def quadratic_form(self) -> Tensor | None:
+        """diag(Q) for a quadratic head ψ(u) = uᵀQu + const, else None (``quadratic_form``)."""
+        return quadratic_form(self.psi, self.X.shape[2])
 
     def psi_optimal_tokens(self) -> np.ndarray:
         """argmax_t Y_i ψ(x_it) per input: the selection Theorem NL points to (spec §2.6)."""

@@ -20,7 +20,8 @@ Float64 flatness (§3 "Numerical pitfalls"): at R = 50 the loss differs from its
 scores and a strictly decreasing loss we minimise log(L(p) − L_α), a strictly increasing
 function of L, computed entirely in log space (``log_gap_batch``): it keeps relative accuracy at
 L − L* = 1e-3000. The reported value is the engine's own ``PromptProblem.log_loss_gap``.
-Problems without scores (the nonlinear head of ``models.heads``) fall back to the plain loss.
+A quadratic nonlinear head (``models.heads.quadratic_form``) gets the same treatment relative to
+its ψ-optimal tokens (``head_log_gap_batch``); other heads fall back to the plain loss.
 """
 
 from __future__ import annotations
@@ -163,6 +164,13 @@ def log_gap_batch(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
     log_delta, sign_delta = _signed_difference(
         _masked_lse(terms, diff > 0), _masked_lse(terms, diff < 0)
     )
+    return _gap_from_margin_drop(loss, top, log_delta, sign_delta, n)
+
+
+def _gap_from_margin_drop(loss, top: Tensor, log_delta: Tensor, sign_delta: Tensor, n: int):
+    """(log|L − L_α|, sign) from each input's margin drop δ_i = γ_iα − margin_i (given as log|δ_i|
+    and its sign): L − L_α = (1/n)Σ[ℓ(γ_iα − δ_i) − ℓ(γ_iα)], each term −ℓ'(γ_iα)·δ_i to first
+    order once that is below e^{-600} (see ``log_gap_batch``)."""
     first_order = loss.log_neg_deriv(top) + log_delta
     small = first_order < -600.0
     delta_safe = torch.where(small, torch.ones_like(log_delta), sign_delta * torch.exp(log_delta))
@@ -175,6 +183,34 @@ def log_gap_batch(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
     return log_gap - math.log(n), sign
 
 
+def head_log_gap_batch(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
+    """(log|L(p) − L_α|, sign) for a quadratic nonlinear head (``models.heads.quadratic_form``),
+    L_α = (1/n)Σ ℓ(Y_i ψ(x_iα)), for every row p of P (k, d); differentiable by autograd.
+
+    With s the softmax of K_i p and δ_i = Σ_t s_it (x_it − x_iα), the margin drop is
+    −Y_i(2 x_iαᵀQδ_i + δ_iᵀQδ_i): each coordinate of δ_i is a signed log-sum-exp of
+    log s_it + log|x_itk − x_iαk|, so nothing cancels against ψ(x_iα) and the gap keeps its
+    relative accuracy while the leak s_it is far below float64's epsilon.
+    """
+    q = problem.quadratic_form()
+    X, y, n = problem.X, problem.y, problem.n
+    rows = torch.arange(n)
+    x_top = X[rows, torch.as_tensor(alpha, dtype=torch.long)]  # (n, d)
+    diff = (X - x_top[:, None, :]).transpose(1, 2)  # (n, d, T)
+    log_s = torch.log_softmax(torch.einsum("itd,kd->kit", problem.keys, P), dim=-1)  # (k, n, T)
+    terms = log_s[:, :, None, :] + torch.log(diff.abs())[None]  # (k, n, d, T)
+    log_dk, sign_dk = _signed_difference(
+        _masked_lse(terms, (diff > 0)[None]), _masked_lse(terms, (diff < 0)[None])
+    )  # δ_ik: (k, n, d)
+    lin = 2 * q * x_top  # the linear coefficients 2(Qx_α)_k: (n, d)
+    log_terms = torch.cat([log_dk + torch.log(lin.abs()), 2 * log_dk + torch.log(q.abs())], -1)
+    signs = torch.cat([sign_dk * torch.sign(lin), torch.sign(q).expand_as(sign_dk)], -1)
+    signs = torch.where(torch.isfinite(log_terms), signs, 0.0)
+    log_change, sign_change = _signed_lse(log_terms, signs)  # ψ(u_i) − ψ(x_iα)
+    top = y * problem.psi_of(x_top)
+    return _gap_from_margin_drop(problem.loss, top, log_change, -y * sign_change, n)
+
+
 def _rank(log_abs: Tensor, sign: Tensor) -> Tensor:
     """A strictly increasing image of the signed gap: log G for G > 0, −BIG − log|G| for G < 0."""
     return torch.where(sign > 0, log_abs, torch.where(sign < 0, -BIG - log_abs, -BIG))
@@ -185,6 +221,16 @@ def _has_log_gap(problem) -> bool:
     return (
         hasattr(problem, "keys")
         and hasattr(problem, "scores")
+        and bool(getattr(loss, "strictly_decreasing", False))
+    )
+
+
+def _has_head_log_gap(problem) -> bool:
+    quadratic = getattr(problem, "quadratic_form", None)
+    loss = getattr(problem, "loss", None)
+    return (
+        callable(quadratic)
+        and quadratic() is not None
         and bool(getattr(loss, "strictly_decreasing", False))
     )
 
@@ -205,6 +251,9 @@ def objective_for(problem, alpha=None) -> Objective:
     which is flat in float64 once L − L* < 1e-16·L* (spec §2.6); results then come back
     uncertified rather than wrong.
     """
+    if _has_head_log_gap(problem):
+        alpha = problem.psi_optimal_tokens() if alpha is None else np.asarray(alpha, np.int64)
+        return Objective(lambda P: _rank(*head_log_gap_batch(problem, P, alpha)), "log_gap", alpha)
     if not _has_log_gap(problem):
         return Objective(_plain_loss(problem), "loss")
     alpha = global_opt(problem.scores) if alpha is None else np.asarray(alpha, dtype=np.int64)
