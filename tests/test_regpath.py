@@ -81,7 +81,10 @@ def test_log_gap_batch_is_signed_for_a_local_alpha():
 def test_objective_kind_follows_the_problem():
     assert objective_for(toy("logistic")).kind == "log_gap"
     assert objective_for(PromptProblem(TOY_KEYS, TOY_SCORES, square(0.5))).kind == "loss"
-    assert objective_for(NonlinearHeadProblem(HEAD_X, torch.ones(2))).kind == "loss"
+    assert objective_for(NonlinearHeadProblem(HEAD_X, torch.ones(2))).kind == "log_gap"
+    assert objective_for(NonlinearHeadProblem(HEAD_X, torch.ones(2), psi=torch.tanh)).kind == (
+        "loss"
+    )
 
 
 def test_plain_loss_is_flat_in_float64_and_comes_back_uncertified():
@@ -271,7 +274,16 @@ def test_convex_head_path_converges_to_psi_optimal_svm(loss):
     gaps = [one_minus_cos(pt.p, pmm) for pt in path]
     assert all(b < a for a, b in zip(gaps, gaps[1:], strict=False))
     assert gaps[1] < 1e-3 and gaps[2] < 2e-4
-    assert all(pt.on_boundary and pt.objective_kind == "loss" for pt in path)
+    assert all(pt.on_boundary and pt.objective_kind == "log_gap" for pt in path)
+
+
+def test_a_general_head_falls_back_to_the_plain_loss():
+    """Only the quadratic heads have the log-space gap; any other ψ is searched on L itself."""
+    from models.heads import small_mlp
+
+    problem = NonlinearHeadProblem(HEAD_X, torch.ones(2), psi=small_mlp(2, seed=3))
+    assert problem.quadratic_form() is None
+    assert reg_path_point(problem, 3.0).objective_kind == "loss"
 
 
 # ---------------------------------------------------------------------------- bad input
