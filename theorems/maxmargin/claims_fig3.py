@@ -157,7 +157,9 @@ def test_figure3_nontight():
     "global), the global regularization path p_R/R, R ∈ {1, 2, 5, 10, 20, 50, 100}, "
     "approaches the global ATT-SVM direction: 1 − cos(p_R, p^mm(opt)) is non-increasing from "
     "R = 5 on and ≤ 25/c² at R = 100 (c = R/‖p^mm‖), while it stays away from the local "
-    "direction p^mm(α); the cap-restricted path of α (safe cap) approaches p^mm(α).",
+    "direction p^mm(α); the local path of α, argmin of L over the cone ∩ ball "
+    "{‖p^mm(α)‖ ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε} (safe cap ε), lies on ‖p‖ = R and "
+    "approaches p^mm(α) (1 − cos ≤ 25/c² at R = 100).",
     examples=1,
     figures=("mm_regpath_fig1b.png",),
 )
@@ -172,7 +174,10 @@ def test_reg_path_picture():
     evidence.solved(local, "ATT-SVM(α)")
     path = [reg_path_point(problem, R) for R in RP_RADII]
     eps = safe_cap(problem, inst.alpha, local)
-    caps = [local_reg_path_point(problem, inst.alpha, R, eps) for R in RP_RADII[3:]]
+    caps = [
+        local_reg_path_point(problem, inst.alpha, R, eps, r0=float(local.norm))
+        for R in RP_RADII[3:]
+    ]
     for pt in path + caps:
         if not pt.certified:
             evidence.inconclusive("regularization-path point not certified")
@@ -192,6 +197,8 @@ def test_reg_path_picture():
         failures.append(f"1 − cos(p_100, p^mm(opt)) = {gaps[-1]:.3g} > {rp_tol(c):.3g}")
     if min(to_local) < 0.5:
         failures.append(f"the global path comes near the local direction: {to_local}")
+    if not all(pt.on_boundary for pt in caps):
+        failures.append(f"the local path leaves the sphere: ‖p_R‖ = {[pt.norm for pt in caps]}")
     if cap_gaps[-1] > rp_tol(RP_RADII[-1] / float(local.norm)):
         failures.append(f"the cap path misses p^mm(α): {cap_gaps}")
     assert not failures, "; ".join(failures)
