@@ -395,3 +395,106 @@ def converge(
     if status == "inconclusive":  # a flow left undecided is never evidence either way
         failures.report(failures.GRADIENT_FLOW, "undecided", reason)
     return Outcome(status, reason, p, sel, omc, svm, traj, max_other)
+
+
+@dataclass
+class FiniteMinimiser:
+    """A strict local minimiser of L near the point where a run ended (``finite_minimiser``).
+
+    p: the minimiser, refined by Newton's method; distance: ‖p_end − p‖; grad_norm: ‖∇L(p)‖
+    (autograd, plain float64); min_eig / max_eig: the extreme eigenvalues of ∇²L(p) on the
+    span of the key differences (the only directions L depends on); loss: L(p).
+    """
+
+    p: Tensor
+    distance: float
+    grad_norm: float
+    min_eig: float
+    max_eig: float
+    loss: float
+
+
+#: finite_minimiser: ‖p‖ beyond which plain float64 second derivatives are not trusted (the
+#: softmax saturates: a tiny Hessian there is underflow, not flatness).
+MINIMISER_MAX_NORM = 1e3
+
+
+def _difference_span(problem: PromptProblem) -> np.ndarray:
+    """An orthonormal basis (d, r) of the span of the key differences k_it − k_i0."""
+    keys = problem.keys.detach().numpy()
+    diffs = (keys - keys[:, :1, :]).reshape(-1, keys.shape[2])
+    if diffs.size == 0:
+        return np.zeros((keys.shape[2], 0))
+    _, sv, vt = np.linalg.svd(diffs, full_matrices=False)
+    rank = int(np.sum(sv > 1e-12 * max(1.0, float(sv[0]) if sv.size else 1.0)))
+    return vt[:rank].T
+
+
+def finite_minimiser(
+    problem: PromptProblem,
+    p,
+    *,
+    newton_steps: int = 50,
+    step_tol: float = 1e-12,
+    max_distance: float = 1e-2,
+    eig_rel: float = 1e-9,
+) -> FiniteMinimiser | None:
+    """A certified strict local minimiser of L next to p, or None.
+
+    Used where a run stopped at a finite point (the tracer's "integrator stalled" or
+    "stationary point" stops): is that a genuine finite minimiser, which the flow never
+    leaves (so ‖p(t)‖ stays bounded), or a failure of the integrator? L depends on p only
+    through the span of the key differences (∇L lies in it, spec §1.8), so Newton's method
+    runs there, with the Hessian by autograd of the plain loss: from p it iterates until the
+    Newton step is below ``step_tol``·max(1, ‖p‖). The point is certified when Newton
+    converged, the minimiser lies within ``max_distance``·max(1, ‖p‖) of p, and the Hessian
+    on the span is positive definite (smallest eigenvalue > ``eig_rel``·largest): Newton's
+    quadratic convergence to a point with a positive-definite Hessian is a strict local
+    minimum. A saddle, a degenerate point, a point beyond MINIMISER_MAX_NORM (saturated
+    softmax), or Newton failing to converge: None.
+    """
+    p0 = torch.as_tensor(_start(problem, p))
+    scale = max(1.0, float(torch.linalg.vector_norm(p0)))
+    if scale > MINIMISER_MAX_NORM:
+        return None
+    basis = torch.from_numpy(_difference_span(problem))
+    if basis.shape[1] == 0:
+        return None
+
+    def loss_at(z: Tensor) -> Tensor:
+        return problem.loss_value(p0 + basis @ z)
+
+    z = torch.zeros(basis.shape[1], dtype=p0.dtype)
+    converged = False
+    for _ in range(newton_steps):
+        zg = z.clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad(loss_at(zg), zg)
+        hess = torch.autograd.functional.hessian(loss_at, z)
+        try:
+            step = torch.linalg.solve(hess, grad)
+        except RuntimeError:  # singular Hessian: no isolated minimiser to certify
+            return None
+        if not bool(torch.isfinite(step).all()):
+            return None
+        z = z - step
+        if float(torch.linalg.vector_norm(step)) <= step_tol * scale:
+            converged = True
+            break
+    if not converged:
+        return None
+    zg = z.clone().requires_grad_(True)
+    loss = loss_at(zg)
+    (grad,) = torch.autograd.grad(loss, zg)
+    eigs = torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss_at, z))
+    lo, hi = float(eigs[0]), float(eigs[-1])
+    distance = float(torch.linalg.vector_norm(basis @ z))
+    if distance > max_distance * scale or not hi > 0 or lo <= eig_rel * hi:
+        return None
+    return FiniteMinimiser(
+        p=(p0 + basis @ z).detach(),
+        distance=distance,
+        grad_norm=float(torch.linalg.vector_norm(grad)),
+        min_eig=lo,
+        max_eig=hi,
+        loss=float(loss.detach()),
+    )

@@ -143,3 +143,24 @@ def w_ngd(
         stop=stop,
         seconds=time.perf_counter() - t0,
     )
+
+
+def w_gd(problem: WProblem, W0, *, eta: float, steps: int) -> Tensor:
+    """Plain GD on W with p fixed, W ← W − η·∂L/∂W, for ``steps`` steps: the iterates
+    (steps + 1, d, d).
+
+    The gradient is torch autograd of L(W) = L_prompt(W p), not the closed form g pᵀ of
+    ``gradient_log``, so this run is independent of the rank-one formula it is compared with
+    (spec §2.8: q(t) = W(t)p is plain GD on the prompt problem with step η‖p‖²). Plain float64:
+    meant for finite horizons, before the softmax saturates.
+    """
+    W = as_float_tensor(W0, "W0", 2).detach().clone()
+    if W.shape != (problem.d, problem.d):
+        raise ValueError(f"W0: expected shape {(problem.d, problem.d)}, got {tuple(W.shape)}")
+    Ws = [W.clone()]
+    for _ in range(steps):
+        Wg = W.clone().requires_grad_(True)
+        (G,) = torch.autograd.grad(problem.loss_value(Wg), Wg)
+        W = W - eta * G
+        Ws.append(W.clone())
+    return torch.stack(Ws)

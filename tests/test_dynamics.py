@@ -426,3 +426,59 @@ def test_step_time_is_the_exact_integral_of_ds_over_grad_norm(h, a, b):
 
     exact, _ = quad(lambda s: math.exp(-(a + (b - a) * s / h)), 0, h, epsabs=0, epsrel=1e-13)
     assert _log_step_time(h, a, b) == pytest.approx(math.log(exact), rel=1e-12, abs=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# (9) Finite minimisers: deciding a run that stops at a finite point
+# --------------------------------------------------------------------------------------------
+
+
+def _tug_of_war():
+    """Two inputs pulling p in opposite directions along the first key axis (logistic loss):
+    L(p) = ½[ℓ(σ(p₁)) + ℓ(1 − σ(p₁))] is convex in σ with its minimum at σ = ½, i.e. p₁ = 0:
+    a strict minimiser on the key span (the second coordinate is never used)."""
+    keys = torch.tensor([[[0.0, 0.0], [1.0, 0.0]], [[0.0, 0.0], [1.0, 0.0]]], dtype=DTYPE)
+    return PromptProblem(keys, torch.tensor([[0.0, 1.0], [1.0, 0.0]], dtype=DTYPE), "logistic")
+
+
+def test_finite_minimiser_certifies_a_strict_local_minimum():
+    from models.dynamics import finite_minimiser
+
+    problem = _tug_of_war()
+    out = converge(problem, [2.0, 1.0], max_steps=2000)
+    assert not out.converged  # the flow stops at a finite point
+    found = finite_minimiser(problem, out.p)
+    assert found is not None
+    assert abs(float(found.p[0])) <= 1e-12 and float(found.p[1]) == float(out.p[1])
+    assert found.grad_norm <= 1e-14 and found.min_eig > 0
+    # at p₁ = 0 both inputs put attention ½ on each token: L = ℓ(½) = log(1 + e^{-1/2})
+    assert found.loss == pytest.approx(math.log1p(math.exp(-0.5)), rel=1e-14)
+
+
+def test_finite_minimiser_finds_none_where_the_descent_lemma_forbids_one():
+    """n = 1 with equal non-optimal scores (spec §2.1): ⟨∇L(p), p^mm⟩ < 0 everywhere, so no
+    point, however the run ended there, is certified."""
+    from models.dynamics import finite_minimiser
+
+    keys = torch.tensor([[[0.0, 0.0], [1.0, 0.3], [-0.5, 1.0]]], dtype=DTYPE)
+    problem = PromptProblem(keys, torch.tensor([[1.0, 0.5, 0.5]], dtype=DTYPE), "logistic")
+    for p in ([0.0, 0.0], [1.0, 2.0], [-3.0, 1.0], [20.0, -5.0]):
+        assert finite_minimiser(problem, p) is None
+
+
+def test_finite_minimiser_rejects_a_maximum_a_flat_loss_and_a_far_point():
+    """A maximum of L (a negative Hessian on the key span) or a flat L is no minimiser; nor is
+    a point past MINIMISER_MAX_NORM, where the softmax saturates and the Hessian underflows."""
+    from models.dynamics import MINIMISER_MAX_NORM, finite_minimiser
+
+    # n = 1, keys 0, e₁, −e₁ with scores 0, 1, 1: f(p) is smallest at p₁ = 0 (where the
+    # zero-score token has most attention), so L = ℓ(f) has a maximum there on the key axis.
+    keys = torch.tensor([[[0.0, 0.0], [1.0, 0.0], [-1.0, 0.0]]], dtype=DTYPE)
+    top = PromptProblem(keys, torch.tensor([[0.0, 1.0, 1.0]], dtype=DTYPE), "logistic")
+    assert float(torch.linalg.vector_norm(top.gradient(torch.zeros(2, dtype=DTYPE)))) == 0.0
+    assert finite_minimiser(top, [0.0, 0.0]) is None
+    # the correlation loss of the tug of war is constant: a flat Hessian is no strict minimum
+    flat = PromptProblem(_tug_of_war().keys, _tug_of_war().scores, "correlation")
+    assert finite_minimiser(flat, [0.3, 0.0]) is None
+    problem = _tug_of_war()
+    assert finite_minimiser(problem, [2 * MINIMISER_MAX_NORM, 0.0]) is None

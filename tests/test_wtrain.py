@@ -102,3 +102,33 @@ def test_bad_input_names_the_field():
     problem = WProblem(X, [1.0, -1.0], np.ones(3), np.ones(3))
     with pytest.raises(ValueError, match="W0:"):
         w_ngd(problem, np.zeros((2, 2)), steps=1)
+
+
+def test_w_gd_is_prompt_gd_with_step_eta_times_norm_p_squared():
+    """Spec §2.8: plain GD on W with step η (autograd gradient) moves q = Wp exactly as plain
+    GD on the prompt problem with step η‖p‖², for a p that is not a unit vector; with step η‖p‖
+    (the normalised-GD scaling) it does not."""
+    from models.dynamics import gd
+    from models.wtrain import w_gd
+
+    base, W0 = decoupled(2)
+    # the same data with all labels +1 (the decoupled scores become ±g) and ‖p‖ tripled
+    problem = WProblem(base.X, torch.ones(3, dtype=F64), torch.eye(6, dtype=F64)[-1], 3 * base.p)
+    p = problem.p
+    p2 = float(p @ p)
+    eta = 0.5 / (problem.prompt.smoothness_bound() * p2)
+    Ws = w_gd(problem, W0, eta=eta, steps=100)
+    q = gd(problem.prompt, torch.as_tensor(W0) @ p, eta=eta * p2, steps=100).ps
+    np.testing.assert_allclose(Ws @ p, q, rtol=1e-11, atol=1e-12)
+    wrong = gd(problem.prompt, torch.as_tensor(W0) @ p, eta=eta * p2**0.5, steps=100).ps
+    assert float(torch.linalg.vector_norm(Ws[-1] @ p - wrong[-1])) > 1e-3
+    # W(t) − W(0) = u(t)pᵀ: every update is rank one along p
+    assert singular_ratio(Ws[-1] - torch.as_tensor(W0)) <= 1e-12
+
+
+def test_w_gd_rejects_a_bad_shape():
+    from models.wtrain import w_gd
+
+    problem, _ = decoupled(0)
+    with pytest.raises(ValueError, match="W0:"):
+        w_gd(problem, np.zeros((2, 2)), eta=0.1, steps=1)

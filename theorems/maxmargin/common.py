@@ -9,8 +9,9 @@ import math
 import numpy as np
 import torch
 
+from models import failures
 from models.attention import PromptProblem, one_minus_cos
-from models.dynamics import Outcome, converge, trace_flow
+from models.dynamics import FiniteMinimiser, Outcome, converge, finite_minimiser, trace_flow
 from models.logspace import signed_logsumexp_np
 from models.selection import local_optimality, support_sets
 from models.svm import att_svm
@@ -34,6 +35,22 @@ CONE_SCAN = (
     (20.0, 3e-4),
     (50.0, 1e-4),
     (200.0, 1e-5),
+    (1000.0, 1e-6),
+)
+
+#: Theorem L's existential form (MM-THM-L-CONE): the declared grid of cones, R0 from 2 to 1000
+#: with ε narrowing as R0 grows (so each cone lies inside the one before it, and a cone that
+#: works makes every later one work). The claim reports the smallest R0 from which every
+#: drawn start, at that level and every later one, converges.
+CONE_GRID = (
+    (2.0, 1e-2),
+    (5.0, 3e-3),
+    (10.0, 1e-3),
+    (20.0, 3e-4),
+    (50.0, 1e-4),
+    (100.0, 3e-5),
+    (200.0, 1e-5),
+    (500.0, 3e-6),
     (1000.0, 1e-6),
 )
 
@@ -160,12 +177,106 @@ def settle(problem: PromptProblem, p0, *, tries: int = 3) -> tuple[Outcome, int]
     return out, transient
 
 
+@dataclasses.dataclass
+class Limit:
+    """Where gradient flow from p(0) goes, as far as the engine can tell (``follow``).
+
+    kind: "converged" (``settle`` certified directional convergence to p^mm of ``selected``),
+    "bounded" (the run ended at a certified strict local minimiser of L, ``minimiser``: the flow
+    never leaves its basin, so ‖p(t)‖ stays bounded), or "undecided" (a machinery failure:
+    the budget ran out while p was still moving, an integrator stall that is no minimiser, a
+    solver failure; ``reason`` says which).
+    """
+
+    kind: str
+    outcome: Outcome
+    transient: int
+    minimiser: FiniteMinimiser | None = None
+
+    @property
+    def reason(self) -> str:
+        return self.outcome.reason
+
+    def converged_to(self, alpha) -> bool:
+        out = self.outcome
+        return (
+            self.kind == "converged"
+            and np.array_equal(out.selected, np.asarray(alpha))
+            and out.one_minus_cos <= DIRECTION_TOL
+            and out.max_other_prob <= SELECT_TOL
+        )
+
+    def describe(self) -> str:
+        out = self.outcome
+        if self.kind == "converged":
+            return f"converged to p^mm({out.selected.tolist()})"
+        if self.kind == "bounded":
+            return bounded_message(self)
+        return f"undecided ({out.reason})"
+
+
+def follow(problem: PromptProblem, p0) -> Limit:
+    """``settle``, with a run that ends at a finite point decided instead of excused.
+
+    A stall of the flow (gradient ≈ 0 with the loss above every floor) is evidence against
+    ‖p(t)‖ → ∞, not a failure of the machinery: the end point is handed to
+    ``finite_minimiser``, and a certified strict local minimiser makes the run "bounded".
+    Only what the engine truly could not decide stays "undecided". ``converge`` reports every
+    run it leaves undecided as a gradient-flow failure; here that report is tolerated (the
+    decision is made below), and the claim turns an "undecided" Limit into an inconclusive
+    example itself (``conclude``). Failures of any other source (the SVM oracle, non-finite
+    numbers) still discard the example.
+    """
+    with failures.tolerate(failures.GRADIENT_FLOW):
+        out, transient = settle(problem, p0)
+    if out.converged:
+        return Limit("converged", out, transient)
+    if out.trajectory.stop != "reached max_norm":
+        found = finite_minimiser(problem, out.p)
+        if found is not None:
+            return Limit("bounded", out, transient, found)
+    return Limit("undecided", out, transient)
+
+
+def bounded_message(lim: Limit) -> str:
+    m, problem = lim.minimiser, lim.outcome.trajectory.problem
+    return (
+        f"the flow stops at ‖p‖ = {float(torch.linalg.vector_norm(lim.outcome.p)):.4g}, "
+        f"{m.distance:.1e} from a strict local minimiser of L (‖∇L‖ = {m.grad_norm:.1e}, "
+        f"Hessian eigenvalues in [{m.min_eig:.3g}, {m.max_eig:.3g}] on the key span, "
+        f"L = {m.loss:.6g}; floor of the reached selection "
+        f"{problem.loss_floor(problem.selected(m.p).numpy()):.6g}): ‖p(t)‖ stays bounded"
+    )
+
+
+def conclude(problem: PromptProblem, p0, alpha=None, what: str = "") -> Outcome:
+    """One call for a claim that asserts ‖p(t)‖ → ∞ and p(t)/‖p(t)‖ → p^mm(α): follow the
+    flow, record it, fail on a bounded run (a counterexample to the divergence), discard an
+    undecided one (inconclusive), and, when ``alpha`` is given, check the limit against
+    p^mm(α) (``check_limit``). Returns the converged outcome."""
+    lim = follow(problem, p0)
+    record_outcome(lim.outcome, lim.transient)
+    if lim.kind == "bounded":
+        raise AssertionError(bounded_message(lim))
+    if lim.kind == "undecided":
+        evidence.inconclusive(lim.reason)
+    if alpha is not None:
+        check_limit(problem, lim.outcome, alpha, what)
+    return lim.outcome
+
+
 def train_w(inst: PromptInstance, gen: torch.Generator):
     """W-NGD (lr 0.1, W_STEPS steps) from a small full-rank W(0) = 0.1·N(0, 1)."""
-    problem, p = w_problem(inst, gen)
+    traj, W0, _ = train_w_problem(inst, gen)
+    return traj, W0
+
+
+def train_w_problem(inst: PromptInstance, gen: torch.Generator):
+    """``train_w``, also returning the W-training problem (its fixed p is ``problem.p``)."""
+    problem, _ = w_problem(inst, gen)
     W0 = 0.1 * torch.randn(inst.d, inst.d, generator=gen, dtype=DTYPE)
     traj = w_ngd(problem, W0, lr=0.1, steps=W_STEPS, record_every=W_STEPS // 10)
-    return traj, W0
+    return traj, W0, problem
 
 
 def undecided(out: Outcome) -> None:
