@@ -10,10 +10,12 @@ paper's f = softmax(pᵀE_Xᵀ)E_X v, E⁰ ~ N(0, I/d), p⁰ = 0, v⁰ ~ N(0, I/
 ``train_full_batch`` (full-batch Adam on the mean logistic loss).
 
 Scaled down, honestly: the spec's n = 2000, T = 30, 300 epochs costs 14 s per one-layer run and
-60 s per two-layer run here (1 thread; 45 and 200 ms per epoch), far beyond this paper's 4-minute
-CI budget. The claims below use n = 600, T = 20, 150 epochs (about 1 s and 5 s per run), three
-fixed seeds, d = 32, lr = 1e-2, tokens with ≥ 20 occurrences. The spec's sizes were also run by
-hand once (seeds 0, 1): the verdicts were the same (see the notes).
+60 s per two-layer run here (1 thread; 45 and 200 ms per epoch). Most claims below use n = 600,
+T = 20, 150 epochs (about 1 s and 5 s per run), three fixed seeds, d = 32, lr = 1e-2, tokens
+with ≥ 20 occurrences. The claims that check the numbers the spec records for its own setup
+(EMB-G3-SPEC-*) run that setup exactly, one-layer model only (6 runs, about 90 s). The scores
+are read where the `<cls>` read-out reads them (OneLayerModel.key_scores): on E for one layer,
+on the LayerNorm output H1 for two.
 """
 
 from __future__ import annotations
@@ -294,6 +296,170 @@ def test_g3_cls_scores_monotone_in_signed_delta():
             message = f"{kind}, seed {seed}: Spearman(⟨E_s, p⟩, Δ) = {rho:.3f} < 0.5"
             rows.append((seed, kind, rho >= U_MIN_SPEARMAN, message))
     judge(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# The numbers the spec records for its own G3 setup (§4.2: n = 2000, T = 30, 300 epochs)
+# ---------------------------------------------------------------------------------------------
+
+# The spec's results "over 3 seeds × {v trained, v fixed}" (§4.2). Its seeds are not ours: it drew
+# G3 with numpy, this suite with torch (strategies.zipf_corpus), so the corpora differ in their
+# biases b_s, and agreement is asserted within a tolerance, not to the digit.
+SPEC_RHO_V, SPEC_RHO_U = (0.87, 0.96), (0.74, 0.86)  # Spearman(Eᵀv, Δ), Spearman(Eᵀp, |Δ|)
+#: Mean Eᵀp over Δ < −0.6, |Δ| < 0.2, Δ > 0.6.
+SPEC_MEANS = ((1.3, 3.7), (-9.6, -3.4), (1.3, 3.4))
+SPEC_LOSS = {"one-v-trained": (0.002, 0.012), "one-v-fixed": (0.05, 0.06)}  # final train loss
+#: Spearman: ±0.05 around the spec's range, about half its width (0.09 and 0.12 over 3 seeds).
+SPEC_RHO_TOL = 0.05
+#: Group means and final losses: a factor 2 either side of the range (the spec's own
+#: v-trained loss spans a factor 6 over its 3 seeds).
+SPEC_FACTOR = 2.0
+_SPEC_SETUP = (
+    f"the spec's own G3 setup (|S| = {VOCAB}, n = 2000, T = 30, one-layer model with d = {DIM}, "
+    f"E and p trained by {SPEC_EPOCHS} epochs of full-batch Adam, lr {LR}, with v trained and "
+    f"with v fixed), on seeds {SEEDS}"
+)
+
+
+def _spec_runs() -> list[Run]:
+    return [g3_run(kind, seed, spec_sizes=True) for seed in SEEDS for kind in _ONE_LAYER]
+
+
+def _within_factor(x: float, band: tuple[float, float]) -> bool:
+    lo, hi = sorted(band, key=abs)
+    return abs(lo) / SPEC_FACTOR <= abs(x) <= abs(hi) * SPEC_FACTOR and x * lo > 0
+
+
+@claim(
+    id="EMB-G3-SPEC-RHO",
+    kind="experiment",
+    provenance="[R] (the spec's calibration runs, §4.2)",
+    statement=f"""The spec's recorded correlations (§4.2: Spearman(E_sᵀv, Δ_s) = 0.87–0.96 and
+    Spearman(E_sᵀp, |Δ_s|) = 0.74–0.86 over 3 seeds × two v-protocols) are reproduced on
+    {_SPEC_SETUP}: each run's two Spearman coefficients lie within ±0.05 of the
+    spec's ranges.""",
+)
+def test_g3_spec_correlations():
+    """Experiment EMB-G3-SPEC-RHO.
+
+    Deterministic; the runs are shared with EMB-G3-SPEC-MEANS and EMB-G3-SPEC-LOSS (about
+    14 s each on one thread, 6 runs).
+    """
+    rows = []
+    for run in _spec_runs():
+        rho_v, rho_u = run.v_spearman(), run.u_spearman()
+        evidence.metric(f"spearman_v_{run.label}", rho_v)
+        evidence.metric(f"spearman_p_abs_{run.label}", rho_u)
+        ok_v = SPEC_RHO_V[0] - SPEC_RHO_TOL <= rho_v <= SPEC_RHO_V[1] + SPEC_RHO_TOL
+        ok_u = SPEC_RHO_U[0] - SPEC_RHO_TOL <= rho_u <= SPEC_RHO_U[1] + SPEC_RHO_TOL
+        message = (
+            f"{run.label}, seed {run.seed}: Spearman(Eᵀv, Δ) = {rho_v:.3f} (spec {SPEC_RHO_V}), "
+            f"Spearman(Eᵀp, |Δ|) = {rho_u:.3f} (spec {SPEC_RHO_U}), tolerance ±{SPEC_RHO_TOL}"
+        )
+        rows.append((run.seed, run.label, ok_v and ok_u, message))
+    judge(rows, spec_sizes=True)
+
+
+@claim(
+    id="EMB-G3-SPEC-MEANS",
+    kind="experiment",
+    provenance="[R] (the spec's calibration runs, §4.2)",
+    statement=f"""The spec's recorded U-shape (§4.2: the mean of E_sᵀp is +1.3…+3.7 over tokens
+    with Δ < −0.6, −3.4…−9.6 over |Δ| < 0.2 and +1.3…+3.4 over Δ > 0.6) is reproduced on
+    {_SPEC_SETUP}: each run's three group means lie within a factor 2 of the
+    spec's ranges, with their signs.""",
+)
+def test_g3_spec_group_means():
+    """Experiment EMB-G3-SPEC-MEANS."""
+    rows = []
+    for run in _spec_runs():
+        means = run.u_means()
+        for name, value in zip(("low", "mid", "high"), means, strict=True):
+            evidence.metric(f"mean_ep_{name}_{run.label}", value)
+        ok = all(_within_factor(m, band) for m, band in zip(means, SPEC_MEANS, strict=True))
+        message = (
+            f"{run.label}, seed {run.seed}: group means {tuple(round(m, 3) for m in means)} "
+            f"against the spec's {SPEC_MEANS} (factor {SPEC_FACTOR:g})"
+        )
+        rows.append((run.seed, run.label, ok, message))
+    judge(rows, spec_sizes=True)
+
+
+def label_signal(seed: int) -> float:
+    """mean_i y_i · mean_t Δ_{x_it} on the spec-size G3 corpus of ``seed``: how much label
+    evidence a sequence's tokens carry on average (0.129 on seed 1 against 0.099 and 0.094 on
+    seeds 0 and 2)."""
+    seqs, y = zipf_corpus(seed, **SPEC_CORPUS)
+    delta, _ = posterior_difference(seqs, y, VOCAB, min_count=1)
+    return float((y * torch.nan_to_num(delta)[seqs].mean(-1)).mean())
+
+
+@claim(
+    id="EMB-G3-SPEC-LOSS",
+    kind="experiment",
+    provenance="[R] (the spec's calibration runs, §4.2)",
+    expected="refuted",
+    statement=f"""The spec's recorded final training losses (§4.2: 0.002–0.012 with v trained,
+    0.05–0.06 with v fixed) are reproduced on {_SPEC_SETUP}: each run's final loss lies within
+    a factor 2 of the spec's range for its v-protocol.""",
+)
+def test_g3_spec_final_losses():
+    """Experiment EMB-G3-SPEC-LOSS.
+
+    Refuted on seed 1 with v fixed (the counterexample): 0.0244, just below 0.025 = 0.05/2.
+    The other five runs agree (v trained: 0.0130, 0.0011, 0.0140; v fixed: 0.0706, 0.0716).
+    Why: an instance detail, not an error of the spec. Seed 1's corpus is easier: its
+    sequences carry about 30 % more label evidence (metric label_signal_seed*, mean_i y_i ·
+    mean_t Δ: 0.129 against 0.099 and 0.094), and a fixed Adam budget turns that into a 3×
+    lower loss in both protocols (its v-trained loss, 0.0011, is also the lowest). The
+    spec's v-fixed range (0.05–0.06) is the spread of its own 3 corpora, narrower than the
+    seed-to-seed spread of G3 (0.024–0.072 here). What holds instead, corpus by corpus:
+    EMB-G3-SPEC-LOSS-RATIO.
+    """
+    rows = []
+    for run in _spec_runs():
+        lo, hi = SPEC_LOSS[run.label]
+        evidence.metric(f"final_loss_{run.label}", run.final_loss)
+        evidence.metric(f"label_signal_seed{run.seed}", label_signal(run.seed))
+        ok = lo / SPEC_FACTOR <= run.final_loss <= hi * SPEC_FACTOR
+        message = (
+            f"{run.label}, seed {run.seed}: final loss {run.final_loss:.4g} outside "
+            f"[{lo / SPEC_FACTOR:g}, {hi * SPEC_FACTOR:g}] (spec {lo}–{hi}, factor {SPEC_FACTOR:g})"
+        )
+        rows.append((run.seed, run.label, ok, message))
+    judge(rows, spec_sizes=True)
+
+
+#: The smallest ratio of the spec's two loss ranges: 0.05 (v fixed) / 0.012 (v trained).
+SPEC_LOSS_RATIO = SPEC_LOSS["one-v-fixed"][0] / SPEC_LOSS["one-v-trained"][1]
+
+
+@claim(
+    id="EMB-G3-SPEC-LOSS-RATIO",
+    kind="experiment",
+    provenance="[R] (the spec's calibration runs, §4.2)",
+    statement=f"""What the spec's two loss ranges say together, corpus by corpus: on {_SPEC_SETUP},
+    the final loss with v fixed is at least 0.05/0.012 ≈ 4.2× the final loss with v trained,
+    on every seed.""",
+)
+def test_g3_spec_loss_ratio():
+    """Experiment EMB-G3-SPEC-LOSS-RATIO.
+
+    The variant of EMB-G3-SPEC-LOSS that holds: the corpus's difficulty divides out.
+    Observed 5.4, 22.6 and 5.1.
+    """
+    rows = []
+    for seed in SEEDS:
+        fixed = g3_run("one-v-fixed", seed, spec_sizes=True).final_loss
+        trained = g3_run("one-v-trained", seed, spec_sizes=True).final_loss
+        ratio = fixed / trained
+        evidence.metric("loss_ratio_fixed_over_trained", ratio)
+        evidence.slack("spec_ratio_over_ratio", SPEC_LOSS_RATIO, ratio)
+        message = (
+            f"seed {seed}: loss(v fixed)/loss(v trained) = {ratio:.3g} < {SPEC_LOSS_RATIO:.3g}"
+        )
+        rows.append((seed, "one-v-fixed vs one-v-trained", ratio >= SPEC_LOSS_RATIO, message))
+    judge(rows, spec_sizes=True)
 
 
 # ---------------------------------------------------------------------------------------------
