@@ -11,6 +11,7 @@ Every claim here is one gradient step, milliseconds per instance, so each draws 
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import numpy as np
 import torch
@@ -364,21 +365,10 @@ def g2_fixed(seed: int, d: int, S: int = 30, T: int = 8, n: int = 200) -> Embedd
     return EmbeddingProblem(sequences=seqs, y=y, E=E0, v=v)
 
 
-@claim(
-    id="EMB-L41-RATE",
-    kind="experiment",
-    provenance="[R]",
-    statement="""The one-step error shrinks with d (spec §3.1, P-4.1e): on G2 data with |S| = 30,
-    T = 8, n = 200 and 20 fixed seeds per d ∈ {256, 1024, 4096, 16384}, the median over seeds of
-    max_s |β_s − α_s/2| has a log-log slope against d of at most −0.3 (observed ≈ −0.58, about
-    the d^(−1/2) of the init term, faster than the paper's d^(−1/4)).""",
-)
-def test_error_shrinks_with_dimension():
-    """Experiment EMB-L41-RATE.
-
-    Deterministic: fixed seeds, no Hypothesis. β from models.embedding.r1_coefficients (β
-    does not depend on η0).
-    """
+@cache
+def rate_medians() -> tuple[float, ...]:
+    """Median over RATE_SEEDS of max_s |β_s − α_s/2| at each d of RATE_DIMS (G2 data,
+    g2_fixed). β does not depend on η0."""
     medians = []
     for d in RATE_DIMS:
         errors = []
@@ -388,11 +378,69 @@ def test_error_shrinks_with_dimension():
             alpha = average_signed_frequency(problem.sequences, problem.y, problem.vocab_size)
             errors.append(float(torch.abs(beta - alpha / 2).max()))
         medians.append(float(np.median(errors)))
-        evidence.metric(f"median_error_d{d}", medians[-1])
+    return tuple(medians)
+
+
+@claim(
+    id="EMB-L41-RATE",
+    kind="experiment",
+    provenance="[R]",
+    statement="""The one-step error shrinks with d (spec §3.1, P-4.1e): on G2 data with |S| = 30,
+    T = 8, n = 200 and 20 fixed seeds per d ∈ {256, 1024, 4096, 16384}, the median over seeds of
+    max_s |β_s − α_s/2| has a log-log slope against d of at most −0.3 (observed −0.47 here, −0.58
+    in the spec's runs: about the d^(−1/2) of the init term, faster than the paper's
+    d^(−1/4)).""",
+)
+def test_error_shrinks_with_dimension():
+    """Experiment EMB-L41-RATE.
+
+    Deterministic: fixed seeds, no Hypothesis. β from models.embedding.r1_coefficients.
+    """
+    medians = rate_medians()
+    for d, median in zip(RATE_DIMS, medians, strict=True):
+        evidence.metric(f"median_error_d{d}", median)
     slope = float(np.polyfit(np.log(RATE_DIMS), np.log(medians), 1)[0])
     evidence.metric("loglog_slope", slope)
     evidence.slack("slope_bound_over_slope", -RATE_MAX_SLOPE, -slope)
     assert slope <= RATE_MAX_SLOPE, f"log-log slope {slope:.3f} > −0.3 (medians {medians})"
+
+
+#: The spec's medians for this exact setup (§3.1 P-4.1e, its own 20 seeds, numpy).
+SPEC_RATE_MEDIANS = (5.8e-4, 1.8e-4, 1.6e-4, 5.2e-5)
+#: Agreement within a factor 2 at each d (the same tolerance as the G3 numbers, EMB-G3-SPEC-*):
+#: the seeds, hence the G2 corpora and their α spread, are not the spec's.
+SPEC_RATE_FACTOR = 2.0
+
+
+@claim(
+    id="EMB-L41-RATE-SPEC",
+    kind="experiment",
+    provenance="[R] (the spec's calibration runs, §3.1 P-4.1e)",
+    statement="""The spec's recorded medians of max_s |β_s − α_s/2| (§3.1, P-4.1e: 5.8e-4,
+    1.8e-4, 1.6e-4 and 5.2e-5 at d = 256, 1024, 4096, 16384; G2 with |S| = 30, T = 8, n = 200,
+    20 seeds per d) are reproduced on this suite's 20 fixed seeds within a factor 2 at every
+    d.""",
+)
+def test_error_medians_match_the_spec():
+    """Experiment EMB-L41-RATE-SPEC.
+
+    Observed 4.0e-4, 1.4e-4, 1.0e-4, 5.0e-5 (ratios 0.68, 0.80, 0.65, 0.96 to the spec's):
+    both sets are c·d^(−1/2) up to the scatter of single medians (times √d: 6.4, 4.6, 6.6,
+    6.4 ×1e-3 here; 9.3, 5.8, 10, 6.7 ×1e-3 in the spec), and that scatter, not the rate, is
+    why the fitted slopes differ (−0.47 against −0.58). An instance detail (other seeds, other
+    G2 corpora), not a disagreement about the rate.
+    """
+    medians = rate_medians()
+    far = []
+    for d, ours, theirs in zip(RATE_DIMS, medians, SPEC_RATE_MEDIANS, strict=True):
+        ratio = ours / theirs
+        evidence.metric(f"ratio_to_spec_d{d}", ratio)
+        evidence.slack(
+            "log_ratio_over_log_factor", abs(math.log(ratio)), math.log(SPEC_RATE_FACTOR)
+        )
+        if not 1 / SPEC_RATE_FACTOR <= ratio <= SPEC_RATE_FACTOR:
+            far.append(f"d = {d}: median {ours:.3g} against the spec's {theirs:.3g}")
+    assert not far, "; ".join(far)
 
 
 # ---------------------------------------------------------------------------------------------
