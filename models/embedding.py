@@ -555,6 +555,184 @@ def descent_slope(prompt: PromptProblem, p: Tensor, positions) -> tuple[float, f
     return float(log_abs) - math.log(prompt.n), float(total_sign)
 
 
+# Lemma A.2's q, exactly: rational arithmetic on the float64 entries of E¹ and v -----------------
+
+
+def _as_scaled_ints(t: Tensor) -> tuple[np.ndarray, int]:
+    """(ints, K) with t = ints / 2^K exactly (float64 entries are dyadic rationals)."""
+    ratios = [float(x).as_integer_ratio() for x in t.reshape(-1).tolist()]
+    K = max(den.bit_length() - 1 for _, den in ratios)
+    ints = np.array([num << (K - (den.bit_length() - 1)) for num, den in ratios], dtype=object)
+    return ints.reshape(tuple(t.shape)), K
+
+
+def _shift(x: int, k: int) -> int:
+    """x·2^k rounded to an int (k may be negative)."""
+    return x << k if k >= 0 else (x + (1 << (-k - 1))) >> -k
+
+
+def _solve_exact(M: np.ndarray, b: np.ndarray, bits: int) -> tuple[np.ndarray, int]:
+    """(Y, B): ints with M·(Y/2^B) = b to about ``bits`` bits: float64 solves refined against
+    exact integer residuals (iterative refinement; each round gains ~40 bits)."""
+    m = max(int(abs(x)).bit_length() for x in M.reshape(-1)) - 1
+    Mf = np.array([[math.ldexp(float(_shift(int(x), 60 - m)), -60) for x in row] for row in M])
+    lu = torch.linalg.lu_factor(torch.from_numpy(Mf))
+    B = bits + m  # Y ~ 2^(B−m): ``bits`` bits below the solution's scale
+    Y = np.zeros(len(b), dtype=object)
+    target = np.array([int(x) << B for x in b], dtype=object)
+    for _ in range(4 + bits // 30):
+        R = target - M.dot(Y)
+        top = max(int(abs(x)).bit_length() for x in R)
+        if top == 0:
+            break
+        sh = top - 60
+        Rf = torch.tensor([math.ldexp(float(_shift(int(x), -sh)), 0) for x in R], dtype=DTYPE)
+        delta = torch.linalg.lu_solve(*lu, Rf[:, None]).squeeze(1).tolist()
+        # M·δY = R with M = Mf·2^m: δY = solve(Mf, R/2^sh)·2^(sh − m).
+        step = [_shift(int(round(math.ldexp(x, 60))), sh - m - 60) for x in delta]
+        Y = Y + np.array(step, dtype=object)  # object: numpy turns big ints into floats
+        if top <= m + 4:  # the residual is at the rounding of Y itself
+            break
+    return Y, B
+
+
+@dataclass(frozen=True)
+class ExactDirection:
+    """Lemma A.2's q for one token as an exact rational vector (§3.2).
+
+    q = P E¹ᵀ x with P the projection on v⊥ and (E¹PE¹ᵀ) x = e_s solved to ``bits`` bits:
+    ``vᵀq = 0`` holds exactly (not up to rounding), and E¹q = ``c_num``/``den`` exactly, within
+    10^``log10_residual`` of e_s. ``q`` is q rounded to float64 (for reports only).
+    """
+
+    token: int
+    q: Tensor
+    c_num: tuple[int, ...]
+    den: int
+    log10_residual: float
+    v_dot_q_num: int  # the exact numerator of vᵀq: 0
+
+
+def _log10_abs(num: int, den: int) -> float:
+    return -math.inf if num == 0 else (math.log10(abs(num)) - math.log10(den))
+
+
+def exact_descent_direction(E1, v, token: int, digits: int = 60) -> ExactDirection:
+    """Lemma A.2's q ⟂ v with E¹q = e_s, exact rationals (residual ≲ 10^(−digits)).
+
+    Needs |S| ≤ d − 1 and E¹P E¹ᵀ invertible (ValueError otherwise). Computed from E¹ and v
+    alone (no gradient code), so the derivative along it is an independent check of the lemma.
+    """
+    E1, v = check_head(E1, v)
+    S, d = E1.shape
+    if not 0 <= token < S:
+        raise ValueError(f"token: must lie in [0, {S}), got {token}")
+    if S > d - 1:
+        raise ValueError(f"|S| = {S} > d − 1 = {d - 1}: no q ⟂ v with E¹q = e_s")
+    both, K = _as_scaled_ints(torch.cat([E1, v[None, :]]))
+    E, w = both[:S], both[S]
+    vv = int(w.dot(w))
+    Ev = E.dot(w)
+    M = vv * E.dot(E.T) - np.outer(Ev, Ev)  # = vv·2^(2K)·E¹PE¹ᵀ, exact
+    b = np.zeros(S, dtype=object)
+    b[token] = 1
+    bits = int(digits * 3.33) + 64
+    Y, B = _solve_exact(M, b, bits)  # M·Y/2^B ≈ e_s
+    X = vv * Y  # x = X/2^(B−2K): (E¹PE¹ᵀ)x = e_s
+    g = E.T.dot(X)  # E¹ᵀx = g / 2^(B−K)
+    q_num = vv * g - w * int(w.dot(g))  # q = q_num / (vv·2^(B−K))
+    c_num = E.dot(q_num)  # E¹q = c_num / (vv·2^B)
+    den = vv << B
+    resid = [c - (den if s == token else 0) for s, c in enumerate(c_num)]
+    log10_res = max(_log10_abs(int(r), den) for r in resid)
+    from fractions import Fraction
+
+    q_float = torch.tensor([float(Fraction(int(x), vv << (B - K))) for x in q_num], dtype=DTYPE)
+    return ExactDirection(
+        token, q_float, tuple(int(c) for c in c_num), den, log10_res, int(w.dot(q_num))
+    )
+
+
+@dataclass(frozen=True)
+class Slope:
+    """d/dε L(E¹, p + εq) at ε = 0, in log space: value = sign·e^``log_abs``.
+
+    ``log_total`` is log Σ|terms| (the size of what was summed) and ``log_residual_bound``
+    bounds the part of the value due to E¹q − e_s ≠ 0; ``resolved`` says the sign is that of
+    the derivative along the exact q of the lemma (the value clears both by a wide margin).
+    """
+
+    log_abs: float
+    sign: float
+    log_total: float
+    log_residual_bound: float
+
+    @property
+    def resolved(self) -> bool:
+        if self.sign == 0:
+            return False
+        return self.log_abs > self.log_total + math.log(1e-10) and (
+            self.log_abs > self.log_residual_bound + math.log(1e3)
+        )
+
+
+def derivative_along(E1, sequences, y, v, p, direction: ExactDirection) -> Slope:
+    """d/dε L(E¹, p + εq) from the model's definition, by forward-mode differentiation.
+
+    L = (1/n) Σ_i log(1 + e^(−y_i f_i)), f_i = Σ_t σ_it u_it, σ_i = softmax(E¹_{X_i} p),
+    u = E¹v. Along q the logits move by c = E¹q, so with ℓ'(z) = −1/(1 + e^z):
+
+        dL/dε = (1/n) Σ_i ℓ'(y_i f_i) y_i Σ_{t<k} σ_it σ_ik (c_{x_it} − c_{x_ik})(u_{x_it} − u_{x_ik}),
+
+    the pairwise form of δf_i = Σ_t δσ_it u_it (no 1 − σ cancellation). c and u differences
+    are exact (rationals from ``ExactDirection`` and from E¹, v); every term is summed in log
+    space, so the value keeps relative accuracy however small it is. Nothing here reads the
+    gradient code of ``models.attention``.
+    """
+    E1, v = check_head(E1, v)
+    seq = check_sequences(sequences, E1.shape[0])
+    y = check_labels(y, seq.shape[0]).numpy()
+    p = as_float_tensor(p, "p", 1)
+    n, T = seq.shape
+    both, K = _as_scaled_ints(torch.cat([E1, v[None, :]]))
+    u_num = both[:-1].dot(both[-1])  # u = E¹v = u_num / 2^(2K), exact
+    c = direction.c_num
+    S = E1.shape[0]
+    log_dc = np.full((S, S), NEG_INF)
+    sg_dc = np.zeros((S, S))
+    log_du = np.full((S, S), NEG_INF)
+    sg_du = np.zeros((S, S))
+    for a in range(S):
+        for b in range(S):
+            dc, du = c[a] - c[b], int(u_num[a] - u_num[b])
+            if dc:  # big ints: no float conversion (math.log takes them exactly)
+                log_dc[a, b], sg_dc[a, b] = math.log(abs(dc)), (1.0 if dc > 0 else -1.0)
+            if du:
+                log_du[a, b], sg_du[a, b] = math.log(abs(du)), (1.0 if du > 0 else -1.0)
+    log_dc -= math.log(direction.den)
+    log_du -= 2 * K * math.log(2)
+    u = (E1 @ v).numpy()
+    idx = seq.numpy()
+    z = (E1 @ p).numpy()[idx]  # logits (n, T)
+    zmax = z.max(1, keepdims=True)
+    log_s = z - zmax - np.log(np.exp(z - zmax).sum(1, keepdims=True))
+    f = (np.exp(log_s) * u[idx]).sum(1)
+    log_h = -np.logaddexp(0.0, y * f)  # log(1/(1 + e^(y f))) = log(−ℓ'(y f))
+    ti, ki = np.triu_indices(T, 1)
+    a_tok, b_tok = idx[:, ti], idx[:, ki]
+    base = (log_h - math.log(n))[:, None] + log_s[:, ti] + log_s[:, ki] + log_du[a_tok, b_tok]
+    terms = base + log_dc[a_tok, b_tok]
+    signs = -y[:, None] * sg_dc[a_tok, b_tok] * sg_du[a_tok, b_tok]
+    log_abs, sign = signed_logsumexp_np(terms.reshape(-1), signs.reshape(-1), axis=0)
+    live = signs.reshape(-1) != 0
+    log_total = float(np.logaddexp.reduce(terms.reshape(-1)[live])) if live.any() else NEG_INF
+    # |E¹q − e_s| ≤ 10^r per token, so |Δ(E¹q − e_s)| ≤ 2·10^r in every pair.
+    log_res = direction.log10_residual * math.log(10) + math.log(2)
+    bound = base + log_res
+    bound = np.where(np.isfinite(log_du[a_tok, b_tok]), bound, NEG_INF)
+    log_bound = float(np.logaddexp.reduce(bound.reshape(-1))) if np.isfinite(bound).any() else NEG_INF
+    return Slope(float(log_abs), float(sign), log_total, log_bound)
+
 # ---------------------------------------------------------------------------------------------
 # Models of the real-data experiment (§4.2)
 # ---------------------------------------------------------------------------------------------

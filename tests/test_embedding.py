@@ -624,3 +624,73 @@ def test_uniform_token_problem_has_its_sizes_and_the_protocols_init():
     again = uniform_token_problem(5, n=40, T=6, S=11, d=64)
     assert torch.equal(again.sequences, problem.sequences) and torch.equal(again.E, problem.E)
     assert not torch.equal(uniform_token_problem(6, n=40, T=6, S=11, d=64).E, problem.E)
+
+
+# ---- Lemma A.2 in exact arithmetic (exact_descent_direction, derivative_along) ----------------
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_exact_descent_direction_is_exactly_orthogonal_and_hits_one_token(seed):
+    """q = P E¹ᵀx: vᵀq = 0 exactly, E¹q = e_s to 60 digits, and q is the least-squares q."""
+    from models.embedding import exact_descent_direction
+
+    problem, _, _ = g1_after_one_step(seed)
+    for s in range(4):
+        exact = exact_descent_direction(problem.E, problem.v, s, digits=60)
+        assert exact.v_dot_q_num == 0
+        assert exact.log10_residual <= -55
+        ls = descent_direction(problem.E, problem.v, s).q
+        torch.testing.assert_close(exact.q, ls, rtol=1e-9, atol=1e-12)
+        finer = exact_descent_direction(problem.E, problem.v, s, digits=240)
+        assert finer.log10_residual <= -230
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_derivative_along_q_matches_autograd_and_descent_slope(seed):
+    """d/dε L(p + εq) from the model definition: autograd at moderate ‖p‖, the gradient's own
+    coefficients (descent_slope) at every ‖p‖ up to 1e3, where autograd underflows."""
+    from models.embedding import derivative_along, exact_descent_direction
+
+    problem, sel, gen = g1_after_one_step(seed)
+    prompt = problem.prompt_problem()
+    positions = relevant_token_positions(problem.sequences, sel.tokens)
+    for s in range(4):
+        q = exact_descent_direction(problem.E, problem.v, s)
+        for norm in (0.0, 1.0, 5.0):
+            p = random_direction(gen, problem.dim, norm)
+            _, grad_p = autograd_E_p(problem, p)
+            slope = derivative_along(problem.E, problem.sequences, problem.y, problem.v, p, q)
+            assert slope.resolved
+            value = slope.sign * math.exp(slope.log_abs)
+            assert value == pytest.approx(float(grad_p @ q.q), rel=1e-9)
+        for norm in (50.0, 1e3):
+            p = random_direction(gen, problem.dim, norm)
+            slope = derivative_along(problem.E, problem.sequences, problem.y, problem.v, p, q)
+            if not slope.resolved:
+                q240 = exact_descent_direction(problem.E, problem.v, s, digits=960)
+                slope = derivative_along(
+                    problem.E, problem.sequences, problem.y, problem.v, p, q240
+                )
+            assert slope.resolved and slope.sign == -1.0
+            log_ref, sign_ref = descent_slope(prompt, p, positions & (problem.sequences == s))
+            assert sign_ref == -1.0 and slope.log_abs == pytest.approx(log_ref, rel=1e-9, abs=1e-9)
+
+
+def test_derivative_along_minus_q_is_positive_and_misuse_is_refused():
+    """The derivative is not negative by construction: along −q it is positive."""
+    from dataclasses import replace as dc_replace
+
+    from models.embedding import derivative_along, exact_descent_direction
+
+    problem, _, gen = g1_after_one_step(0)
+    q = exact_descent_direction(problem.E, problem.v, 0)
+    minus = dc_replace(q, q=-q.q, c_num=tuple(-c for c in q.c_num))
+    for norm in (0.0, 2.0):
+        p = random_direction(gen, problem.dim, norm)
+        slope = derivative_along(problem.E, problem.sequences, problem.y, problem.v, p, minus)
+        assert slope.resolved and slope.sign == 1.0
+    E = torch.randn(6, 5, generator=gen, dtype=F64)
+    with pytest.raises(ValueError, match="d − 1"):
+        exact_descent_direction(E, torch.ones(5, dtype=F64), 0)
+    with pytest.raises(ValueError, match="^token:"):
+        exact_descent_direction(problem.E, problem.v, problem.vocab_size)
