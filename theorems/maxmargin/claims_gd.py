@@ -8,6 +8,10 @@ for the step-size statements; ``models.wtrain.w_ngd`` trains W with p fixed.
 ``settle`` adds one safeguard to ``converge``: a run that passes *through* the direction of a
 selection's SVM (a saddle-like, non-locally-optimal α, left again later) is not a limit, so
 every "converged" outcome is confirmed by tracing two more decades of ‖p‖ (see its doc).
+``follow`` decides a run that ends at a finite point instead of excusing it: a certified
+strict local minimiser there (``models.dynamics.finite_minimiser``) is a counterexample to
+‖p(t)‖ → ∞; only what the engine cannot decide is inconclusive. ``conclude`` is the one call
+a divergence claim makes: follow, record, decide, check the limit.
 
 The helpers these claims share with the controls and the figures are in ``common``.
 """
@@ -27,7 +31,7 @@ from models.dynamics import gd, trace_flow
 from models.regpath import log_gap_batch
 from models.selection import local_optimality
 from models.svm import att_svm, w_svm, w_svm_closed_form
-from models.wtrain import WProblem, singular_ratio, w_gd
+from models.wtrain import WProblem, correlation, singular_ratio, w_gd
 from strategies import (
     cone_inits,
     decoupled_data,
@@ -48,6 +52,7 @@ from strategies.instances import PromptInstance
 from theorems import claim, evidence, saved_arguments
 from theorems.maxmargin.common import (
     CONE_GRID,
+    DIRECTION_TOL,
     LOSS_GAP_TOL,
     W_STEPS,
     check_limit,
@@ -348,13 +353,15 @@ SCALE_V_TOL = 4e-6
     id="MM-GD-SCALE-V",
     kind="theorem",
     provenance="[D] spec §2.9",
+    expected="refuted",
     statement="Scaling the value head v by c > 0 does not change where GD goes: for any data "
     "with a unique optimum and a feasible ATT-SVM(opt) and any p(0), gradient flow with head v "
     "and with head c·v (c log-uniform in [0.1, 10]) converge in direction to the same "
     "p^mm(α) (1 − cos between the two limits ≤ 4e-6).",
     examples=30,
 )
-@given(inst=with_init(global_opt_instances()), log_c=st.floats(-1.0, 1.0))
+@example(**saved_arguments("MM-GD-SCALE-V"))
+@given(inst=with_init(global_opt_instances(), -1.0, 2.0), log_c=st.floats(-1.0, 1.0))
 def test_gd_limit_ignores_the_scale_of_v(inst, log_c):
     """The limit direction of GD does not depend on the scale of v (spec §2.9).
 
@@ -362,12 +369,54 @@ def test_gd_limit_ignores_the_scale_of_v(inst, log_c):
     as they are (spec §2.9), so only the path changes. For n = 1 (or the correlation loss)
     even the path's direction field is the same; for n ≥ 2 the inputs' weights ℓ'(Y_i f(X_i))
     change with c, which can steer the flow into another locally-optimal selection.
+
+    Refuted: the search finds (about 1 draw in 80 to 150) data where the two flows, both
+    certified, end in different locally-optimal selections; on the pinned one (n = 3, T = 5,
+    logistic, ‖p(0)‖ = 0.41, c = 10) GD with v selects (0, 2, 1), a local optimum, and with
+    10·v the global (0, 0, 1): limits 1 − cos = 0.59 apart. The spec's own wording
+    keeps the proviso "provided the same α is selected"; what holds without it is n = 1
+    (MM-GD-SCALE-V-N1). This replaces MM-SVM-SCALE-V, which held by construction.
     """
     _record(inst)
     c = 10.0**log_c
     scaled = dataclasses.replace(inst, v=c * inst.v)
     base = conclude(inst.problem, inst.p0)
     other = conclude(scaled.problem, inst.p0)
+    gap = one_minus_cos(base.p, other.p)
+    evidence.metric("c", c)
+    evidence.slack("1 − cos(limit with v, limit with c·v)", gap, SCALE_V_TOL)
+    assert np.array_equal(base.selected, other.selected) and gap <= SCALE_V_TOL, (
+        f"with v GD selects {base.selected.tolist()}, with {c:.3g}·v it selects "
+        f"{other.selected.tolist()}: 1 − cos between the limits = {gap:.3g}"
+    )
+
+
+@claim(
+    id="MM-GD-SCALE-V-N1",
+    kind="corollary",
+    provenance="[D] spec §2.9",
+    statement="For a single input (n = 1; logistic, exponential or correlation loss) scaling "
+    "v by c > 0 does not change where GD goes: from any p(0), gradient flow with head v and "
+    "with head c·v (c log-uniform in [0.1, 10]) converge in direction to the same p^mm(α) "
+    "(1 − cos between the two limits ≤ 4e-6).",
+    examples=30,
+)
+@given(
+    inst=st.sampled_from(LOSSES).flatmap(
+        lambda loss: with_init(global_opt_instances(n=1, loss=loss), -1.0, 2.0)
+    ),
+    log_c=st.floats(-1.0, 1.0),
+)
+def test_gd_limit_ignores_the_scale_of_v_single_input(inst, log_c):
+    """n = 1: the limit direction of GD does not depend on the scale of v (spec §2.9).
+
+    With one input ∇L = ℓ'(f)∇f and f scales with c, so the flow's direction −∇L/‖∇L‖ is the
+    same field for v and c·v (ℓ' < 0): one path, one limit, whatever the selection.
+    """
+    _record(inst)
+    c = 10.0**log_c
+    base = conclude(inst.problem, inst.p0)
+    other = conclude(dataclasses.replace(inst, v=c * inst.v).problem, inst.p0)
     gap = one_minus_cos(base.p, other.p)
     evidence.metric("c", c)
     evidence.slack("1 − cos(limit with v, limit with c·v)", gap, SCALE_V_TOL)
@@ -568,6 +617,45 @@ def test_w_converges_multi_input(inst, seed):
     evidence.solved(traj.W_mm, "W-SVM")
     evidence.metric("corr(W, W^mm(opt)) after W-NGD", float(traj.correlation[-1]))
     conclude(problem.prompt, traj.W @ problem.p, problem.opt_tokens(), "the global")
+
+
+@claim(
+    id="MM-W-CONVERGE-SELECTED",
+    kind="theorem",
+    provenance="[V] abstract, [D], [N]",
+    statement="GD on W with p fixed carries the p-results over for any n: for n ∈ [1, 4] "
+    "inputs with continuous random scores and a feasible ATT-SVM(opt), GD on W from a small "
+    "full-rank W(0) selects a locally-optimal α̂ (the top token of each input under q = W(t)p) "
+    "and W(t)/‖W(t)‖_F → W^mm(α̂)/‖W^mm(α̂)‖_F = q^mm(α̂)pᵀ/(‖q^mm(α̂)‖‖p‖), a rank-one matrix. "
+    "The limit is decided by the prompt flow q = Wp from where 1000 steps of W-NGD stopped.",
+    examples=20,
+)
+@given(inst=global_opt_instances(n=st.integers(1, 4)), seed=SEEDS)
+def test_w_converges_to_its_selection(inst, seed):
+    """W/‖W‖_F → W^mm(α̂) for the selection α̂ that q = Wp reaches, any n (spec §2.8).
+
+    What holds for n ≥ 2 where MM-W-CONVERGE-MULTI does not: the limit is the W-SVM of the
+    selection GD makes, locally optimal (MM-THM-L-RANDOM transferred to W), not always
+    opt's. Every W-gradient is g(Wp)pᵀ, so along the flow W(t) = W(T) + (q(t) − q(T))pᵀ/‖p‖²
+    (MM-W-EQUIV-PROMPT): W is rebuilt at the certified limit point of q and compared with
+    W^mm(α̂) there. After the notebooks' 1000 steps the correlation can still be 0.991
+    (n = 3, T = 6, d = 18): the 'corr after W-NGD' metric, not the limit.
+    """
+    _record(inst)
+    traj, _, problem = train_w_problem(inst, seeded(seed))
+    p, q_T = problem.p, traj.W @ problem.p
+    out = conclude(problem.prompt, q_T)
+    verdict = local_optimality(problem.prompt.keys, problem.prompt.scores, out.selected)
+    assert verdict.locally_optimal, f"q = Wp selects {out.selected.tolist()}: {verdict.reason}"
+    W_mm = evidence.solved(problem.w_mm(out.selected), "W-SVM(α̂)")
+    W_lim = traj.W + torch.outer(out.p - q_T, p) / float(p @ p)
+    corr, ratio = correlation(W_lim, W_mm.x), singular_ratio(W_lim)
+    evidence.metric("corr(W, W^mm(α̂)) after W-NGD", correlation(traj.W, W_mm.x))
+    evidence.metric("selected the global optimum", float(np.array_equal(out.selected, inst.alpha)))
+    evidence.slack("1 − corr(W, W^mm(α̂)) at the limit", 1 - corr, DIRECTION_TOL)
+    evidence.slack("σ₂/σ₁ of W at the limit", ratio, W_SIGMA_RATIO_MAX)
+    assert 1 - corr <= DIRECTION_TOL, f"1 − corr(W, W^mm(α̂)) = {1 - corr:.3g} at the limit"
+    assert ratio <= W_SIGMA_RATIO_MAX, f"σ₂/σ₁ = {ratio:.3g} at the limit"
 
 
 #: MM-W-EQUIV-PROMPT: W(t)p against q(t), relative to max(1, ‖q(t)‖). The two runs share no
