@@ -682,12 +682,12 @@ def derivative_along(E1, sequences, y, v, p, direction: ExactDirection) -> Slope
     L = (1/n) Σ_i log(1 + e^(−y_i f_i)), f_i = Σ_t σ_it u_it, σ_i = softmax(E¹_{X_i} p),
     u = E¹v. Along q the logits move by c = E¹q, so with ℓ'(z) = −1/(1 + e^z):
 
-        dL/dε = (1/n) Σ_i ℓ'(y_i f_i) y_i Σ_{t<k} σ_it σ_ik (c_{x_it} − c_{x_ik})(u_{x_it} − u_{x_ik}),
+        dL/dε = (1/n) Σ_i ℓ'(y_i f_i) y_i Σ_{t<k} σ_it σ_ik (c_it − c_ik)(u_it − u_ik),
 
-    the pairwise form of δf_i = Σ_t δσ_it u_it (no 1 − σ cancellation). c and u differences
-    are exact (rationals from ``ExactDirection`` and from E¹, v); every term is summed in log
-    space, so the value keeps relative accuracy however small it is. Nothing here reads the
-    gradient code of ``models.attention``.
+    with c_it = c_{x_it}, u_it = u_{x_it}: the pairwise form of δf_i = Σ_t δσ_it u_it (no
+    1 − σ cancellation). c and u differences are exact (rationals from ``ExactDirection`` and
+    from E¹, v); every term is summed in log space, so the value keeps relative accuracy however
+    small it is. Nothing here reads the gradient code of ``models.attention``.
     """
     E1, v = check_head(E1, v)
     seq = check_sequences(sequences, E1.shape[0])
@@ -730,8 +730,11 @@ def derivative_along(E1, sequences, y, v, p, direction: ExactDirection) -> Slope
     log_res = direction.log10_residual * math.log(10) + math.log(2)
     bound = base + log_res
     bound = np.where(np.isfinite(log_du[a_tok, b_tok]), bound, NEG_INF)
-    log_bound = float(np.logaddexp.reduce(bound.reshape(-1))) if np.isfinite(bound).any() else NEG_INF
+    log_bound = (
+        float(np.logaddexp.reduce(bound.reshape(-1))) if np.isfinite(bound).any() else NEG_INF
+    )
     return Slope(float(log_abs), float(sign), log_total, log_bound)
+
 
 # ---------------------------------------------------------------------------------------------
 # Models of the real-data experiment (§4.2)

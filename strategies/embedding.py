@@ -75,14 +75,27 @@ def _shuffled(gen: torch.Generator, tokens: list[int]) -> list[int]:
 
 
 def _paired_instance(
-    gen: torch.Generator, rows, labels, star, vocab: int, d: int, *, per_row=None, meta, **fields
+    gen: torch.Generator,
+    rows,
+    labels,
+    star,
+    vocab: int,
+    d: int,
+    *,
+    per_row=None,
+    meta,
+    init_shift=None,
+    **fields,
 ) -> EmbeddingInstance:
     """A paired builder's instance (G1, two-relevant): the sequences, labels and s* in one random
     order, then the Gaussian embeddings, both drawn from ``gen`` in that order (the builders'
     draw stream, so a seed keeps its instance). ``per_row``: meta lists with one entry per
-    sequence, put in the same order ahead of ``meta``; ``fields`` go to EmbeddingInstance."""
+    sequence, put in the same order ahead of ``meta``; ``fields`` go to EmbeddingInstance.
+    ``init_shift``: {token: c} adds c·v to E⁰_token after the draw (consumes no randomness)."""
     order = _perm(gen, len(rows))
     E0, v = gaussian_init(gen, vocab, d)
+    for token, c in (init_shift or {}).items():
+        E0[token] += c * v
 
     def ordered(values):
         return [values[k] for k in order]
@@ -317,6 +330,7 @@ def two_relevant_instances(
     weak_fraction=1 / 3,
     d=None,
     eta0=st.sampled_from([20.0, 50.0, 100.0]),
+    weak_boost=0.0,
 ):
     """Strong and weak relevant tokens in every sequence (spec embeddings §3.4, N6).
 
@@ -330,6 +344,13 @@ def two_relevant_instances(
     Guarantees TWO_RELEVANT_TOKENS: ``s_star[i]`` (the strong token of its label) is the
     unique argmax of y_i α_s over the sequence, by a gap F/(nT); Assumption 1 fails (w± are
     relevant but not completely signed). ``relevant`` = {0, 1, 2, 3}.
+
+    ``weak_boost`` = b ≥ 0 (a value or a strategy) plants an initial lead for the weak tokens:
+    E⁰_{w±} += ±b·λ·v with λ = η0·F/(4·T·n_pairs), the strong token's expected one-step lead
+    (η0/2)·(α_strong − α_weak) over the weak one. Around b = 1 the argmax of y⟨E¹_s, v⟩ is
+    the weak token in some draws and the strong one in others; for b > 0, E⁰ is not Gaussian
+    (GAUSSIAN_EMBEDDINGS is not claimed) and ``meta["weak_boost"]`` records b. s* stays the
+    strong token (the argmax of y α).
     """
     n_pairs = _int_arg(draw, n_pairs, "n_pairs", 2)
     T = _int_arg(draw, T, "T", 3)
@@ -338,8 +359,13 @@ def two_relevant_instances(
     vocab = 4 + n_irr
     d, dim_assumptions = _dim(draw, d, vocab)
     eta = _eta0(draw, eta0)
+    boost = _float_arg(draw, weak_boost, "weak_boost", 0.0, 1e3)
     seed, gen = _generator(draw)
     F = min(max(round(frac * n_pairs), 1), n_pairs - 1)
+    lead = eta * F / (4 * T * n_pairs)
+    base = _base_assumptions(dim_assumptions)
+    if boost > 0:
+        base.discard(GAUSSIAN_EMBEDDINGS)
     flagged = set(_perm(gen, n_pairs)[:F])
     fill = (4 + torch.randint(0, n_irr, (n_pairs, T - 2), generator=gen)).tolist()
     rows, labels, star = [], [], []
@@ -358,10 +384,12 @@ def two_relevant_instances(
         vocab,
         d,
         eta0=eta,
-        assumptions={TWO_RELEVANT_TOKENS} | _base_assumptions(dim_assumptions),
+        assumptions={TWO_RELEVANT_TOKENS} | base,
         seed=seed,
         relevant=frozenset({STRONG_POS, STRONG_NEG, WEAK_POS, WEAK_NEG}),
+        init_shift={WEAK_POS: boost * lead, WEAK_NEG: -boost * lead} if boost > 0 else None,
         meta={
+            **({"weak_boost": boost} if boost > 0 else {}),
             "strong": (STRONG_POS, STRONG_NEG),
             "weak": (WEAK_POS, WEAK_NEG),
             "flagged_pairs": F,

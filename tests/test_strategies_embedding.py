@@ -149,6 +149,37 @@ def test_k_level_accepts_designed_levels(inst):
 @FAST
 @given(two_relevant_instances())
 def test_two_relevant_tokens(inst):
+    assert GAUSSIAN_EMBEDDINGS in inst.assumptions and "weak_boost" not in inst.meta
+    _check_two_relevant(inst)
+
+
+@FAST
+@given(two_relevant_instances(weak_boost=st.floats(0.5, 2.0)))
+def test_two_relevant_tokens_with_a_weak_boost(inst):
+    """The boost moves E⁰ only: the data keep every guarantee; E⁰ is no longer Gaussian."""
+    assert GAUSSIAN_EMBEDDINGS not in inst.assumptions
+    assert 0.5 <= inst.meta["weak_boost"] <= 2.0
+    _check_two_relevant(inst)
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    two_relevant_instances(
+        n_pairs=12, T=3, weak_fraction=1 / 3, d=4096, eta0=50.0, weak_boost=st.floats(3.0, 4.0)
+    )
+)
+def test_a_large_weak_boost_makes_the_weak_token_the_one_step_argmax(inst):
+    """b ≥ 3 leaves the weak token 2λ ≈ 2.8 ahead, far beyond the one-step noise at d = 4096."""
+    from models.embedding import EmbeddingProblem, one_step, selected_tokens
+
+    problem = EmbeddingProblem(inst.sequences, inst.y, inst.E0, inst.v)
+    E1 = one_step(problem, inst.eta0).E1
+    sel = selected_tokens(E1, inst.sequences, inst.y, inst.v)
+    weak = torch.where(inst.y > 0, inst.meta["weak"][0], inst.meta["weak"][1])
+    assert sel.all_unique and torch.equal(sel.tokens, weak)
+
+
+def _check_two_relevant(inst):
     _assert_common(inst)
     assert TWO_RELEVANT_TOKENS in inst.assumptions and SINGLE_RELEVANT_TOKEN not in inst.assumptions
     c = signed_counts(inst)

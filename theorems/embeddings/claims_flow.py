@@ -22,17 +22,20 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from hypothesis import example, given, seed
+from hypothesis import example, given, seed, target
 from hypothesis import strategies as st
 
-from models.attention import PromptProblem, cosine, one_minus_cos
+from models import failures
+from models.attention import PromptProblem, one_minus_cos
+from models.dynamics import gd
 from models.embedding import (
     average_signed_frequency,
     cls_loss_floor,
     completely_negative,
     completely_positive,
-    descent_direction,
+    derivative_along,
     descent_slope,
+    exact_descent_direction,
     max_margin_feasible_point,
     relevant_token_positions,
     selected_tokens,
@@ -75,11 +78,21 @@ GAP_GROWTH_FRACTION = 0.5
 # L(p) − L* at ‖p‖ = 10³ is e^(−‖p‖/‖p̂‖)-small; 1e-8·L* is the spec's 1e-4 (after 500 NGD
 # steps, ‖p‖ ≈ 50) tightened for the longer path.
 LOSS_GAP_TOL = 1e-8
-# Monotone loss along the traced path: L(p_{k+1}) ≤ L(p_k) + 1e-12·max(1, L(p_k)) (spec §3.3
-# uses 1e-12 for GD; float64 rounding of L is ~1e-16·L).
+# Monotone loss of plain GD (spec §3.3: lr ∈ {0.1, 1}, 1000 steps, tolerance 1e-12; float64
+# rounding of L is ~1e-16·L): L(p_{k+1}) ≤ L(p_k) + 1e-12·max(1, L(p_k)).
 MONO_TOL = 1e-12
-# Lemma A.2 (spec §3.2): q ⟂ v checked as |cos(q, v)| ≤ 1e-10; random p at these norms.
-ORTHO_TOL = 1e-10
+GD_RATES = (0.1, 1.0)
+GD_STEPS = 1000
+# A path that stops short of R_FAR with ‖∇L‖ at most this (and L above its floor) stopped at a
+# finite stationary point; an integrator stall at a larger gradient is the machinery's.
+STALL_GRAD_TOL = 1e-8
+# Lemma A.2 (spec §3.2): q in exact rationals, solved to 60 digits (E¹q = e_{s*} to 1e-50 or
+# better; vᵀq = 0 exactly by construction); random p at these norms.
+A2_DIGITS = 60
+A2_RESIDUAL_LOG10 = -50.0
+# Where E¹q − e_{s*} ≠ 0 could hide the sign (random p of norm 1e3: terms e^(−200) and below),
+# q is solved again to 4×, 16× the digits, up to 960 (~0.3 s per solve).
+A2_MAX_DIGITS = 960
 A2_NORMS = (0.0, 0.1, 1.0, 10.0, 100.0, 1000.0)
 A2_DIRECTIONS = 2  # Gaussian directions per norm
 A2_PATH_POINTS = 40  # points of the traced path at which the slope is also checked
@@ -91,6 +104,16 @@ PAPER_GAP_CONSTANT = 44.0
 # Spec §3.4: general data with one planted strongly predictive token per sequence plus weaker
 # relevant ones (two_relevant_instances), and G2.
 GENERAL_DATA = st.one_of(two_relevant_instances(), general_frequency_instances())
+# P-3.4 "whichever token it is": two-relevant data as drawn (the maximiser of y⟨E¹_s, v⟩ is
+# almost always the strong token) and with the weak tokens given an initial lead along v of
+# 0.5–2 times the strong token's expected one-step lead (the maximiser is then the weak token
+# in about half the draws; measured 18/30).
+PRACTICAL_DATA = st.one_of(
+    two_relevant_instances(), two_relevant_instances(weak_boost=st.floats(0.5, 2.0))
+)
+# An uncertified path end decides P-3.4 only when settled: mass ≤ 1e-3 (converge()'s own
+# selection tolerance for this check) or ≥ PRACTICAL_MASS on the maximiser.
+SETTLED_OFF = 1e-3
 
 FLOW_STREAM_SEED = 2505_17282
 
@@ -112,6 +135,12 @@ def star_positions(inst: EmbeddingInstance) -> torch.Tensor:
     return relevant_token_positions(inst.sequences, inst.s_star)
 
 
+def s_star_floor(prep: Prepared) -> float:
+    """L* of §3.3: the loss floor when every sequence attends only to s*(i)."""
+    inst = prep.inst
+    return cls_loss_floor(prep.step.E1, inst.sequences, inst.y, inst.v, inst.s_star)
+
+
 def attention_mass(prompt: PromptProblem, p, mask: torch.Tensor) -> torch.Tensor:
     """Softmax mass on the positions in ``mask``, per sequence, in log space (exact near 1)."""
     log_s = prompt.log_softmax(torch.as_tensor(p, dtype=F64))
@@ -129,66 +158,72 @@ def other_mass(prompt: PromptProblem, p, mask: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-def _qualifying_tokens(prep: Prepared) -> list[int]:
-    """Relevant tokens that are the unique argmax of y⟨E¹_s, v⟩ in every sequence holding them."""
-    inst, sel = prep.inst, prep.selection
-    found = []
-    for s in sorted(inst.relevant or ()):
-        holds = (inst.sequences == s).any(-1)
-        if bool(holds.any()) and bool(((sel.tokens == s) & sel.unique)[holds].all()):
-            found.append(s)
-    return found
-
-
 @claim(
     id="EMB-A2-DESCENT",
     kind="lemma",
     provenance="[V-frag] skeleton, [R] content",
     examples=20,
     statement="""Lemma A.2 (spec §3.2): under Assumption 1 with |S| ≤ d − 1, after one step from
-    p⁰ = 0, when Lemma 4.1 has made each relevant token s*(i) the unique maximiser of
-    y_i⟨E¹_s, v⟩ over X_i (the §3.3 precondition), for every completely positive or negative
-    token s* there is q ⟂ v with E¹q = e_{s*}, and ⟨∇_p L(E¹, p), q⟩ < 0 at every finite p.
-    Checked for every relevant s*: q from least squares on
-    E¹U (|cos(q, v)| ≤ 1e-10, ‖E¹q − e_{s*}‖_∞ ≤ 1e-9), and the sign of the slope at Gaussian p
-    of norms 0, 0.1, 1, 10, 100, 1000 and at 40 points of the gradient-flow path.""",
+    p⁰ = 0 and under the §3.3 precondition, for every completely positive or negative token s*
+    there is q ⟂ v with E¹q = e_{s*}, and ⟨∇_p L(E¹, p), q⟩ < 0 at every finite p. Checked for
+    every relevant token that occurs: q exact (vᵀq = 0, ‖E¹q − e_{s*}‖_∞ ≤ 1e-50), and the
+    directional derivative d/dε L(p + εq) < 0 at Gaussian p of norms 0, 0.1, 1, 10, 100, 1000
+    and at 40 points of the gradient-flow path.""",
 )
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_descent_direction_at_every_p(inst):
     """Lemma EMB-A2-DESCENT.
 
-    The slope is models.embedding.descent_slope (exact q, log space, sign-exact at any ‖p‖);
-    directional_derivative is not sign-reliable at large ‖p‖. Instances failing the §3.3
-    precondition are rejected (counted), as in the theorem's claims, whose flows this claim
-    reuses. The proof only needs s* to be the strict maximiser in the sequences that hold
-    it; that per-token form is what descent_slope's sign rests on.
+    q is models.embedding.exact_descent_direction: P E¹ᵀx with (E¹PE¹ᵀ)x = e_{s*}, in exact
+    rationals from E¹ and v alone. The slope is models.embedding.derivative_along: the
+    forward-mode derivative of the model's own definition (softmax, f, logistic loss) along
+    E¹q, every term kept in log space, so its sign is exact at any ‖p‖; nothing in it reads
+    the gradient code. A point counts only when the value clears both the float64 summation
+    error and the part due to E¹q − e_{s*} ≠ 0 (metric 'unresolved_points'; where the residual
+    hides the sign, q is solved again to up to 960 digits). Metric
+    'descent_slope_log_disagreement' compares with models.embedding.descent_slope (the
+    gradient's own coefficients at s*'s positions), a consistency check of that function.
     """
     prep = theorem_instance(inst)
-    tokens = _qualifying_tokens(prep)
     gen = torch.Generator().manual_seed(inst.seed + 1)
     points = []
     for norm in A2_NORMS:
         for _ in range(A2_DIRECTIONS):
             p = torch.randn(inst.d, generator=gen, dtype=F64)
             points.append(p * (norm / float(p.norm())))
-    path = run_flow(inst).path
+    path = traced_flow(inst).path
     picks = np.unique(np.linspace(0, len(path.ps) - 1, A2_PATH_POINTS).round().astype(int))
     points += [torch.from_numpy(path.ps[k]) for k in picks]
     evidence.metric("path_max_norm", float(path.norms.max()))
     E1, v = prep.step.E1, inst.v
-    for s in tokens:
-        q = descent_direction(E1, v, s)
-        assert q.ok, f"no q ⟂ v with E¹q = e_{s} for token {s}: {q.reason}"
-        cos_qv = abs(cosine(q.q, v))
-        evidence.slack("abs_cos_q_v", cos_qv, ORTHO_TOL)
-        assert cos_qv <= ORTHO_TOL, f"q is not orthogonal to v: |cos| = {cos_qv:.2e}"
-        positions = inst.sequences == s
+    unresolved, disagreement = 0, 0.0
+    for s in sorted(inst.relevant or ()):
+        q = exact_descent_direction(E1, v, s, digits=A2_DIGITS)
+        assert q.v_dot_q_num == 0, f"vᵀq ≠ 0 for token {s}"
+        evidence.slack("residual_E1q", 10.0**q.log10_residual, 10.0**A2_RESIDUAL_LOG10)
+        assert q.log10_residual <= A2_RESIDUAL_LOG10, (
+            f"E¹q ≠ e_{s}: ‖E¹q − e_s‖_∞ = 1e{q.log10_residual:.1f} > 1e{A2_RESIDUAL_LOG10:g}"
+        )
+        finer = {A2_DIGITS: q}
         for k, p in enumerate(points):
-            _, sign = descent_slope(prep.prompt, p, positions)
-            assert sign < 0, (
-                f"⟨∇L(p), q⟩ ≥ 0 for token {s} at point {k} (‖p‖ = {float(p.norm()):.3g})"
+            slope, digits = derivative_along(E1, inst.sequences, inst.y, v, p, q), A2_DIGITS
+            while not slope.resolved and digits < A2_MAX_DIGITS:
+                digits *= 4  # E¹q − e_{s*} hides the sign: solve for q to more digits
+                if digits not in finer:
+                    finer[digits] = exact_descent_direction(E1, v, s, digits)
+                slope = derivative_along(E1, inst.sequences, inst.y, v, p, finer[digits])
+            if not slope.resolved:
+                unresolved += 1
+                continue
+            assert slope.sign < 0, (
+                f"d/dε L(p + εq) = +e^{slope.log_abs:.4g} ≥ 0 for token {s} at point {k} "
+                f"(‖p‖ = {float(p.norm()):.3g})"
             )
+            ref, _ = descent_slope(prep.prompt, p, inst.sequences == s)
+            disagreement = max(disagreement, abs(ref - slope.log_abs))
+    evidence.metric("unresolved_points", unresolved)
+    evidence.metric("descent_slope_log_disagreement", disagreement)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,8 +239,47 @@ counted; spec: 2/30). E = E¹ frozen, gradient flow on p from p(0) = 0."""
 _FLOW_NOTE = (
     "Flow: models.dynamics.converge on the prompt problem of E¹ (target 1 − cos ≤ 1e-6), then "
     "trace_flow to ‖p‖ = 1e3. Instances failing the §3.3 precondition are rejected: it is one of "
-    "the theorem's hypotheses as read (spec §3.3, 'd large enough and η0 such that ...')."
+    "the theorem's hypotheses as read (spec §3.3, 'd large enough and η0 such that ...'). A path "
+    "that stops short of ‖p‖ = 1e3 at a stationary point (‖∇L‖ ≤ 1e-8 with L − L* > 1e-8·L*) "
+    "refutes the claim with that instance (finite_stop); only a stall while ‖∇L‖ is not small, "
+    "a used-up budget or a solver failure is inconclusive."
 )
+
+
+def traced_flow(inst: EmbeddingInstance, **kwargs) -> FlowRun:
+    """run_flow with converge()'s own "undecided" report tolerated: the claims below assert
+    ‖p‖ → ∞, so a path that stopped short is theirs to decide (finite_stop), not a failure of
+    the machinery that discards the example. SVM-oracle failures still count."""
+    with failures.tolerate(failures.GRADIENT_FLOW):
+        return run_flow(inst, **kwargs)
+
+
+def finite_stop(run: FlowRun, floor: float) -> str | None:
+    """Why the traced path is evidence against ‖p‖ → ∞, or None when it reached ‖p‖ = R_FAR.
+
+    A stop at a stationary point, or an integrator stall where ‖∇L‖ ≤ STALL_GRAD_TOL while
+    L − floor > LOSS_GAP_TOL·floor (the loss is not at its infimum, so the flow is not merely
+    slow far out), is a finite stationary point: returned as the failure message. Any other
+    short stop (a stall while the gradient is not small, the step budget, a non-finite iterate)
+    is the machinery's: the example is inconclusive.
+    """
+    path = run.path
+    norm = float(path.norms[-1])
+    if norm >= R_FAR:
+        return None
+    stop = path.stops[-1]
+    lgn = float(path.log_grad_norms[-1])
+    grad = math.exp(lgn) if lgn > -700 else 0.0
+    loss = float(run.prep.prompt.loss_value(torch.from_numpy(path.final)))
+    if ("stationary" in stop or "stalled" in stop) and grad <= STALL_GRAD_TOL:
+        if loss - floor > LOSS_GAP_TOL * floor:
+            return (
+                f"the flow stops at finite ‖p‖ = {norm:.4g}: ‖∇L‖ = {grad:.2e} ≤ "
+                f"{STALL_GRAD_TOL:g} with L − L* = {loss - floor:.3e} > 0 ({stop})"
+            )
+    evidence.inconclusive(
+        f"the path stopped at ‖p‖ = {norm:.3g} < {R_FAR:g} while ‖∇L‖ = {grad:.2e}: {stop}"
+    )
 
 
 @claim(
@@ -222,10 +296,11 @@ _FLOW_NOTE = (
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_norm_diverges(inst):
-    theorem_instance(inst)
-    path = run_flow(inst).path
-    bad_stop = [s for s in path.stops if "stationary" in s or "stalled" in s or "non-finite" in s]
-    assert not bad_stop, f"the flow stopped at finite norm: {bad_stop}"
+    prep = theorem_instance(inst)
+    run = traced_flow(inst)
+    stall = finite_stop(run, s_star_floor(prep))
+    assert stall is None, stall
+    path = run.path
     norms = path.norms
     assert norms[-1] >= R_FAR, f"the flow reached only ‖p‖ = {norms[-1]:.4g} ({path.stops})"
     log_t = path.log_time
@@ -250,7 +325,7 @@ def test_norm_diverges(inst):
     statement=f"""Gradient-flow theorem, part 2 (spec §3.3): under {THEOREM_HYPOTHESES}
     (E_{{s*(i)}} − E_s)ᵀp(t) → +∞ for every i and s ∈ X_i, s ≠ s*(i): the softmax selects the
     completely positive/negative token of each sequence. Checked: the token the flow attends to
-    is s*(i) in every sequence; at ‖p‖ = 10³ the mass off s*(i) is ≤ 1e-6; and the smallest
+    at ‖p‖ = 10³ is s*(i) in every sequence, with mass ≤ 1e-6 off it there; and the smallest
     gap (E_{{s*}} − E_s)ᵀp is ≥ ‖p‖/(2‖p̂‖), i.e. it grows linearly with ‖p‖.""",
     note=_FLOW_NOTE,
 )
@@ -258,14 +333,16 @@ def test_norm_diverges(inst):
 @given(inst=THEOREM_DATA)
 def test_softmax_selects_relevant_token(inst):
     prep = theorem_instance(inst)
-    run = run_flow(inst)
-    if run.outcome.status == "inconclusive" and "ambiguous" in run.outcome.reason:
-        evidence.inconclusive(run.outcome.reason)
-    chosen = run.selected_tokens()
-    wrong = torch.nonzero(chosen != inst.s_star).flatten().tolist()
-    assert not wrong, f"the flow attends to {chosen[wrong].tolist()} instead of s* in {wrong}"
-    mask = star_positions(inst)
+    run = traced_flow(inst)
+    stall = finite_stop(run, s_star_floor(prep))
+    assert stall is None, stall
     p_far = run.path.final
+    chosen = inst.sequences.gather(1, prep.prompt.selected(torch.from_numpy(p_far))[:, None])[:, 0]
+    wrong = torch.nonzero(chosen != inst.s_star).flatten().tolist()
+    assert not wrong, (
+        f"at ‖p‖ = {R_FAR:g} the flow attends to {chosen[wrong].tolist()} not s* in {wrong}"
+    )
+    mask = star_positions(inst)
     off = float(other_mass(prep.prompt, p_far, mask).max())
     evidence.slack("mass_off_s_star", off, SELECT_TOL)
     assert off <= SELECT_TOL, f"mass {off:.3e} stays off s* at ‖p‖ = {np.linalg.norm(p_far):.3g}"
@@ -297,8 +374,10 @@ def test_softmax_selects_relevant_token(inst):
 @given(inst=THEOREM_DATA)
 def test_loss_decreases_to_floor(inst):
     prep = theorem_instance(inst)
-    run = run_flow(inst)
+    run = traced_flow(inst)
     floor = cls_loss_floor(prep.step.E1, inst.sequences, inst.y, inst.v, inst.s_star)
+    stall = finite_stop(run, floor)
+    assert stall is None, stall
     positions = star_positions(inst).to(torch.int64).argmax(-1)
     assert math.isclose(floor, prep.prompt.loss_floor(positions), rel_tol=1e-12)
     start = float(prep.prompt.loss_value(torch.zeros(inst.d, dtype=F64)))
@@ -339,16 +418,18 @@ def _draw_direction_figure() -> None:
 @given(inst=THEOREM_DATA)
 def test_direction_converges_to_cls_svm(inst):
     prep = theorem_instance(inst)
-    run = run_flow(inst)
+    run = traced_flow(inst)
     svm = cls_svm_of(prep)
     if not svm.ok:
         evidence.inconclusive(f"`<cls>` SVM oracle: {svm.status} ({svm.reason})")
+    stall = finite_stop(run, s_star_floor(prep))
+    assert stall is None, stall
     if len(_DIR_CURVES) < 20:
         omc = np.array([one_minus_cos(p, svm.x) for p in run.path.ps])
         _DIR_CURVES.append((run.path.norms, omc))
         if len(_DIR_CURVES) in (1, 20):
             _draw_direction_figure()
-    if run.outcome.status == "inconclusive":
+    if run.outcome.status == "inconclusive":  # the oracle, or ‖p‖ = 1e8 reached undecided
         evidence.inconclusive(run.outcome.reason)
     assert run.outcome.status == "converged", f"converge(): {run.outcome.status}"
     omc = one_minus_cos(run.outcome.p, svm.x)
@@ -361,25 +442,37 @@ def test_direction_converges_to_cls_svm(inst):
 @claim(
     id="EMB-FLOW-MONOTONE",
     kind="theorem",
-    provenance="[V-frag]",
+    provenance="[V-frag] (dL/dt = −‖∇L‖²); step sizes from spec §3.3",
     examples=20,
-    statement=f"""Monotone loss along the flow (spec §3.3 part 1, dL/dt = −‖∇L‖²): under
-    {THEOREM_HYPOTHESES} the loss is non-increasing along the traced gradient-flow path:
-    L(p_{{k+1}}) ≤ L(p_k) + 1e-12·max(1, L(p_k)) at consecutive recorded points, up to
-    ‖p‖ = 10³.""",
-    note=_FLOW_NOTE + " Unlike normalized GD with step 0.1 (which the spec saw increase the loss "
-    "by up to 7.5e-3), the traced flow itself must be monotone.",
+    statement=f"""Monotone loss (spec §3.3 part 1: the flow keeps decreasing the loss), for the
+    discrete GD the spec checks: under {THEOREM_HYPOTHESES} plain GD p_{{k+1}} = p_k − η∇L(p_k)
+    from p_0 = 0 with η ∈ {{0.1, 1}} decreases the loss at every one of 1000 steps:
+    L(p_{{k+1}}) ≤ L(p_k) + 1e-12·max(1, L(p_k)).""",
+    note=_FLOW_NOTE.split(" A path")[0] + " GD by models.dynamics.gd (the gradient's true size, "
+    "log space). Metric 'eta_times_smoothness' is η·L_p with L_p the rigorous smoothness bound "
+    "of the problem: where it exceeds 2 the descent lemma does not apply and monotonicity is "
+    "an empirical finding, not a consequence of the step size.",
 )
 @shared_stream
 @given(inst=THEOREM_DATA)
-def test_loss_monotone_along_flow(inst):
-    theorem_instance(inst)
-    losses = run_flow(inst).path.losses
-    rise = (losses[1:] - losses[:-1]) / np.maximum(1.0, losses[:-1])
-    worst = int(np.argmax(rise))
-    evidence.slack("loss_rise", float(rise[worst]), MONO_TOL)
-    evidence.metric("recorded_points", len(losses))
-    assert rise[worst] <= MONO_TOL, f"the loss rises by {rise[worst]:.3e} at point {worst}"
+def test_gd_loss_monotone(inst):
+    """Theorem EMB-FLOW-MONOTONE.
+
+    Replaces the check of the traced flow's own loss, which an accurate trace of −∇L/‖∇L‖
+    makes monotone whatever the problem (it tested the integrator). Normalized GD at step 0.1
+    is not monotone (spec: rises up to 7.5e-3), so it is not asserted.
+    """
+    prep = theorem_instance(inst)
+    smooth = prep.prompt.smoothness_bound()
+    for eta in GD_RATES:
+        losses = gd(prep.prompt, eta=eta, steps=GD_STEPS).losses
+        rise = (losses[1:] - losses[:-1]) / np.maximum(1.0, losses[:-1])
+        worst = int(np.argmax(rise))
+        evidence.slack("loss_rise", float(rise[worst]), MONO_TOL)
+        evidence.metric("eta_times_smoothness", eta * smooth)
+        assert rise[worst] <= MONO_TOL, (
+            f"GD with η = {eta:g}: the loss rises by {rise[worst]:.3e} at step {worst + 1}"
+        )
 
 
 @claim(
@@ -468,31 +561,85 @@ def test_paper_gap_condition(inst):
         assert bool((chosen == leader.tokens).all()), "the flow does not select argmax y α"
 
 
+# The empirical constant: two-relevant, G2 and G1 data over the regime of Lemma 4.1 (d from 64
+# to 4096, η0 from 0.1 to 100; G2 draws η0 ∈ {0.1, 1, 10, 100}).
+EMPIRICAL_DATA = st.one_of(
+    GENERAL_DATA,
+    two_relevant_instances(d=st.sampled_from([1024, 4096])),
+    general_frequency_instances(eta0=st.sampled_from([0.1, 0.3, 1.0])),
+    single_relevant_token_instances(d=st.sampled_from([64, 128])),
+)
+#: The bound on the empirical constant. Calibration: 2.09 under ci (200 draws), 5.58 under
+#: nightly (4000 draws, target() hunting it). 8 is 1.4× the hunted worst and 5.5× below the
+#: paper's 44. The lead is at most 2 (|α| ≤ 1), so c ≤ 2·d^(1/4) holds for free: the bound can
+#: fail only at d ≥ 1024 (2·1024^(1/4) = 11.3, 16 at d = 4096), which the data draws often.
+C_EMPIRICAL = 8.0
+
+
+@claim(
+    id="EMB-SUFF-EMPIRICAL",
+    kind="experiment",
+    provenance="[N]",
+    examples=200,
+    statement="""§3.4 with the constant measured (the paper's 44 needs d ≈ 7e9 to apply): on
+    two-relevant, G2 and G1 data, d from 64 to 4096, η0 from 0.1 to 100, a lead of
+    s*(i) = argmax_{s∈X_i} y_i α_s over every other token of X_i larger than c·d^(−1/4) with
+    c = 8 makes s*(i) the unique maximiser of y_i⟨E¹_s, v⟩ (the token the flow then selects,
+    §3.3). Checked per sequence: where s*(i) is not the unique maximiser, its lead·d^(1/4) — a
+    lower bound on any c that suffices — is ≤ 8; target() hunts the largest.""",
+)
+@given(inst=EMPIRICAL_DATA)
+def test_empirical_separation_constant(inst):
+    """Experiment EMB-SUFF-EMPIRICAL.
+
+    Metric 'c_emp' per example: max over the sequences where the α-leader is not the unique
+    maximiser of y⟨E¹_s, v⟩ of lead_i·d^(1/4) (0 where it always is); its max over a run is
+    the smallest c that suffices on the drawn instances. Sequences tied in α (lead 0) say
+    nothing about c. The worst cases are η0 = 0.1, where the initial term ⟨E⁰_s, v⟩ ~ d^(−1/2)
+    is not small against (η0/2)·lead (R3: a lead above 4m(1/η0 + 1/4) always suffices).
+    """
+    prep = prepare(inst)
+    leader = alpha_leader(inst)
+    sel = prep.selection
+    missed = ((~sel.unique) | (sel.tokens != leader.tokens)) & (leader.gaps > 0)
+    c = float(leader.gaps[missed].max()) * inst.d**0.25 if bool(missed.any()) else 0.0
+    target(c, label="lead·d^(1/4) where the α-leader is not selected")
+    evidence.metric("c_emp", c)
+    evidence.slack("c_emp_over_bound", c, C_EMPIRICAL)
+    assert c <= C_EMPIRICAL, (
+        f"the α-leader leads by {c:.3g}·d^(−1/4) (d = {inst.d}, η0 = {inst.eta0:g}) and is not "
+        f"the unique maximiser of y⟨E¹_s, v⟩: c = {C_EMPIRICAL:g} does not suffice"
+    )
+
+
 def run_flow_general(inst: EmbeddingInstance, target: float = PRACTICAL_TARGET) -> FlowRun:
     """The flow of §3.4 (general data): converge() with a decided selection (mass ≤ 1e-3 off
-    it) confirmed by the direction of its own SVM to 1 − cos ≤ 1e-3."""
-    return run_flow(inst, target=target, select_tol=1e-3)
+    it) confirmed by the direction of its own SVM to 1 − cos ≤ 1e-3; traced_flow, so that a
+    short stop is the claim's to decide."""
+    return traced_flow(inst, target=target, select_tol=1e-3)
 
 
 @claim(
     id="EMB-SUFF-PRACTICAL",
-    kind="corollary",
+    kind="control",
     provenance="[R]",
     expected="refuted",
     examples=200,
-    statement="""§3.4, practical form, identification part (spec P-3.4): on data with one
-    strongly predictive token per sequence plus a weaker relevant one, whenever the maximiser of
-    y_i⟨E¹_s, v⟩ over X_i is unique for every i (the observed argmax precondition), that token is
-    argmax_{s∈X_i} y_i α_s.""",
+    statement="""N8 at one step, on general data (wrong): the one-step noise never reorders a
+    strong and a weaker relevant token. On data with one strongly predictive token per sequence
+    plus a weaker relevant one (spec P-3.4's data), whenever the maximiser of y_i⟨E¹_s, v⟩ over
+    X_i is unique for every i, that token is argmax_{s∈X_i} y_i α_s.""",
 )
 @given(inst=two_relevant_instances())
 def test_practical_argmax_is_alpha_argmax(inst):
-    """Corollary EMB-SUFF-PRACTICAL.
+    """Control EMB-SUFF-PRACTICAL.
 
-    Refuted as read: with few pairs the weak token's lead in α, F/(nT), is below the
-    one-step noise η0|β_s − α_s/2|, and the weak token wins y⟨E¹_s, v⟩ uniquely. The
-    attention part fails too (EMB-SUFF-PRACTICAL-FLOW); a sufficient condition for the
-    identification is EMB-SUFF-R3. One step only, so the search is cheap.
+    Spec P-3.4 asserts this identification next to the attention part; it is the spec's
+    wrong variant N8 ("the η0-proportional noise η0(β_s − α_s/2) flips the order") read at the
+    one step itself, on two-relevant data: with few pairs the weak token's lead in α, F/(nT),
+    is below that noise, and the weak token wins y⟨E¹_s, v⟩ uniquely. EMB-N8-NOISE is a
+    different statement (G1 data, what the flow selects); the sufficient condition that does
+    hold is EMB-SUFF-R3. One step only, so the search is cheap.
     """
     prep = prepare(inst)
     if not prep.selection.all_unique:
@@ -514,10 +661,12 @@ def test_practical_argmax_is_alpha_argmax(inst):
     statement="""§3.4, practical form, attention part (spec P-3.4): on data with one strongly
     predictive token per sequence plus a weaker relevant one, with |S| ≤ d − 1, whenever the
     maximiser of y_i⟨E¹_s, v⟩ over X_i is unique for every i, gradient flow on p from 0
-    concentrates ≥ 0.99 of the attention of X_i on that maximiser (whichever token it is).""",
+    concentrates ≥ 0.99 of the attention of X_i on that maximiser (whichever token it is).
+    Checked on two-relevant data as drawn and with the weak tokens given an initial lead along
+    v (weak_boost ∈ [0.5, 2]), so that the maximiser is the weak token in part of the draws.""",
 )
 @example(inst=saved("EMB-SUFF-PRACTICAL-FLOW"))
-@given(inst=two_relevant_instances())
+@given(inst=PRACTICAL_DATA)
 def test_practical_flow_concentrates_on_argmax(inst):
     """Corollary EMB-SUFF-PRACTICAL-FLOW.
 
@@ -530,20 +679,30 @@ def test_practical_flow_concentrates_on_argmax(inst):
     argmax selection). The flow follows a locally-optimal selection, not the argmax of
     y⟨E¹_s, v⟩: no variant of the practical form is known to hold yet. Flow: converge() until
     the mass off the selection is ≤ 1e-3 and the direction matches the SVM of the selection
-    to 1 − cos ≤ 1e-3.
+    to 1 − cos ≤ 1e-3. The mass is read where converge() certified the flow's selection, and
+    otherwise at the end of the path (‖p‖ = 1e3): an uncertified end decides the example only
+    when the attention there is settled, ≥ 0.99 or ≤ 1e-3 on the maximiser in some sequence;
+    a mass in between there is a budget used up (inconclusive). A path that stops short at a
+    stationary point refutes (finite_stop, with the maximiser's loss floor). Metrics
+    'argmax_is_planted' / 'argmax_not_planted' count the draws by whether the maximiser is
+    the planted strong token s* in every sequence.
     """
     prep = prepare(inst)
     if not prep.selection.all_unique:
         evidence.reject("precondition: argmax y⟨E¹_s, v⟩ is not unique in some sequence")
+    planted = bool((prep.selection.tokens == inst.s_star).all())
+    evidence.metric("argmax_is_planted" if planted else "argmax_not_planted", 1.0)
     run = run_flow_general(inst)
-    if run.outcome.status == "inconclusive":
-        evidence.inconclusive(run.outcome.reason)
     mask = inst.sequences == prep.selection.tokens[:, None]
-    mass = float(attention_mass(prep.prompt, run.outcome.p, mask).min())
+    floor = prep.prompt.loss_floor(mask.to(torch.int64).argmax(-1))
+    stall = finite_stop(run, floor)
+    assert stall is None, stall
+    certified = run.outcome.status == "converged"
+    p_end = run.outcome.p if certified else torch.from_numpy(run.path.final)
+    mass = float(attention_mass(prep.prompt, p_end, mask).min())
+    if not certified and SETTLED_OFF < mass < PRACTICAL_MASS:
+        evidence.inconclusive(f"{run.outcome.reason}; mass {mass:.3g} on the argmax at the end")
     evidence.slack("mass_off_argmax", 1 - mass, 1 - PRACTICAL_MASS)
-    evidence.metric(
-        "argmax_is_alpha_argmax", float(bool((prep.selection.tokens == inst.s_star).all()))
-    )
     assert mass >= PRACTICAL_MASS, f"attention on argmax y⟨E¹_s, v⟩ is only {mass:.4f}"
 
 
