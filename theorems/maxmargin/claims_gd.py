@@ -576,7 +576,12 @@ def test_w_svm_closed_form(inst, seed):
 )
 @given(inst=equal_nonopt_instances(n=1), seed=SEEDS)
 def test_w_converges_to_rank_one_svm(inst, seed):
-    """W/‖W‖_F → W^mm (rank one), σ₂/σ₁ → 0 under W-NGD (spec §2.8)."""
+    """W/‖W‖_F → W^mm (rank one), σ₂/σ₁ → 0 under W-NGD (spec §2.8).
+
+    n ≥ 2: the same statement is refuted (MM-W-CONVERGE-MULTI); what holds for any n is the
+    limit W^mm(α̂) of the selection GD makes (MM-W-CONVERGE-SELECTED). The step-size
+    equivalence q(t) = W(t)p is MM-W-EQUIV-PROMPT.
+    """
     _record(inst)
     traj, W0 = train_w(inst, seeded(seed))
     evidence.solved(traj.W_mm, "W-SVM")
