@@ -482,3 +482,19 @@ def test_finite_minimiser_rejects_a_maximum_a_flat_loss_and_a_far_point():
     assert finite_minimiser(flat, [0.3, 0.0]) is None
     problem = _tug_of_war()
     assert finite_minimiser(problem, [2 * MINIMISER_MAX_NORM, 0.0]) is None
+
+
+def test_a_flow_that_stops_at_a_finite_minimiser_is_decided_not_excused():
+    """theorems.maxmargin.common.follow: the engine leaves this run undecided (it reports a
+    gradient-flow failure), the claim helper decides it as bounded, and ``conclude`` fails
+    the example with the minimiser in its message (a counterexample to ‖p(t)‖ → ∞)."""
+    from models import failures
+    from theorems.maxmargin.common import conclude, follow
+
+    problem = _tug_of_war()
+    with failures.watch() as seen:
+        lim = follow(problem, [2.0, 1.0])
+    assert lim.kind == "bounded" and not seen.failures  # tolerated, then decided
+    assert [f.key for f in seen.tolerated] == ["gradient flow: undecided"]
+    with pytest.raises(AssertionError, match="strict local minimiser"):
+        conclude(problem, [2.0, 1.0])
