@@ -7,7 +7,8 @@ p(0) = 0. With E frozen this is the prompt problem of ``models.attention`` with 
 scores y_i⟨E¹_s, v⟩ (``EmbeddingProblem.prompt_problem``), traced by ``models.dynamics``:
 ``converge`` follows the gradient-flow path (LSODA in arc length, log-space direction) until its
 direction matches the SVM of what it selects to 1 − cos ≤ 1e-6, and the path is then continued
-to ‖p‖ = 10³ (``run_flow``). Nothing here is a discrete surrogate of the flow.
+to ‖p‖ = 10³ (``run_flow``). The one discrete dynamics here is plain GD at the spec's step sizes
+(EMB-FLOW-MONOTONE), checked as itself, not as a surrogate of the flow.
 
 One flow per instance serves every claim: ``run_flow`` caches by instance content, and under the
 ``ci`` profile the theorem's claims share one seeded stream of G1 instances (``shared_stream``),
