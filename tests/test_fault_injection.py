@@ -67,7 +67,9 @@ def test_no_claim_is_refuted_by_a_failing_solver(tmp_path):
     every = os.environ.get("ATTN_FAULTS_ALL", "") not in ("", "0")
     claims, faults = _run(tmp_path, None if every else " or ".join(CLAIMS))
     if not every:
-        assert set(claims) == set(CLAIMS), "a claim of the list was renamed or not run"
+        # -k matches substrings (MM-LEMMA-DESCENT also selects MM-LEMMA-DESCENT-ALL-SUPPORT):
+        # every listed claim must have run; the extra ones are held to the same rule.
+        assert set(CLAIMS) <= set(claims), "a claim of the list was renamed or not run"
     pinned = locks.read(REPO_ROOT / locks.DEFAULT_LOCK)
     touched = {c for c in claims if faults.get(c, 0) > 0}
     assert touched, "no claim touched a failing solver: the injection did not take"
