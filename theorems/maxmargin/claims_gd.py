@@ -349,6 +349,20 @@ def test_theorem_l_random_init(inst):
 SCALE_V_TOL = 4e-6
 
 
+def assert_same_limit_with_scaled_v(inst, c: float) -> None:
+    """The shared conclusion of the two scale-of-v claims: GD with head v and with c·v, from
+    the same p(0), select the same tokens and converge to the same direction."""
+    base = conclude(inst.problem, inst.p0)
+    other = conclude(dataclasses.replace(inst, v=c * inst.v).problem, inst.p0)
+    gap = one_minus_cos(base.p, other.p)
+    evidence.metric("c", c)
+    evidence.slack("1 − cos(limit with v, limit with c·v)", gap, SCALE_V_TOL)
+    assert np.array_equal(base.selected, other.selected) and gap <= SCALE_V_TOL, (
+        f"with v GD selects {base.selected.tolist()}, with {c:.3g}·v it selects "
+        f"{other.selected.tolist()}: 1 − cos between the limits = {gap:.3g}"
+    )
+
+
 @claim(
     id="MM-GD-SCALE-V",
     kind="theorem",
@@ -378,17 +392,7 @@ def test_gd_limit_ignores_the_scale_of_v(inst, log_c):
     (MM-GD-SCALE-V-N1). This replaces MM-SVM-SCALE-V, which held by construction.
     """
     _record(inst)
-    c = 10.0**log_c
-    scaled = dataclasses.replace(inst, v=c * inst.v)
-    base = conclude(inst.problem, inst.p0)
-    other = conclude(scaled.problem, inst.p0)
-    gap = one_minus_cos(base.p, other.p)
-    evidence.metric("c", c)
-    evidence.slack("1 − cos(limit with v, limit with c·v)", gap, SCALE_V_TOL)
-    assert np.array_equal(base.selected, other.selected) and gap <= SCALE_V_TOL, (
-        f"with v GD selects {base.selected.tolist()}, with {c:.3g}·v it selects "
-        f"{other.selected.tolist()}: 1 − cos between the limits = {gap:.3g}"
-    )
+    assert_same_limit_with_scaled_v(inst, 10.0**log_c)
 
 
 @claim(
@@ -414,16 +418,7 @@ def test_gd_limit_ignores_the_scale_of_v_single_input(inst, log_c):
     same field for v and c·v (ℓ' < 0): one path, one limit, whatever the selection.
     """
     _record(inst)
-    c = 10.0**log_c
-    base = conclude(inst.problem, inst.p0)
-    other = conclude(dataclasses.replace(inst, v=c * inst.v).problem, inst.p0)
-    gap = one_minus_cos(base.p, other.p)
-    evidence.metric("c", c)
-    evidence.slack("1 − cos(limit with v, limit with c·v)", gap, SCALE_V_TOL)
-    assert np.array_equal(base.selected, other.selected) and gap <= SCALE_V_TOL, (
-        f"with v GD selects {base.selected.tolist()}, with {c:.3g}·v it selects "
-        f"{other.selected.tolist()}: 1 − cos between the limits = {gap:.3g}"
-    )
+    assert_same_limit_with_scaled_v(inst, 10.0**log_c)
 
 
 # ---- §1.9 smoothness and monotone GD -------------------------------------------------------------
