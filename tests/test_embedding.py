@@ -694,3 +694,14 @@ def test_derivative_along_minus_q_is_positive_and_misuse_is_refused():
         exact_descent_direction(E, torch.ones(5, dtype=F64), 0)
     with pytest.raises(ValueError, match="^token:"):
         exact_descent_direction(problem.E, problem.v, problem.vocab_size)
+
+
+def test_orthonormal_complement_spans_the_orthogonal_complement_of_v():
+    """d − 1 orthonormal columns, each orthogonal to v (a mutmut survivor dropped one)."""
+    from models.embedding import orthonormal_complement
+
+    v = torch.randn(6, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    U = orthonormal_complement(v)
+    assert U.shape == (6, 5)
+    assert torch.allclose(U.T @ U, torch.eye(5, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(U.T @ v, torch.zeros(5, dtype=torch.float64), atol=1e-12)

@@ -404,3 +404,26 @@ def test_head_log_gap_resolves_the_leak_along_the_svm_direction(R):
     with torch.no_grad():  # the plain loss cannot see it
         floor = problem.loss.value(problem.token_scores().max(-1).values).mean()
         assert R < 100 or float(problem.loss_value(p) - floor) == 0.0
+
+
+def test_tangent_gradient_is_orthogonal_to_the_point_and_keeps_the_rest():
+    """The Riemannian gradient on the sphere: g minus its radial part (a mutmut survivor:
+    adding the radial part instead went unnoticed)."""
+    from models.regpath import _tangent
+
+    gen = torch.Generator().manual_seed(3)
+    g, P = torch.randn(5, 4, generator=gen, dtype=F64), torch.randn(5, 4, generator=gen, dtype=F64)
+    t = _tangent(g, P)
+    assert torch.allclose((t * P).sum(-1), torch.zeros(5, dtype=F64), atol=1e-12)
+    u = P / P.norm(dim=-1, keepdim=True)
+    assert torch.allclose(t + (g * u).sum(-1, keepdim=True) * u, g, atol=1e-12)
+
+
+def test_rank_orders_negative_gaps_below_a_zero_gap_below_positive_ones():
+    """_rank is strictly increasing in the signed gap G: G = −e², −e, 0, e^{-5}, 1."""
+    from models.regpath import _rank
+
+    log_abs = torch.tensor([2.0, 1.0, -math.inf, -5.0, 0.0], dtype=F64)
+    sign = torch.tensor([-1.0, -1.0, 0.0, 1.0, 1.0], dtype=F64)
+    ranks = _rank(log_abs, sign)
+    assert torch.all(ranks[1:] > ranks[:-1]), ranks
