@@ -228,8 +228,13 @@ def run_mutant(mutant: dict, commit: str, args, logs: Path) -> dict:
             log = logs / f"{mutant['id']}.gate.log"
             rc, seconds = run_pytest(tmp, gate_args, args.timeout, log)
             diff = differing_claims(tmp) if rc is not None else None
+            gate_outcome = outcome(rc)
+            if rc == 2 and diff and args.workers > 1:
+                # xdist ends a run that -x stopped with exit 2 ("Interrupted"), not 1: the
+                # report's differing claims say whether the gate failed.
+                gate_outcome = "caught"
             result["gate"] = {
-                "outcome": outcome(rc),
+                "outcome": gate_outcome,
                 "rc": rc,
                 "seconds": seconds,
                 "claims": diff,
