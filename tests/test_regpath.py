@@ -197,11 +197,18 @@ def test_wide_cap_minimiser_sits_on_its_edge():
 # optimal, but token 1 scores higher, and at p = 0 the mean score already beats α's floor:
 # L(0) = 0.3056 < L_α = ℓ(0.9865) = 0.3163.
 APEX_KEYS = torch.tensor(
-    [[[-0.04508150843289924, 0.8796946603132583], [-0.6001858393361565, 0.13179118882655083],
-      [-0.39384371571951937, 0.42552540844355236]]],
+    [
+        [
+            [-0.04508150843289924, 0.8796946603132583],
+            [-0.6001858393361565, 0.13179118882655083],
+            [-0.39384371571951937, 0.42552540844355236],
+        ]
+    ],
     dtype=F64,
 )
-APEX_SCORES = torch.tensor([[0.9864946060605657, 1.4385886027364392, 0.6616419404053077]], dtype=F64)
+APEX_SCORES = torch.tensor(
+    [[0.9864946060605657, 1.4385886027364392, 0.6616419404053077]], dtype=F64
+)
 APEX_EPS = 0.028295912593587325  # safe_cap of the claims for this instance
 
 
@@ -324,17 +331,18 @@ def _head_gap_mpmath(problem, p, alpha, dps=80) -> float:
         X = [[[mpmath.mpf(float(v)) for v in tok] for tok in inp] for inp in problem.X.tolist()]
         K = [[[mpmath.mpf(float(v)) for v in tok] for tok in inp] for inp in problem.keys.tolist()]
         pm = [mpmath.mpf(float(v)) for v in p]
-        loss = {"logistic": lambda z: mpmath.log(1 + mpmath.exp(-z)), "exponential": lambda z: mpmath.exp(-z)}[
-            problem.loss.name
-        ]
+        loss = {
+            "logistic": lambda z: mpmath.log(1 + mpmath.exp(-z)),
+            "exponential": lambda z: mpmath.exp(-z),
+        }[problem.loss.name]
         psi = {
             squared_norm: lambda u: sum(c * c for c in u),
             concave_bump: lambda u: 2 - sum(c * c for c in u),
             saddle_square: lambda u: u[0] ** 2 - u[1] ** 2,
         }[problem.psi]
         total = mpmath.mpf(0)
-        for i, (Xi, Ki, yi) in enumerate(zip(X, K, problem.y.tolist())):
-            logits = [sum(a * b for a, b in zip(k, pm)) for k in Ki]
+        for i, (Xi, Ki, yi) in enumerate(zip(X, K, problem.y.tolist(), strict=True)):
+            logits = [sum(a * b for a, b in zip(k, pm, strict=True)) for k in Ki]
             top = max(logits)
             w = [mpmath.exp(z - top) for z in logits]
             s = [wi / sum(w) for wi in w]

@@ -167,9 +167,10 @@ def _agree_with_spec(cos_relax: float, cos_full: float, step: int) -> None:
         ("cos(p, p^full)", cos_full, FIG3B_SPEC_COS_FULL),
     ):
         evidence.slack(f"|{name} − spec| at step {step}", abs(got - want), FIG3B_NUMBER_TOL)
-    assert abs(cos_relax - FIG3B_SPEC_COS_RELAX) <= FIG3B_NUMBER_TOL and abs(
-        cos_full - FIG3B_SPEC_COS_FULL
-    ) <= FIG3B_NUMBER_TOL, (
+    assert (
+        abs(cos_relax - FIG3B_SPEC_COS_RELAX) <= FIG3B_NUMBER_TOL
+        and abs(cos_full - FIG3B_SPEC_COS_FULL) <= FIG3B_NUMBER_TOL
+    ), (
         f"at step {step}: cos(p, p^relax) = {cos_relax:.5f} (spec {FIG3B_SPEC_COS_RELAX}), "
         f"cos(p, p^full) = {cos_full:.5f} (spec {FIG3B_SPEC_COS_FULL}), tolerance "
         f"{FIG3B_NUMBER_TOL:g}"
@@ -188,9 +189,10 @@ def _agree_with_spec(cos_relax: float, cos_full: float, step: int) -> None:
 )
 def test_figure3_spec_numbers():
     """Refuted as recorded: at step 1000 the run is at cos(p, p^relax) = 1 − 4.7e-6 and
-    cos(p, p^full) = 0.98118, within 6e-4 of cos(p^relax, p^full) = 1/√1.04 = 0.98058. The spec's pair is where this run is at step 100 (0.99914 and 0.98788, both within
-    the tolerance: MM-FIG3-NUMBERS-STEP100); the spec's "1000 steps" is most likely the step
-    of another quantity, or its replication stopped at the picture's horizon."""
+    cos(p, p^full) = 0.98118, within 6e-4 of cos(p^relax, p^full) = 1/√1.04 = 0.98058. The
+    spec's pair is where this run is at step 100 (0.99914 and 0.98788, both within the
+    tolerance: MM-FIG3-NUMBERS-STEP100); the spec's "1000 steps" is most likely the step of
+    another quantity, or its replication stopped at the picture's horizon."""
     _agree_with_spec(*_fig3b_cosines(STEPS), STEPS)
 
 

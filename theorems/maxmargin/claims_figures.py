@@ -199,7 +199,9 @@ def test_figure2_spec_numbers(seed):
     run = gd(inst.problem, torch.zeros(inst.d, dtype=DTYPE), eta=1.0, steps=FIG2_SPEC_STEPS[-1])
     probs = mean_opt_prob(inst, run.ps)
     failures = []
-    for step, want_s, want_n in zip(FIG2_SPEC_STEPS, FIG2_SPEC_GD_PROB, FIG2_SPEC_GD_NORM):
+    for step, want_s, want_n in zip(
+        FIG2_SPEC_STEPS, FIG2_SPEC_GD_PROB, FIG2_SPEC_GD_NORM, strict=True
+    ):
         got_s, got_n = float(probs[step]), float(run.norms[step])
         evidence.slack(f"|s_opt − spec| at step {step}", abs(got_s - want_s), FIG2_PROB_TOL)
         evidence.slack(f"|‖p‖ − spec| at step {step}", abs(got_n - want_n), FIG2_NORM_TOL)

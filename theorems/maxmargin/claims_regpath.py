@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from models.attention import PromptProblem, one_minus_cos
 from models.heads import NonlinearHeadProblem, concave_bump, saddle_square, squared_norm
-from models.regpath import log_gap_batch, local_reg_path_point, reg_path_point, svm_directions
+from models.regpath import local_reg_path_point, log_gap_batch, reg_path_point, svm_directions
 from models.selection import global_opt
 from models.svm import att_svm
 from strategies import (
@@ -223,9 +223,7 @@ def local_path(
     evidence.metric("‖p^mm(α)‖", float(target.norm))
     r0 = float(target.norm) if r0 == "norm" else r0
     radii = [c * float(target.norm) for c in multiples]
-    points = [
-        local_reg_path_point(problem, alpha, R, eps, center=target.x, r0=r0) for R in radii
-    ]
+    points = [local_reg_path_point(problem, alpha, R, eps, center=target.x, r0=r0) for R in radii]
     return certified(points, "local path")
 
 
@@ -404,7 +402,7 @@ def test_wide_cone_minimiser_on_its_edge(inst):
     th = math.atan2(float(target.x[1]), float(target.x[0]))
     half = math.acos(1.0 - WIDE_EPS)
     dips = []
-    for c, pt in zip(RP_MULTIPLES, points):
+    for c, pt in zip(RP_MULTIPLES, points, strict=True):
         arc = torch.as_tensor(th + half * np.linspace(-1.0, 1.0, 2001))
         P = torch.cat([pt.R * torch.stack([torch.cos(arc), torch.sin(arc)], -1), pt.p[None]])
         with torch.no_grad():
@@ -559,7 +557,9 @@ def mixed_label_head_instances(draw, n=st.integers(2, 4), T=st.integers(2, 4)):
         others = torch.cat([free[: opt[i]], free[opt[i] + 1 :]])
         gap = 0.05 + 0.45 * float(torch.rand((), generator=gen, dtype=DTYPE))
         free[opt[i]] = signs[axis] * (
-            float(others.abs().max()) + gap + 0.5 * float(torch.rand((), generator=gen, dtype=DTYPE))
+            float(others.abs().max())
+            + gap
+            + 0.5 * float(torch.rand((), generator=gen, dtype=DTYPE))
         )
         X[i, :, axis] = free
         X[i, :, 1 - axis] = torch.randn((), generator=gen, dtype=DTYPE)
