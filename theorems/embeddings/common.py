@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
+from models import failures
 from models.attention import PromptProblem
 from models.dynamics import Outcome, converge, trace_flow
 from models.embedding import (
@@ -69,7 +70,8 @@ DIRECTION_TARGET = 1e-6
 
 SELECT_TOL = 1e-6
 
-_FLOWS: OrderedDict[tuple, FlowRun] = OrderedDict()
+#: run_flow's cache: each run with the failures its computation reported.
+_FLOWS: OrderedDict[tuple, tuple[FlowRun, list]] = OrderedDict()
 
 _PREPARED: OrderedDict[str, Prepared] = OrderedDict()
 
@@ -100,10 +102,23 @@ def run_flow(
     """Gradient flow on p from 0 with E¹ frozen: converge(), then the same path to ‖p‖ = R_FAR.
 
     Cached by instance content and tolerances (a claim that rejects the instance never calls it).
+    A cached run reports again the failures its computation reported (the flow left undecided,
+    a failed solve), so that every claim using it sees them, whichever claim traced it first.
     """
     key = (_digest(inst), target, select_tol)
     if key in _FLOWS:
-        return _FLOWS[key]
+        run, reported = _FLOWS[key]
+        for failure in reported:
+            failures.report(failure.source, failure.what, failure.detail)
+        return run
+    with failures.watch() as seen:
+        run = _trace(inst, target, select_tol)
+    _remember(_FLOWS, key, (run, [*seen.failures, *seen.tolerated]))
+    return run
+
+
+def _trace(inst: EmbeddingInstance, target: float, select_tol: float) -> FlowRun:
+    """The computation behind ``run_flow``."""
     prep = prepare(inst)
     outcome = converge(prep.prompt, target=target, select_tol=select_tol)
     traj = outcome.trajectory
@@ -121,7 +136,7 @@ def run_flow(
         log_time = np.concatenate([log_time, ext_log_time[1:]])
         stops = (*stops, ext.stop)
     path = Path(ps, s, losses, lgn, log_time, stops)
-    return _remember(_FLOWS, key, FlowRun(prep, outcome, path))
+    return FlowRun(prep, outcome, path)
 
 
 def theorem_instance(inst: EmbeddingInstance) -> Prepared:
