@@ -308,6 +308,17 @@ def traced_flow(inst: EmbeddingInstance, **kwargs) -> FlowRun:
         return run_flow(inst, **kwargs)
 
 
+def diverging_flow(inst: EmbeddingInstance) -> tuple[Prepared, FlowRun]:
+    """The §3.3 instance and its traced flow, failing the example (with ``finite_stop``'s
+    message) when the path stops at a finite stationary point: the shared first step of the
+    claims that assert ‖p(t)‖ → ∞."""
+    prep = theorem_instance(inst)
+    run = traced_flow(inst)
+    stall = finite_stop(run, s_star_floor(prep))
+    assert stall is None, stall
+    return prep, run
+
+
 def finite_stop(run: FlowRun, floor: float) -> str | None:
     """Why the traced path is evidence against ‖p‖ → ∞, or None when it reached ‖p‖ = R_FAR.
 
@@ -350,10 +361,7 @@ def finite_stop(run: FlowRun, floor: float) -> str | None:
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_norm_diverges(inst):
-    prep = theorem_instance(inst)
-    run = traced_flow(inst)
-    stall = finite_stop(run, s_star_floor(prep))
-    assert stall is None, stall
+    prep, run = diverging_flow(inst)
     path = run.path
     norms = path.norms
     assert norms[-1] >= R_FAR, f"the flow reached only ‖p‖ = {norms[-1]:.4g} ({path.stops})"
@@ -386,10 +394,7 @@ def test_norm_diverges(inst):
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_softmax_selects_relevant_token(inst):
-    prep = theorem_instance(inst)
-    run = traced_flow(inst)
-    stall = finite_stop(run, s_star_floor(prep))
-    assert stall is None, stall
+    prep, run = diverging_flow(inst)
     p_far = run.path.final
     chosen = inst.sequences.gather(1, prep.prompt.selected(torch.from_numpy(p_far))[:, None])[:, 0]
     wrong = torch.nonzero(chosen != inst.s_star).flatten().tolist()
@@ -430,10 +435,7 @@ def test_softmax_selects_relevant_token(inst):
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_norm_grows_like_log_t(inst):
-    prep = theorem_instance(inst)
-    run = traced_flow(inst)
-    stall = finite_stop(run, s_star_floor(prep))
-    assert stall is None, stall
+    prep, run = diverging_flow(inst)
     svm = cls_svm_of(prep)
     if not svm.ok:
         evidence.inconclusive(f"`<cls>` SVM oracle: {svm.status} ({svm.reason})")
