@@ -2,14 +2,17 @@
 
 Authors' protocol (ucr-optml/max_margin_attention, in float64): torch autograd of the logistic
 loss of f(X) = ⟨Xv, softmax(XWp)⟩, SGD with lr 0.1 on ∇/(‖∇‖ + 1e-12), 2000 steps, p(0) = 0.
-Engine: ``models.dynamics.converge`` (log-space arc-length path tracer) to 1 − cos ≤ 1e-6.
+Engine: ``models.dynamics.converge`` to 1 − cos ≤ 1e-9, the whole decision timed (tracing,
+every SVM solve, the certificate: selection lead, SVM KKT certificate, alignment persisting
+while ‖p‖ grows tenfold).
 
-For each instance we record 1 − cos to the ATT-SVM of the tokens each method selects and its
-time, then the engine's time to reach the authors' final accuracy. Targets (issue 2): the
-engine reaches 1e-6 on every instance with median time ≤ 50 ms, and reaches the authors' final
-accuracy ≥ 50× faster (median ratio). Run serially:
+Targets (issue 11), asserted as ratios measured in this same run, because these shared
+machines vary 1.5–2x in speed from day to day: on Fig. 2 and 20 random instances the engine
+reaches 1e-9 on every instance and is ≥ 50x faster than the authors' 2000 steps on *every*
+instance. The engine's median (goal ≤ 10 ms) is reported beside the ratios, not asserted.
+Run serially:
 
-    python -m pytest benchmarks/ --benchmark-only -p no:xdist
+    python -m pytest benchmarks/test_engine_vs_authors.py -p no:xdist
 
 The table is written to ``reports/benchmark.json`` and printed.
 """
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +32,8 @@ from models.dynamics import converge
 from models.svm import att_svm
 
 AUTHORS_STEPS = 2000
+#: The engine's settings: the target of issue 11, everything else converge's defaults.
+ENGINE = {"target": 1e-9}
 RESULTS: dict[str, dict] = {}
 
 
@@ -94,57 +98,51 @@ def test_authors_protocol(benchmark, name):
 def test_engine(benchmark, name):
     problem = INSTANCES[name]
     benchmark.group = "engine"
-    out = benchmark.pedantic(converge, args=(problem,), rounds=3, iterations=1)
+    out = benchmark.pedantic(converge, args=(problem,), kwargs=ENGINE, rounds=5, iterations=1)
     assert out.status == "converged", out.reason
-    RESULTS.setdefault(name, {})["engine_omc"] = out.one_minus_cos
-    RESULTS[name]["engine_seconds"] = benchmark.stats.stats.median
-    authors = RESULTS[name].get("authors_omc")
-    if authors is not None and np.isfinite(authors):
-        # Time to the authors' final accuracy: same engine, their number as the target.
-        runs = []
-        for _ in range(3):
-            t0 = time.perf_counter()
-            converge(problem, target=max(authors, 1e-15))
-            runs.append(time.perf_counter() - t0)
-        RESULTS[name]["engine_seconds_to_authors"] = statistics.median(runs)
+    assert out.one_minus_cos <= ENGINE["target"], out.one_minus_cos
+    row = RESULTS.setdefault(name, {})
+    row |= {"n": problem.n, "T": problem.T, "d": problem.dim, "engine_omc": out.one_minus_cos}
+    row["engine_seconds"] = benchmark.stats.stats.median
+    row["engine_evals"] = out.trajectory.evals
 
 
-def test_summary():
-    """Targets of issue 2, from the numbers recorded above in this same process."""
+def _summary() -> dict:
     rows = [RESULTS[k] | {"instance": k} for k in INSTANCES if "engine_omc" in RESULTS.get(k, {})]
+    rows = [r for r in rows if "authors_seconds" in r]
     if len(rows) < len(INSTANCES):
         pytest.skip("run the whole module (benchmarks were deselected or disabled)")
-    ratios = [
-        r["authors_seconds"] / r["engine_seconds_to_authors"]
-        for r in rows
-        if "engine_seconds_to_authors" in r
-    ]
+    for r in rows:
+        r["speedup"] = r["authors_seconds"] / r["engine_seconds"]
     summary = {
+        "engine_target": ENGINE["target"],
         "engine_median_seconds": statistics.median(r["engine_seconds"] for r in rows),
+        "engine_max_seconds": max(r["engine_seconds"] for r in rows),
         "engine_worst_omc": max(r["engine_omc"] for r in rows),
+        "authors_median_seconds": statistics.median(r["authors_seconds"] for r in rows),
         "authors_median_omc": statistics.median(r["authors_omc"] for r in rows),
-        "median_speedup_to_authors_accuracy": statistics.median(ratios),
-        "min_speedup_to_authors_accuracy": min(ratios),
+        "median_speedup": statistics.median(r["speedup"] for r in rows),
+        "min_speedup": min(r["speedup"] for r in rows),
         "rows": rows,
     }
     out = Path("reports/benchmark.json")
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def test_summary():
+    """Issue 11: 1e-9 everywhere, and ≥ 50x the authors' protocol on every instance."""
+    summary = _summary()
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=2))
-    assert summary["engine_worst_omc"] <= 1e-6
-    assert summary["engine_median_seconds"] <= 0.050
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="target missed: median 11x (min 8x) on 2026-11-30. The engine always certifies "
-    "(selection lead, SVM, alignment persisting over a 10x growth of ‖p‖), so asking for the "
-    "authors' accuracy (~1e-3) costs nearly as much as 1e-6; the hot path is ~70 µs per "
-    "log-space gradient in numpy and ~3 evaluations per LSODA step.",
-)
-def test_speedup_to_authors_accuracy():
-    """Issue 2: reach the authors' final accuracy at least 50x faster (median ratio)."""
-    path = Path("reports/benchmark.json")
-    if not path.exists():
-        pytest.skip("run the whole module first")
-    assert json.loads(path.read_text())["median_speedup_to_authors_accuracy"] >= 50
+    header = ("instance", "n", "T", "d", "engine ms", "authors ms", "x")
+    print("{:10} {:>2} {:>2} {:>2} {:>9} {:>10} {:>6}".format(*header))
+    for r in summary["rows"]:
+        print(
+            f"{r['instance']:10} {r['n']:2d} {r['T']:2d} {r['d']:2d} "
+            f"{1e3 * r['engine_seconds']:9.2f} {1e3 * r['authors_seconds']:10.1f} "
+            f"{r['speedup']:6.1f}"
+        )
+    assert summary["engine_worst_omc"] <= ENGINE["target"]
+    slow = [(r["instance"], round(r["speedup"], 1)) for r in summary["rows"] if r["speedup"] < 50]
+    assert not slow, f"speed-up below 50x on {slow}"

@@ -25,6 +25,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
+from models import kernels
 from models.logspace import ScaledVector
 from models.losses import Loss, get_loss
 
@@ -69,8 +70,8 @@ class PromptProblem:
         through its torch methods (the one-step gradient of models.embedding) never copies its
         (n, T, k) keys to the host.
         """
-        keys = self.keys.detach().cpu().numpy()
-        gam = self.scores.detach().cpu().numpy()
+        keys = np.ascontiguousarray(self.keys.detach().cpu().numpy())
+        gam = np.ascontiguousarray(self.scores.detach().cpu().numpy())
         pair = gam[:, :, None] - gam[:, None, :]
         with np.errstate(divide="ignore"):
             log_pair = np.log(np.abs(pair))
@@ -186,49 +187,69 @@ class PromptProblem:
 
         γ_it − m_i = Σ_u s_iu (γ_it − γ_iu) is a signed log-sum-exp over u, so every w_it keeps
         its sign and relative accuracy however small it is. r is each input's top-logit token.
+        The arithmetic is compiled (models/kernels.py).
         """
-        keys, gam, log_pair, sign_pair, rows = self._np
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            logits = keys @ p
-            r = logits.argmax(1)
-            z = logits - logits[rows, r][:, None]  # ≤ 0, zero at the top token r
-            e = np.exp(z)
-            total = e.sum(1)
-            log_s = z - np.log(total)[:, None]
-            a = log_s[:, None, :] + log_pair
-            top = a.max(2)
-            top = np.where(top > -np.inf, top, 0.0)
-            acc = (sign_pair * np.exp(a - top[:, :, None])).sum(2)
-            log_d = np.log(np.abs(acc)) + top
-            m = (e * gam).sum(1) / total
-            if self.loss.strictly_decreasing:
-                log_lp, sign_lp = self.loss.log_neg_deriv_np(m), -1.0
-            else:
-                lp = self.loss.deriv(torch.from_numpy(m)).numpy()
-                log_lp, sign_lp = np.log(np.abs(lp)), np.sign(lp)[:, None]
-            return log_lp[:, None] + log_s + log_d, sign_lp * np.sign(acc), r
+        keys, gam, log_pair, sign_pair, _ = self._np
+        n, T = gam.shape
+        log_w, sign_w = np.empty((n, T)), np.empty((n, T))
+        r = np.empty(n, dtype=np.int64)
+        p = np.ascontiguousarray(p, dtype=np.float64)
+        code = self.loss.kernel_code
+        if code is not None:
+            param = self.loss.kernel_param
+            kernels.coefficients(keys, gam, log_pair, sign_pair, p, code, param, log_w, sign_w, r)
+            return log_w, sign_w, r
+        # A loss the kernels do not know: the same token terms, ℓ' from the loss itself.
+        m = np.empty(n)
+        kernels.token_terms(keys, gam, log_pair, sign_pair, p, log_w, sign_w, m, r)
+        lp = self.loss.deriv(torch.from_numpy(m)).numpy()
+        with np.errstate(divide="ignore"):
+            log_lp, sign_lp = np.log(np.abs(lp)), np.sign(lp)
+        return log_lp[:, None] + log_w, sign_lp[:, None] * sign_w, r
+
+    def flow_field_np(self, p: np.ndarray) -> tuple[np.ndarray, float]:
+        """The unit flow direction −∇L/‖∇L‖ at p and log‖∇L‖ (zeros and −inf at a stationary
+        point): the tracer's one evaluation per call, compiled in one kernel when it can be."""
+        keys, gam, log_pair, sign_pair, _ = self._np
+        code = self.loss.kernel_code
+        if code is None:
+            log_scale, vec = self.gradient_log_np(p)
+            if log_scale == -math.inf:
+                return np.zeros_like(vec), log_scale
+            norm = float(np.linalg.norm(vec))
+            return -vec / norm, log_scale + math.log(norm)
+        u = np.empty(keys.shape[2])
+        p = np.ascontiguousarray(p, dtype=np.float64)
+        lgn = kernels.field(keys, gam, log_pair, sign_pair, p, code, self.loss.kernel_param, u)
+        return u, lgn
+
+    def flow_jacobian_np(self, p: np.ndarray) -> np.ndarray | None:
+        """Forward differences (d, d) of ``flow_field_np`` at p in one compiled call (d + 1
+        field evaluations), for the stiff integrator's Newton iterations; None for a loss the
+        kernels do not know (the integrator then differences the field itself)."""
+        keys, gam, log_pair, sign_pair, _ = self._np
+        code = self.loss.kernel_code
+        if code is None:
+            return None
+        jac = np.empty((keys.shape[2], keys.shape[2]))
+        p = np.ascontiguousarray(p, dtype=np.float64)
+        param = self.loss.kernel_param
+        kernels.field_jacobian(keys, gam, log_pair, sign_pair, p, code, param, jac)
+        return jac
 
     def gradient_log_np(self, p: np.ndarray) -> tuple[float, np.ndarray]:
         """The log-space gradient on numpy arrays: (log_scale, vec) with ∇L = e^{log_scale}·vec.
 
-        This is the engine's hot path (hundreds of calls per trajectory on tiny arrays), so it
-        is written in numpy with as few calls as possible, and the score differences
-        log|γ_it − γ_iu| are computed once per problem; the torch model (``loss_value``) is the
-        independent reference it is tested against.
+        This is the engine's hot path (hundreds of calls per trajectory on tiny arrays): the
+        coefficients and their sum are compiled kernels (models/kernels.py), and the score
+        differences log|γ_it − γ_iu| are computed once per problem; the torch model
+        (``loss_value``) is the independent reference it is tested against.
         """
-        keys, _, _, _, rows = self._np
+        keys = self._np[0]
         log_w, sign_w, r = self.log_coefficients_np(p)
-        log_w, sign_w = log_w.ravel(), sign_w.ravel()
-        peak_w = log_w.max()
-        if not peak_w > -np.inf:
-            return -math.inf, np.zeros(keys.shape[2])
-        # Σ_t c_it (k_it − k_ir): centring at r is free (Σ_t c_it = 0) and exact.
-        centred = (keys - keys[rows, r][:, None, :]).reshape(-1, keys.shape[2])
-        vec = (sign_w * np.exp(log_w - peak_w)) @ centred
-        peak = np.abs(vec).max()
-        if peak == 0.0:
-            return -math.inf, vec
-        return peak_w + math.log(peak) - math.log(keys.shape[0]), vec / peak
+        vec = np.empty(keys.shape[2])
+        log_scale = kernels.combine(keys, log_w, sign_w, r, vec)
+        return log_scale, vec
 
     def smoothness_bound(self) -> float:
         """A rigorous Lipschitz constant of ∇L (spec §1.9, in keys/scores form).

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from scipy.integrate import LSODA
 
-from models import failures
+from models import failures, kernels
 from models.attention import PromptProblem, as_float_tensor, one_minus_cos
 
 Tensor = torch.Tensor
@@ -174,13 +174,16 @@ def _log_step_time(h: float, lgn0: float, lgn1: float) -> float:
     return math.log(h) - lgn0 + factor
 
 
+def _logaddexp(a: float, b: float) -> float:
+    """log(e^a + e^b) on floats (np.logaddexp costs a µs of dispatch per call)."""
+    if a < b:
+        a, b = b, a
+    return a if b == -math.inf else a + math.log1p(math.exp(b - a))
+
+
 def _field(problem: PromptProblem, p: np.ndarray) -> tuple[np.ndarray, float]:
     """Unit flow direction −∇L/‖∇L‖ at p and log‖∇L‖ (−inf at a stationary point)."""
-    ls, vec = problem.gradient_log_np(p)
-    if ls == -math.inf:
-        return np.zeros_like(p), ls
-    nv = float(np.linalg.norm(vec))
-    return -vec / nv, ls + math.log(nv)
+    return problem.flow_field_np(p)
 
 
 def trace_flow(
@@ -221,6 +224,13 @@ def trace_flow(
         evals[0] += 1
         return _field(problem, y)[0]
 
+    def jac(_s, y):
+        evals[0] += problem.dim + 1
+        return problem.flow_jacobian_np(y)
+
+    if problem.flow_jacobian_np(p) is None:
+        jac = None  # noqa: F811 (LSODA differences rhs itself)
+
     _, lgn = _field(problem, p)
     rec.add(p, 0.0, lgn, force=True)
     stop, s, log_time, steps, short = "step budget", 0.0, -math.inf, 0, 0
@@ -228,46 +238,57 @@ def trace_flow(
     if lgn == -math.inf:
         stop = "stationary point (gradient exactly zero)"
     else:
-        solver = LSODA(rhs, 0.0, p, max_arc, rtol=rtol, atol=atol)
-        while steps < max_steps:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
+        solver = LSODA(rhs, 0.0, p, max_arc, rtol=rtol, atol=atol, jac=jac)
+        # LSODA warns (e.g. "repeated convergence failures") near ridges and finite
+        # minimisers: keep what it said with the run instead of printing it. One recording
+        # context for the whole loop (entering one costs ~4 µs, a tenth of a step); what is
+        # recorded while the solver steps is its own, anything else is passed on afterwards.
+        own: list = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            while steps < max_steps:
+                before = len(caught)
                 message = solver.step()
-            # LSODA warns (e.g. "repeated convergence failures") near ridges and finite
-            # minimisers; keep what it said with the run instead of printing it.
-            notes.extend(str(w.message) for w in caught if str(w.message) not in notes)
-            steps += 1
-            if solver.status == "failed":
-                stop = f"integrator stalled ({message}): a finite stationary point?"
-                break
-            p_new, s_new = solver.y.copy(), float(solver.t)
-            if not np.isfinite(p_new).all():
-                stop = "non-finite iterate"  # never expected; reported rather than returned
-                failures.report(failures.NUMERICS, "non-finite iterate", f"after {steps} steps")
-                break
-            u_new, lgn_new = _field(problem, p_new)
-            evals[0] += 1
-            if lgn_new > -math.inf:
-                log_time = np.logaddexp(log_time, _log_step_time(s_new - s, lgn, lgn_new))
-            norm = float(np.linalg.norm(p_new))
-            short = short + 1 if s_new - s < STALL_RATIO * max(1.0, norm) else 0
-            p, s, lgn = p_new, s_new, lgn_new
-            rec.add(p, s, lgn, k=steps)
-            if lgn == -math.inf:
-                stop = "stationary point (gradient exactly zero)"
-            elif short >= STALL_STEPS:
-                stop = (
-                    f"integrator stalled ({STALL_STEPS} steps shorter than "
-                    f"{STALL_RATIO:g}·‖p‖ at ‖p‖={norm:.3g}): a finite stationary point?"
-                )
-            elif norm >= max_norm:
-                stop = "reached max_norm"
-            elif solver.status == "finished":
-                stop = "reached max_arc"
-            elif stop_when is not None:
-                stop = stop_when(p, u_new, lgn) or stop
-            if stop != "step budget":
-                break
+                own.extend(caught[before:])
+                steps += 1
+                if solver.status == "failed":
+                    stop = f"integrator stalled ({message}): a finite stationary point?"
+                    break
+                p_new, s_new = solver.y.copy(), float(solver.t)
+                if not np.isfinite(p_new).all():
+                    stop = "non-finite iterate"  # never expected; reported rather than returned
+                    failures.report(failures.NUMERICS, "non-finite iterate", f"after {steps} steps")
+                    break
+                u_new, lgn_new = _field(problem, p_new)
+                evals[0] += 1
+                if lgn_new > -math.inf:
+                    log_time = _logaddexp(log_time, _log_step_time(s_new - s, lgn, lgn_new))
+                norm = math.sqrt(float(p_new @ p_new))
+                short = short + 1 if s_new - s < STALL_RATIO * max(1.0, norm) else 0
+                p, s, lgn = p_new, s_new, lgn_new
+                rec.add(p, s, lgn, k=steps)
+                if lgn == -math.inf:
+                    stop = "stationary point (gradient exactly zero)"
+                elif short >= STALL_STEPS:
+                    stop = (
+                        f"integrator stalled ({STALL_STEPS} steps shorter than "
+                        f"{STALL_RATIO:g}·‖p‖ at ‖p‖={norm:.3g}): a finite stationary point?"
+                    )
+                elif norm >= max_norm:
+                    stop = "reached max_norm"
+                elif solver.status == "finished":
+                    stop = "reached max_arc"
+                elif stop_when is not None:
+                    stop = stop_when(p, u_new, lgn) or stop
+                if stop != "step budget":
+                    break
+        own_ids = {id(w) for w in own}
+        for w in caught:
+            if id(w) in own_ids:
+                if str(w.message) not in notes:
+                    notes.append(str(w.message))
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     rec.add(p, s, lgn, force=True)
     return rec.build(
         stop, evals[0], t0, log_time=float(log_time), steps=steps, integrator_warnings=notes
@@ -290,6 +311,9 @@ class Outcome:
     svm: object  # models.svm.SVMSolution
     trajectory: Trajectory
     max_other_prob: float  # largest softmax mass on a non-selected token
+    #: wall time of the whole decision: tracing, every SVM solve, the final certificate
+    #: (``trajectory.seconds`` is the tracing alone)
+    seconds: float = 0.0
 
     @property
     def converged(self) -> bool:
@@ -323,12 +347,14 @@ def converge(
     """
     from models.svm import att_svm  # the oracle is only needed here
 
-    keys = problem.keys.numpy()
-    cache: dict[tuple, tuple] = {}  # selection → (SVMSolution, unit direction or None)
+    t0 = time.perf_counter()
+    keys = problem._np[0]  # the contiguous float64 copy the kernels read
+    top = np.empty(problem.n, dtype=np.int64)  # the selection, written by kernels.selection
+    cache: dict[bytes, tuple] = {}  # selection → (SVMSolution, unit direction or None)
     lead = math.log(problem.T / select_tol)
 
     def svm_for(sel: np.ndarray):
-        key = tuple(int(a) for a in sel)
+        key = sel.tobytes()
         if key not in cache:
             sol = att_svm(problem.keys, sel)
             cache[key] = (sol, sol.x / np.linalg.norm(sol.x) if sol.ok and sol.norm > 0 else None)
@@ -340,22 +366,17 @@ def converge(
 
     first_aligned: dict = {}  # selection → ‖p‖ where the alignment run began
 
-    def aligned(p: np.ndarray, u: np.ndarray, lgn: float):
-        """The selection if p and the flow both point along its SVM direction, else None."""
-        logits = keys @ p
-        if problem.T > 1:
-            two = np.partition(logits, -2, axis=-1)[:, -2:]
-            if float(np.min(two[:, 1] - two[:, 0])) < lead:
-                return None
-        sel = logits.argmax(-1)
-        _, unit = svm_for(sel)
-        if unit is None or 0.5 * float(np.sum((p / np.linalg.norm(p) - unit) ** 2)) > target:
-            return None
-        return tuple(int(a) for a in sel) if heading(u, lgn, unit) <= target else None
-
     def reached(p: np.ndarray, u: np.ndarray, lgn: float):
-        # Called after every accepted step: numpy only, and the SVM is solved once per selection.
-        sel, norm = aligned(p, u, lgn), float(np.linalg.norm(p))
+        """Called after every accepted step: compiled arithmetic only (this runs at every step
+        of every trace), and the SVM is solved once per selection."""
+        sel, norm = None, None
+        # p and the flow must both point along the SVM direction of what p selects.
+        if kernels.selection(keys, p, top) >= lead:  # +inf when T = 1
+            _, unit = svm_for(top)
+            if unit is not None and lgn > -math.inf:
+                norm, off_p, off_u = kernels.alignment(p, u, unit)
+                if off_p <= target and off_u <= target:
+                    sel = top.tobytes()
         if sel is None:
             first_aligned.clear()
             return None
@@ -373,10 +394,13 @@ def converge(
     svm, unit = svm_for(sel)
     omc = one_minus_cos(p, torch.as_tensor(svm.x)) if svm.ok else 1.0
     flow_omc = heading(*_field(problem, p.numpy()), unit) if unit is not None else 1.0
-    probs = problem.softmax(p)
-    other = probs.clone()
-    other[torch.arange(problem.n), torch.as_tensor(sel)] = 0.0
-    max_other = float(other.max()) if problem.T > 1 else 0.0
+    # In numpy: torch's softmax kernel wakes its intra-op thread pool even on these tiny
+    # tensors, which cost milliseconds per call on a busy 2-core machine (measured: 5 ms).
+    logits = keys @ p.numpy()
+    z = logits - logits.max(axis=1, keepdims=True)
+    probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    probs[np.arange(problem.n), sel] = 0.0
+    max_other = float(probs.max()) if problem.T > 1 else 0.0
     if svm.status == "infeasible":
         status, reason = "infeasible", f"ATT-SVM of the selected tokens is infeasible ({traj.stop})"
     elif not svm.ok:
@@ -394,7 +418,8 @@ def converge(
         )
     if status == "inconclusive":  # a flow left undecided is never evidence either way
         failures.report(failures.GRADIENT_FLOW, "undecided", reason)
-    return Outcome(status, reason, p, sel, omc, svm, traj, max_other)
+    seconds = time.perf_counter() - t0
+    return Outcome(status, reason, p, sel, omc, svm, traj, max_other, seconds)
 
 
 @dataclass

@@ -14,10 +14,13 @@ Besides ℓ and ℓ', each loss gives:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from models import kernels
 
 Tensor = torch.Tensor
 
@@ -28,6 +31,15 @@ class Loss:
 
     name: str
     strictly_decreasing: bool
+
+    #: The loss's code in the compiled hot path (models/kernels.py); None: not compiled, the
+    #: engine then takes ℓ' from ``deriv`` (slower, same result).
+    kernel_code: ClassVar[int | None] = None
+
+    @property
+    def kernel_param(self) -> float:
+        """The compiled path's one parameter (the square loss's target; 0 otherwise)."""
+        return 0.0
 
     def value(self, x: Tensor) -> Tensor:
         raise NotImplementedError
@@ -54,6 +66,8 @@ _SOFTPLUS_EXACT = 40.0
 
 
 class _Logistic(Loss):
+    kernel_code = kernels.LOGISTIC
+
     def value(self, x):
         return F.softplus(-x, threshold=_SOFTPLUS_EXACT)
 
@@ -66,7 +80,7 @@ class _Logistic(Loss):
         return -F.softplus(x, threshold=_SOFTPLUS_EXACT)
 
     def log_neg_deriv_np(self, x):
-        return -np.logaddexp(0.0, x)  # −softplus(x), exact for every x
+        return _compiled_log_neg_deriv(self, x)  # −softplus(x), exact for every x
 
     def increment(self, x, delta):
         # log((1 + e^{δ−x}) / (1 + e^{−x})) = log1p(σ(−x)·expm1(δ))
@@ -74,6 +88,8 @@ class _Logistic(Loss):
 
 
 class _Exponential(Loss):
+    kernel_code = kernels.EXPONENTIAL
+
     def value(self, x):
         return torch.exp(-x)
 
@@ -84,13 +100,15 @@ class _Exponential(Loss):
         return -x
 
     def log_neg_deriv_np(self, x):
-        return -x
+        return _compiled_log_neg_deriv(self, x)
 
     def increment(self, x, delta):
         return torch.exp(-x) * torch.expm1(delta)
 
 
 class _Correlation(Loss):
+    kernel_code = kernels.CORRELATION
+
     def value(self, x):
         return -x
 
@@ -101,7 +119,7 @@ class _Correlation(Loss):
         return torch.zeros_like(x)
 
     def log_neg_deriv_np(self, x):
-        return np.zeros_like(x)
+        return _compiled_log_neg_deriv(self, x)
 
     def increment(self, x, delta):
         return delta.expand_as(x) if delta.dim() < x.dim() else delta + 0 * x
@@ -112,6 +130,11 @@ class _Square(Loss):
     """(target − x)²: not monotone, so its minimizer can be finite (control F9)."""
 
     target: float = 1.0
+    kernel_code = kernels.SQUARE
+
+    @property
+    def kernel_param(self) -> float:
+        return self.target
 
     def value(self, x):
         return (self.target - x) ** 2
@@ -121,6 +144,15 @@ class _Square(Loss):
 
     def increment(self, x, delta):
         return delta * (2.0 * (self.target - x) + delta)
+
+
+def _compiled_log_neg_deriv(loss: Loss, x) -> np.ndarray:
+    """log(−ℓ'(x)) by the compiled kernel the engine uses (one implementation for numpy and
+    the hot path; the torch ``log_neg_deriv`` is the independent reference)."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    out = np.empty_like(x)
+    kernels.loss_log_neg_deriv(loss.kernel_code, x.reshape(-1), out.reshape(-1))
+    return out
 
 
 LOGISTIC = _Logistic("logistic", True)

@@ -2,7 +2,8 @@
 
 This is the computation behind ``python -m theorems check INSTANCE.json``: the CLI validates the
 file and calls one of these with float64 tensors. Every field is plain JSON (lists, floats,
-strings); ``seconds`` times the dynamics alone, not process start or SVM solves.
+strings); ``seconds`` times the whole decision (tracing the flow, every SVM solve and the final
+certificate), not process start or the predictions computed beside it.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def predict_prompt(X, y, v, W=None, loss="logistic", p0=None) -> dict:
         "p_norm": float(torch.linalg.vector_norm(p)),
         "loss": float(problem.loss_value(p)),
         "loss_floor": problem.loss_floor(sel),
-        "seconds": outcome.trajectory.seconds,
+        "seconds": outcome.seconds,
     }
 
 
@@ -88,5 +89,5 @@ def predict_embedding(sequences, y, E0, v, eta0) -> dict:
         "reason": outcome.reason,
         "one_minus_cos": one_minus_cos(p, torch.as_tensor(svm.x)) if svm.ok else None,
         "p_norm": float(torch.linalg.vector_norm(p)),
-        "seconds": outcome.trajectory.seconds,
+        "seconds": outcome.seconds,
     }

@@ -21,6 +21,9 @@ from models.svm import (
 )
 
 KKT_TOL = 1e-9
+#: The tests of the cvxpy fallback chain run the reference pipeline: the certified fast path
+#: answers these instances before cvxpy is called, so patching cvxpy would change nothing.
+REFERENCE = "reference"
 FIG1_KEYS = np.array([[[-0.1, 1.0], [1.0, 0.0], [0.0, 0.0]]])
 
 
@@ -324,7 +327,7 @@ def test_fallback_solver_answers_when_clarabel_raises(monkeypatch):
     keys, alpha = feasible_instance(5)
     expected = att_svm(keys, alpha).x
     patch_solve(monkeypatch, {cp.CLARABEL})
-    sol = att_svm(keys, alpha)
+    sol = att_svm(keys, alpha, method=REFERENCE)
     assert sol.ok and sol.solver == cp.SCS
     assert "CLARABEL: SolverError" in sol.reason
     np.testing.assert_allclose(sol.x, expected, rtol=0, atol=1e-10)
@@ -340,14 +343,14 @@ def test_fallback_when_clarabel_stops_without_optimum(monkeypatch):
         return real_solve(self, *args, solver=solver, **kwargs)
 
     monkeypatch.setattr(cp.Problem, "solve", capped)
-    sol = att_svm(*feasible_instance(5))
+    sol = att_svm(*feasible_instance(5), method=REFERENCE)
     assert sol.ok and sol.solver == cp.SCS
     assert "CLARABEL: status user_limit" in sol.reason
 
 
 def test_all_solvers_failing_is_a_typed_outcome(monkeypatch):
     patch_solve(monkeypatch, {name for name, _ in svm.SOLVER_PATH})
-    sol = att_svm(*feasible_instance(5))
+    sol = att_svm(*feasible_instance(5), method=REFERENCE)
     assert sol.status == "solver_error" and sol.x is None
     assert all(name in sol.reason for name, _ in svm.SOLVER_PATH)
 
@@ -411,3 +414,282 @@ def test_the_qp_solvers_own_point_solves_the_margin_qp(seed):
     assert exact.status == "optimal"
     assert (A @ x >= b - 1e-6).all(), "the solver's point violates A x >= b"
     assert np.linalg.norm(x - np.ravel(exact.x)) <= 1e-4 * np.linalg.norm(np.ravel(exact.x))
+
+
+# ------------------------------------------------------------- fast path against the reference
+
+#: Fast and reference optima must agree to this, relative to max(1, ‖x‖).
+AGREE_TOL = 1e-8
+#: The Farkas acceptance test of the oracle (bᵀy > 0, ‖Aᵀy‖ ≤ tol·bᵀy), at its default tol.
+FARKAS_TOL = 1e-7
+#: Share of each family the fast path must answer itself: a fast path that always fell through
+#: would agree with the reference vacuously.
+MIN_FAST_SHARE = 0.9
+#: Instances per family; the first ones have the extreme sizes n·T = 100 and d = 32.
+INSTANCES_PER_FAMILY = 40
+#: (n, T, d) of the first instances of each family: n·T = 100 or d = 32, and d = 1.
+EXTREME_SIZES = ((10, 10, 32), (1, 100, 32), (50, 2, 32), (4, 25, 32), (20, 5, 1))
+#: ATT-SVM instance families (see att_instance) and their seeds.
+FAMILY_SEEDS = {"separable": 11, "random": 12, "integer": 13, "duplicates": 14, "relaxed": 15}
+
+
+def att_instance(family: str, k: int, rng: np.random.Generator):
+    """One ATT-SVM instance (keys, alpha, relaxed_inputs) of a family, n·T ≤ 100, d ≤ 32.
+
+    separable: α = argmax of the scores of a random p (feasible); random: random α (feasible or
+    not); integer: keys in {−1, 0, 1} (ties, repeated rows, degenerate optima, infeasible);
+    duplicates: copies of non-selected tokens appended; relaxed: a random relaxed mask, all
+    inputs relaxed in every fifth instance (the degenerate optimum 0)."""
+    if k < len(EXTREME_SIZES):
+        n, T, d = EXTREME_SIZES[k]
+    else:
+        n = int(rng.integers(1, 21))
+        T = int(rng.integers(2, 100 // n + 1))
+        d = int(rng.integers(1, 33))
+    keys = rng.normal(size=(n, T, d))
+    relaxed = None
+    if family == "integer":
+        keys = rng.integers(-1, 2, size=(n, T, d)).astype(np.float64)
+    alpha = (keys @ rng.normal(size=d)).argmax(-1)
+    if family in ("random", "integer"):
+        alpha = rng.integers(0, T, size=n)
+    if family == "duplicates" and T > 2:
+        copies = rng.integers(0, T, size=(n, max(1, min(T, 100 // n - T))))
+        copies = np.where(copies == alpha[:, None], (copies + 1) % T, copies)
+        extra = keys[np.arange(n)[:, None], copies]
+        keys = np.concatenate([keys, extra], axis=1)[:, : max(T, 100 // n)]
+    if family == "relaxed":
+        relaxed = np.ones(n, dtype=bool) if k % 5 == 0 else rng.random(n) < 0.5
+    return keys, alpha, relaxed
+
+
+def degenerate_problem(rng: np.random.Generator):
+    """min ½‖x‖² s.t. A x ≥ b with a known optimum x* (‖x*‖ = 1) and, besides its support
+    rows, rows active at x* with zero multiplier (b = 1 and b = 0), inactive rows and repeated
+    rows: the degenerate cases where interior-point slacks hide the active set."""
+    d = int(rng.integers(1, 33))
+    x = rng.normal(size=d)
+    x /= np.linalg.norm(x)
+
+    def orthogonal(count):
+        w = rng.normal(size=(count, d))
+        return w - np.outer(w @ x, x)
+
+    k = int(rng.integers(1, d + 3))
+    lam = rng.uniform(0.2, 1.0, size=k)
+    lam /= lam.sum()  # Σλ_j a_j = x for a_j = x + w_j with Σλ_j w_j = 0
+    w = orthogonal(k)
+    w[-1] = -(lam[:-1] @ w[:-1]) / lam[-1]
+    support = x + w
+    zero_multiplier = x + orthogonal(int(rng.integers(1, 20)))  # aᵀx* = 1 = b
+    relaxed_active = orthogonal(int(rng.integers(0, 10)))  # aᵀx* = 0 = b
+    inactive = rng.uniform(1.5, 3.0, size=(int(rng.integers(0, 30)), 1)) * x + orthogonal(1)
+    A = np.vstack([support, zero_multiplier, relaxed_active, inactive])
+    b = np.concatenate([np.ones(k + len(zero_multiplier)), np.zeros(len(relaxed_active))])
+    b = np.concatenate([b, np.ones(len(inactive))])
+    repeat = rng.integers(0, len(A), size=int(rng.integers(0, 100 - len(A) + 1)) // 4)
+    return np.vstack([A, A[repeat]]), np.concatenate([b, b[repeat]]), x
+
+
+def assert_independent_farkas(y, A, b):
+    """y ≥ 0, bᵀy > 0 and ‖Aᵀy‖ ≤ tol·bᵀy, recomputed here (no ‖x‖ < 1/tol is feasible)."""
+    assert y is not None and (y >= 0).all(), "Farkas vector: missing or negative"
+    value, residual = float(b @ y), float(np.linalg.norm(A.T @ y))
+    assert value > 0, f"Farkas bᵀy={value:.3e}, must be > 0"
+    assert residual <= FARKAS_TOL * value, (
+        f"Farkas ‖Aᵀy‖={residual:.3e} exceeds tol·bᵀy={FARKAS_TOL * value:.3e}"
+    )
+
+
+def assert_fast_agrees_with_reference(A, b, fast, ref, label: str):
+    """Same status; the same x to AGREE_TOL·max(1, ‖x‖), both certified (their certificates
+    and `certify` rerun on the returned pair); both Farkas vectors accepted."""
+    assert fast.status == ref.status, f"{label}: fast {fast.status} ({fast.reason}) vs {ref}"
+    if ref.status == "optimal":
+        fx, rx = np.ravel(fast.x), np.ravel(ref.x)
+        bound = AGREE_TOL * max(1.0, float(np.linalg.norm(rx)))
+        gap = float(np.linalg.norm(fx - rx))
+        assert gap <= bound, f"{label}: ‖x_fast − x_ref‖={gap:.3e} exceeds {bound:.1e}"
+        for name, sol in (("fast", fast), ("reference", ref)):
+            assert sol.certificate.ok, f"{label}: {name}: {sol.certificate.summary()}"
+            again = certify(A, b, sol.x, sol.duals)
+            assert again.ok, f"{label}: {name} recertified: {again.summary()}"
+    elif ref.status == "infeasible":
+        assert_independent_farkas(fast.duals, A, b)
+        assert_independent_farkas(ref.duals, A, b)
+    else:
+        pytest.fail(f"{label}: reference answered {ref.status}: {ref.reason}")
+
+
+def assert_mostly_fast(solutions, label: str):
+    fell_through = [sol.reason for sol in solutions if sol.solver != svm.FAST_SOLVER]
+    fast = len(solutions) - len(fell_through)
+    assert fast >= MIN_FAST_SHARE * len(solutions), (
+        f"{label}: the fast path answered {fast} of {len(solutions)}, below "
+        f"{MIN_FAST_SHARE:.0%}; first reasons: {fell_through[:3]}"
+    )
+
+
+@pytest.mark.parametrize("family", list(FAMILY_SEEDS))
+def test_fast_path_agrees_with_reference_on_att_svm(family):
+    rng = np.random.default_rng(FAMILY_SEEDS[family])
+    answers, statuses = [], set()
+    for k in range(INSTANCES_PER_FAMILY):
+        keys, alpha, relaxed = att_instance(family, k, rng)
+        n, T, d = keys.shape
+        assert n * T <= 100 and d <= 32
+        A, b, _ = att_constraints(keys, alpha, relaxed)
+        fast = att_svm(keys, alpha, relaxed_inputs=relaxed)
+        ref = att_svm(keys, alpha, relaxed_inputs=relaxed, method=REFERENCE)
+        assert fast.rows == ref.rows
+        assert_fast_agrees_with_reference(A, b, fast, ref, f"{family} #{k} (n, T, d)={keys.shape}")
+        answers.append(fast)
+        statuses.add(fast.status)
+    assert_mostly_fast(answers, family)
+    if family in ("random", "integer"):
+        assert statuses == {"optimal", "infeasible"}, f"{family}: only {statuses} drawn"
+
+
+def test_fast_path_agrees_with_reference_on_degenerate_problems():
+    """Known optimum x*, with active rows of zero multiplier (b = 1 and b = 0) and repeated
+    rows: both paths find x* and certify it."""
+    rng = np.random.default_rng(16)
+    answers = []
+    for k in range(INSTANCES_PER_FAMILY):
+        A, b, x_star = degenerate_problem(rng)
+        assert A.shape[0] <= 100 and A.shape[1] <= 32
+        fast, ref = solve_margin_qp(A, b), solve_margin_qp(A, b, method=REFERENCE)
+        assert_fast_agrees_with_reference(A, b, fast, ref, f"degenerate #{k} A{A.shape}")
+        gap = float(np.linalg.norm(fast.x - x_star))
+        assert gap <= AGREE_TOL, f"degenerate #{k}: ‖x_fast − x*‖={gap:.3e} > {AGREE_TOL:.0e}"
+        answers.append(fast)
+    assert_mostly_fast(answers, "degenerate")
+
+
+def test_fast_path_calls_neither_cvxpy_nor_the_lp(monkeypatch):
+    """What the fast path answers, it answers alone (that is where its speed comes from)."""
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the fast path called cvxpy or the LP")
+
+    monkeypatch.setattr(cp.Problem, "solve", forbidden)
+    monkeypatch.setattr(svm, "linprog", forbidden)
+    optimal = att_svm(*feasible_instance(5))
+    infeasible = att_svm(np.array([[[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]]]), [0])
+    assert optimal.ok and optimal.solver == svm.FAST_SOLVER
+    assert infeasible.status == "infeasible" and infeasible.solver == svm.FAST_SOLVER
+    assert "Farkas vector from Lawson–Hanson NNLS" in infeasible.reason
+    assert_farkas(infeasible, *att_constraints([[[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]]], [0])[:2])
+
+
+CVXPY_SOLVERS = {name for name, _ in svm.SOLVER_PATH}
+
+
+def test_fast_path_point_failing_its_certificate_falls_through(monkeypatch):
+    """A wrong least-distance point (doubled) fails the KKT certificate, and u is no Farkas
+    vector of a feasible problem: the reference pipeline answers, correctly."""
+    keys, alpha = feasible_instance(5)
+    expected = att_svm(keys, alpha, method=REFERENCE)
+    real = svm._least_distance
+
+    def doubled(A, b, u=None):
+        point = real(A, b, u)
+        return None if point is None else (2.0 * point[0], point[1])
+
+    monkeypatch.setattr(svm, "_least_distance", doubled)
+    sol = att_svm(keys, alpha)
+    assert sol.ok and sol.solver in CVXPY_SOLVERS, sol.reason
+    assert "fast path fell through (NNLS point failed the KKT certificate" in sol.reason
+    np.testing.assert_allclose(sol.x, expected.x, rtol=0, atol=1e-10)
+
+
+def test_fast_path_at_its_iteration_limit_falls_through(monkeypatch):
+    keys, alpha = feasible_instance(6)
+    expected = att_svm(keys, alpha, method=REFERENCE)
+    monkeypatch.setattr(svm, "_least_distance_multipliers", lambda A, b: None)
+    sol = att_svm(keys, alpha)
+    assert sol.ok and sol.solver in CVXPY_SOLVERS, sol.reason
+    assert "iteration limit" in sol.reason
+    np.testing.assert_allclose(sol.x, expected.x, rtol=0, atol=1e-10)
+
+
+def test_fast_path_farkas_candidate_failing_the_test_falls_through(monkeypatch):
+    """An NNLS vector that is no Farkas certificate leaves an infeasible problem to the LP and
+    its own Farkas vector. Rows (1, 1), (−1, −1): u = (1, 0) gives no point (1 − bᵀu = 0) and
+    ‖Aᵀu‖ = √2, where the true NNLS vector is (½, ½)."""
+    keys = np.array([[[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]]])
+    A, b, _ = att_constraints(keys, [0])
+    monkeypatch.setattr(svm, "_least_distance_multipliers", lambda A, b: np.eye(len(b))[0])
+    sol = att_svm(keys, [0])
+    assert sol.status == "infeasible" and sol.solver == "HiGHS (LP)", sol.reason
+    assert "its u fails the Farkas test" in sol.reason
+    assert_farkas(sol, A, b)
+
+
+def test_method_must_be_known():
+    with pytest.raises(ValueError, match="method"):
+        solve_margin_qp([[1.0]], [1.0], method="fast")
+    with pytest.raises(ValueError, match="method"):
+        att_svm(FIG1_KEYS, [0], method="cvxpy")
+
+
+def test_every_builder_offers_the_reference_pipeline():
+    """method="reference" reaches the solver from every builder (and "auto" the fast path)."""
+    keys, alpha = feasible_instance(2)
+    p = np.random.default_rng(2).normal(size=keys.shape[2])
+    E, seqs = np.random.default_rng(3).normal(size=(5, 4)), np.array([[0, 1, 2], [3, 4, 0]])
+    calls = {
+        "att_svm": lambda m: att_svm(keys, alpha, method=m),
+        "w_svm": lambda m: w_svm(keys, p, alpha, method=m),
+        "w_svm_closed_form": lambda m: w_svm_closed_form(keys, p, alpha, method=m),
+        "v_svm": lambda m: v_svm(keys[:, 0], [1, -1], method=m),
+        "cls_svm": lambda m: cls_svm(E, seqs, [0, 3], method=m),
+    }
+    for name, call in calls.items():
+        fast, ref = call("auto"), call(REFERENCE)
+        assert fast.ok and ref.ok, name
+        assert svm.FAST_SOLVER in fast.solver and svm.FAST_SOLVER not in ref.solver, name
+        np.testing.assert_allclose(fast.x, ref.x, rtol=0, atol=1e-9, err_msg=name)
+
+
+# ------------------------------------------------------------- builders: unchanged behaviour
+
+
+def att_constraints_before(keys, alpha, relaxed_inputs=None):
+    """att_constraints as it was before the fast path (loop over labels, np.unique dedupe)."""
+    keys = np.asarray(keys, dtype=np.float64)
+    n, T, _ = keys.shape
+    alpha = np.asarray(alpha, dtype=np.int64)
+    relaxed = np.zeros(n, dtype=bool) if relaxed_inputs is None else relaxed_inputs
+    i_idx, t_idx = np.nonzero(np.arange(T)[None, :] != alpha[:, None])
+    A = (keys[i_idx, alpha[i_idx]] - keys[i_idx, t_idx]).reshape(len(i_idx), keys.shape[2])
+    b = np.where(relaxed[i_idx], 0.0, 1.0)
+    labels = [(int(i), int(t)) for i, t in zip(i_idx, t_idx, strict=True)]
+    if not labels:
+        return A, b, ()
+    _, first = np.unique(np.column_stack([A, b]), axis=0, return_index=True)
+    keep = np.sort(first)
+    return A[keep], b[keep], tuple(labels[k] for k in keep)
+
+
+def test_att_constraints_unchanged_by_the_faster_dedupe():
+    """Same rows, right-hand sides and (i, t) labels as np.unique's dedupe, on keys with
+    repeated tokens, ties in the first coordinate and signed zeros (0.0 = −0.0 as floats)."""
+    rng = np.random.default_rng(17)
+    for k in range(200):
+        n, T, d = int(rng.integers(1, 6)), int(rng.integers(1, 8)), int(rng.integers(1, 5))
+        keys = rng.integers(-1, 2, size=(n, T, d)) * (1.0 if k % 2 else -0.0)
+        if k % 3 == 0:
+            keys = keys + rng.normal(size=(n, T, d)) * (rng.random((n, T, 1)) < 0.5)
+        alpha = rng.integers(0, T, size=n)
+        relaxed = rng.random(n) < 0.3
+        A, b, rows = att_constraints(keys, alpha, relaxed)
+        A0, b0, rows0 = att_constraints_before(keys, alpha, relaxed)
+        assert rows == rows0, f"instance {k}: labels {rows} vs {rows0}"
+        assert all(type(i) is int and type(t) is int for i, t in rows)
+        np.testing.assert_array_equal(A, A0)
+        np.testing.assert_array_equal(b, b0)
+    labels = list(range(6))
+    A = np.array([[0.0, 1.0], [-0.0, 1.0], [1.0, 2.0], [0.0, 3.0], [1.0, 2.0], [0.0, 1.0]])
+    assert svm._dedupe(A, np.ones(6), labels)[2] == (0, 2, 3)
+    assert svm._dedupe(A, np.array([1.0, 0, 1, 1, 0, 1]), labels)[2] == (0, 1, 2, 3, 4)

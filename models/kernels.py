@@ -1,0 +1,245 @@
+"""Compiled kernels of the engine's hot path: the attention gradient in log space.
+
+The flow tracer evaluates ∇L hundreds of times per trajectory on arrays of a few hundred
+entries. In numpy each evaluation was ~25 library calls and ~70 µs, almost all of it call
+overhead; compiled with numba (nopython, float64) the same arithmetic takes a few µs. These
+kernels ARE the implementation of ``PromptProblem.log_coefficients_np`` and
+``gradient_log_np`` (models/attention.py, where the mathematics is documented): there is no
+second copy, and the tests of those methods (autograd, 60-digit mpmath, finite differences)
+test these kernels.
+
+Why numba: it compiles this loop code as written (no C toolchain, no build step), its wheels
+(numba + llvmlite, ~65 MB) install from PyPI in seconds, and `cache=True` keeps the machine
+code in __pycache__ so only the first process of a checkout pays the ~2 s compilation.
+Setting NUMBA_DISABLE_JIT=1 runs the same functions as plain Python (slow, for debugging).
+
+Every kernel works on float64 only, loops in a fixed order, and never forms a quantity that
+can underflow before its direction is known (see models/logspace.py): the per-token weights
+are kept as (log|w|, sign w) and exponentiated only after subtracting their maximum.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+NEG_INF = -math.inf
+
+
+@njit(cache=True)
+def token_terms(keys, gam, log_pair, sign_pair, p, log_sd, sign_sd, m, r):
+    """Per input i and token t: log|γ_it − m_i| + log s_it into ``log_sd``, its sign into
+    ``sign_sd``, the margin m_i = Σ_t s_it γ_it into ``m`` and the top-logit token into ``r``.
+
+    γ_it − m_i = Σ_u s_iu (γ_it − γ_iu) is summed as a signed log-sum-exp over u from the
+    precomputed log|γ_it − γ_iu| (``log_pair``) and signs (``sign_pair``), so it keeps its sign
+    and relative accuracy when it is e^{-10⁴}. Ties in the top logit go to the lowest index
+    (numpy's argmax).
+    """
+    n, T, d = keys.shape
+    logits = np.empty(T)
+    log_s = np.empty(T)
+    for i in range(n):
+        best = 0
+        for t in range(T):
+            acc = 0.0
+            for k in range(d):
+                acc += keys[i, t, k] * p[k]
+            logits[t] = acc
+            if acc > logits[best]:
+                best = t
+        r[i] = best
+        top_logit = logits[best]
+        total = 0.0
+        weighted = 0.0
+        for t in range(T):
+            z = logits[t] - top_logit
+            e = math.exp(z)
+            total += e
+            weighted += e * gam[i, t]
+            log_s[t] = z
+        m[i] = weighted / total
+        log_total = math.log(total)
+        for t in range(T):
+            log_s[t] -= log_total
+        for t in range(T):
+            top = -math.inf
+            for u in range(T):
+                a = log_s[u] + log_pair[i, t, u]
+                if a > top:
+                    top = a
+            if top == -math.inf:
+                top = 0.0
+            acc = 0.0
+            for u in range(T):
+                if sign_pair[i, t, u] != 0.0:
+                    acc += sign_pair[i, t, u] * math.exp(log_s[u] + log_pair[i, t, u] - top)
+            if acc == 0.0:
+                log_sd[i, t] = -math.inf
+                sign_sd[i, t] = 0.0
+            else:
+                log_sd[i, t] = log_s[t] + math.log(abs(acc)) + top
+                sign_sd[i, t] = 1.0 if acc > 0 else -1.0
+
+
+@njit(cache=True)
+def combine(keys, log_w, sign_w, r, vec):
+    """(1/n) Σ_it w_it (k_it − k_ir) = e^{scale}·vec with max|vec| = 1; returns scale.
+
+    The weights are (log|w|, sign w); they are rescaled by their maximum before any
+    exponential, so the sum is exact up to rounding however small it is. Centring at the
+    top-logit token r is free (Σ_t w_it = 0) and removes the one term whose coefficient
+    cancels catastrophically. The zero vector returns −inf (``vec`` zeroed).
+    """
+    n, T, d = keys.shape
+    for k in range(d):
+        vec[k] = 0.0
+    peak_w = -math.inf
+    for i in range(n):
+        for t in range(T):
+            if sign_w[i, t] != 0.0 and log_w[i, t] > peak_w:
+                peak_w = log_w[i, t]
+    if not peak_w > -math.inf:
+        return -math.inf
+    for i in range(n):
+        ri = r[i]
+        for t in range(T):
+            if sign_w[i, t] == 0.0 or t == ri:
+                continue
+            c = sign_w[i, t] * math.exp(log_w[i, t] - peak_w)
+            for k in range(d):
+                vec[k] += c * (keys[i, t, k] - keys[i, ri, k])
+    peak = 0.0
+    for k in range(d):
+        if abs(vec[k]) > peak:
+            peak = abs(vec[k])
+    if peak == 0.0:
+        return -math.inf
+    for k in range(d):
+        vec[k] /= peak
+    return peak_w + math.log(peak) - math.log(n)
+
+
+#: Loss codes of the compiled path (models.losses gives each loss its code).
+LOGISTIC, EXPONENTIAL, CORRELATION, SQUARE = 0, 1, 2, 3
+
+
+@njit(cache=True)
+def loss_log_deriv(code, param, x):
+    """(log|ℓ'(x)|, sign ℓ'(x)) for the loss with this code (``param``: the square loss's
+    target). log σ(−x) = −softplus(x) = −(max(x, 0) + log1p(e^{−|x|})), exact for every x."""
+    if code == LOGISTIC:
+        return -(max(x, 0.0) + math.log1p(math.exp(-abs(x)))), -1.0
+    if code == EXPONENTIAL:
+        return -x, -1.0
+    if code == CORRELATION:
+        return 0.0, -1.0
+    # square: ℓ'(x) = −2(target − x), zero at the target
+    deriv = -2.0 * (param - x)
+    if deriv == 0.0:
+        return -math.inf, 0.0
+    return math.log(abs(deriv)), 1.0 if deriv > 0 else -1.0
+
+
+@njit(cache=True)
+def loss_log_neg_deriv(code, x, out):
+    """log(−ℓ'(x)) elementwise into ``out``, for the strictly decreasing losses."""
+    for j in range(x.shape[0]):
+        out[j] = loss_log_deriv(code, 0.0, x[j])[0]
+
+
+@njit(cache=True)
+def coefficients(keys, gam, log_pair, sign_pair, p, code, param, log_w, sign_w, r):
+    """w_it = ℓ'(m_i)·s_it·(γ_it − m_i) as (log|w|, sign w) into ``log_w``, ``sign_w``."""
+    n, T, _ = keys.shape
+    m = np.empty(n)
+    token_terms(keys, gam, log_pair, sign_pair, p, log_w, sign_w, m, r)
+    for i in range(n):
+        log_lp, sign_lp = loss_log_deriv(code, param, m[i])
+        for t in range(T):
+            log_w[i, t] += log_lp
+            sign_w[i, t] *= sign_lp
+
+
+@njit(cache=True)
+def field(keys, gam, log_pair, sign_pair, p, code, param, u):
+    """The unit flow direction −∇L/‖∇L‖ into ``u``; returns log‖∇L‖ (−inf and u = 0 at a
+    stationary point). One call for the tracer's every evaluation."""
+    n, T, _ = keys.shape
+    log_w, sign_w = np.empty((n, T)), np.empty((n, T))
+    r = np.empty(n, dtype=np.int64)
+    coefficients(keys, gam, log_pair, sign_pair, p, code, param, log_w, sign_w, r)
+    scale = combine(keys, log_w, sign_w, r, u)
+    if scale == -math.inf:
+        return -math.inf
+    norm = 0.0
+    for k in range(u.shape[0]):
+        norm += u[k] * u[k]
+    norm = math.sqrt(norm)
+    for k in range(u.shape[0]):
+        u[k] = -u[k] / norm
+    return scale + math.log(norm)
+
+
+@njit(cache=True)
+def selection(keys, p, r):
+    """The top-logit token of each input into ``r`` (ties: lowest index); returns the
+    smallest lead of a top logit over its input's runner-up (+inf when T = 1)."""
+    n, T, d = keys.shape
+    lead = math.inf
+    for i in range(n):
+        best, top, second = 0, -math.inf, -math.inf
+        for t in range(T):
+            acc = 0.0
+            for k in range(d):
+                acc += keys[i, t, k] * p[k]
+            if acc > top:
+                best, second, top = t, top, acc
+            elif acc > second:
+                second = acc
+        r[i] = best
+        lead = min(lead, top - second)
+    return lead
+
+
+@njit(cache=True)
+def field_jacobian(keys, gam, log_pair, sign_pair, p, code, param, jac):
+    """Forward differences of the unit flow field at p into ``jac`` (d, d): column j is
+    (u(p + δ_j e_j) − u(p))/δ_j with δ_j = √ε·max(|p_j|, 1).
+
+    What LSODA would compute itself with d + 1 calls of its right-hand side, here in one
+    compiled call: the stiff integrator needs the Jacobian only for its Newton iterations
+    (the step's accuracy is controlled separately), so the same difference quotient serves.
+    """
+    d = p.shape[0]
+    u0 = np.empty(d)
+    u1 = np.empty(d)
+    field(keys, gam, log_pair, sign_pair, p, code, param, u0)
+    q = p.copy()
+    root_eps = math.sqrt(2.220446049250313e-16)
+    for j in range(d):
+        step = root_eps * max(abs(p[j]), 1.0)
+        q[j] = p[j] + step
+        step = q[j] - p[j]  # the increment actually represented in float64
+        field(keys, gam, log_pair, sign_pair, q, code, param, u1)
+        for k in range(d):
+            jac[k, j] = (u1[k] - u0[k]) / step
+        q[j] = p[j]
+
+
+@njit(cache=True)
+def alignment(p, u, unit):
+    """(‖p‖, 1 − cos(p, unit), 1 − cos(u, unit)) for unit vectors u and ``unit``, the last two
+    as ‖p/‖p‖ − unit‖²/2 and ‖u − unit‖²/2, which keep their digits near 1e-12."""
+    norm = 0.0
+    for k in range(p.shape[0]):
+        norm += p[k] * p[k]
+    norm = math.sqrt(norm)
+    off_p = 0.0
+    off_u = 0.0
+    for k in range(p.shape[0]):
+        off_p += (p[k] / norm - unit[k]) ** 2
+        off_u += (u[k] - unit[k]) ** 2
+    return norm, 0.5 * off_p, 0.5 * off_u
