@@ -43,6 +43,12 @@ def as_float_tensor(x, name: str, ndim: int | None = None) -> Tensor:
     return t
 
 
+def softmax_margins(keys: Tensor, scores: Tensor, p: Tensor) -> Tensor:
+    """Σ_t softmax(K_i p)_t γ_it per input (leading dimensions of keys (…, T, k) and scores
+    (…, T)); differentiable, and without input checks (callers check once, not per step)."""
+    return (torch.softmax(keys @ p, dim=-1) * scores).sum(-1)
+
+
 @dataclass(frozen=True)
 class PromptProblem:
     """Keys (n, T, k), scores (n, T) and a loss: everything that training p depends on."""
@@ -120,7 +126,7 @@ class PromptProblem:
 
     def margins(self, p: Tensor) -> Tensor:
         """Y_i f(X_i) = Σ_t s_it γ_it, per input."""
-        return (self.softmax(p) * self.scores).sum(-1)
+        return softmax_margins(self.keys, self.scores, p)
 
     def loss_value(self, p: Tensor) -> Tensor:
         """L(p) = (1/n) Σ_i ℓ(Y_i f(X_i)); differentiable by autograd."""

@@ -186,6 +186,63 @@ def _field(problem: PromptProblem, p: np.ndarray) -> tuple[np.ndarray, float]:
     return problem.flow_field_np(p)
 
 
+def difference_span(problem: PromptProblem) -> np.ndarray:
+    """An orthonormal basis (d, r) of the span of the key differences k_it − k_i0 (computed
+    once per problem and kept on it).
+
+    L depends on p only through this span (each input's logits move together along its
+    complement, which the softmax ignores), and ∇L lies in it (spec §1.8)."""
+    cached = problem.__dict__.get("_difference_span")
+    if cached is not None:
+        return cached
+    keys = problem.keys.detach().numpy()
+    diffs = (keys - keys[:, :1, :]).reshape(-1, keys.shape[2])
+    if diffs.size:
+        # Repeated rows add nothing to the span, and the `<cls>` problems repeat a handful of
+        # token differences thousands of times: the SVD of n·T × d rows took 0.5 s there.
+        diffs = np.unique(diffs, axis=0)
+    if diffs.size == 0:
+        basis = np.zeros((keys.shape[2], 0))
+    else:
+        _, sv, vt = np.linalg.svd(diffs, full_matrices=False)
+        rank = int(np.sum(sv > 1e-12 * max(1.0, float(sv[0]) if sv.size else 1.0)))
+        basis = np.ascontiguousarray(vt[:rank].T)
+    problem.__dict__["_difference_span"] = basis  # a cache, like the cached_property _np
+    return basis
+
+
+class _Coordinates:
+    """Where the tracer integrates: p itself, or z with p = p⊥ + B z when the key
+    differences span only r < d dimensions (B: their orthonormal basis, p⊥: the start's
+    component outside it, which the flow never changes since ∇L ∈ span B).
+
+    Why: the `<cls>` flows of 2505.17282 have d = 64–256 but a handful of distinct tokens,
+    so r ≈ 10. The stiff integrator's Jacobian costs r + 1 field evaluations and its linear
+    algebra O(r³) instead of d + 1 and O(d³), and every field evaluation O(n·T·r) instead of
+    O(n·T·d) (the reduced keys B ᵀk_it give the same logit differences: the softmax of each
+    input is unchanged by the per-input constant k_i0ᵀp⊥). When r = d nothing changes.
+    """
+
+    def __init__(self, problem: PromptProblem, p: np.ndarray):
+        basis = difference_span(problem)
+        self.basis = basis if 0 < basis.shape[1] < problem.dim else None
+        if self.basis is None:
+            self.field_problem, self.offset, self.y0 = problem, None, p
+        else:
+            reduced_keys = torch.from_numpy(problem.keys.detach().numpy() @ self.basis)
+            self.field_problem = PromptProblem(reduced_keys, problem.scores, problem.loss)
+            self.y0 = self.basis.T @ p
+            self.offset = p - self.basis @ self.y0
+
+    def to_p(self, y: np.ndarray) -> np.ndarray:
+        return y.copy() if self.basis is None else self.offset + self.basis @ y
+
+    def field(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        """(field in y, field in p, log‖∇L‖) at y."""
+        u, lgn = self.field_problem.flow_field_np(y)
+        return u, (u if self.basis is None else self.basis @ u), lgn
+
+
 def trace_flow(
     problem: PromptProblem,
     p0=None,
@@ -219,26 +276,28 @@ def trace_flow(
     p = _start(problem, p0)
     rec = _Recorder(problem, record_every)
     evals = [1]
+    coords = _Coordinates(problem, p)
+    field_problem = coords.field_problem
 
     def rhs(_s, y):
         evals[0] += 1
-        return _field(problem, y)[0]
+        return field_problem.flow_field_np(y)[0]
 
     def jac(_s, y):
-        evals[0] += problem.dim + 1
-        return problem.flow_jacobian_np(y)
+        evals[0] += field_problem.dim + 1
+        return field_problem.flow_jacobian_np(y)
 
-    if problem.flow_jacobian_np(p) is None:
+    if field_problem.flow_jacobian_np(coords.y0) is None:
         jac = None  # noqa: F811 (LSODA differences rhs itself)
 
-    _, lgn = _field(problem, p)
+    _, _, lgn = coords.field(coords.y0)
     rec.add(p, 0.0, lgn, force=True)
     stop, s, log_time, steps, short = "step budget", 0.0, -math.inf, 0, 0
     notes: list[str] = []
     if lgn == -math.inf:
         stop = "stationary point (gradient exactly zero)"
     else:
-        solver = LSODA(rhs, 0.0, p, max_arc, rtol=rtol, atol=atol, jac=jac)
+        solver = LSODA(rhs, 0.0, coords.y0, max_arc, rtol=rtol, atol=atol, jac=jac)
         # LSODA warns (e.g. "repeated convergence failures") near ridges and finite
         # minimisers: keep what it said with the run instead of printing it. One recording
         # context for the whole loop (entering one costs ~4 µs, a tenth of a step); what is
@@ -254,12 +313,13 @@ def trace_flow(
                 if solver.status == "failed":
                     stop = f"integrator stalled ({message}): a finite stationary point?"
                     break
-                p_new, s_new = solver.y.copy(), float(solver.t)
-                if not np.isfinite(p_new).all():
+                y_new, s_new = solver.y, float(solver.t)
+                if not np.isfinite(y_new).all():
                     stop = "non-finite iterate"  # never expected; reported rather than returned
                     failures.report(failures.NUMERICS, "non-finite iterate", f"after {steps} steps")
                     break
-                u_new, lgn_new = _field(problem, p_new)
+                p_new = coords.to_p(y_new)
+                _, u_new, lgn_new = coords.field(y_new)
                 evals[0] += 1
                 if lgn_new > -math.inf:
                     log_time = _logaddexp(log_time, _log_step_time(s_new - s, lgn, lgn_new))
@@ -444,17 +504,6 @@ class FiniteMinimiser:
 MINIMISER_MAX_NORM = 1e3
 
 
-def _difference_span(problem: PromptProblem) -> np.ndarray:
-    """An orthonormal basis (d, r) of the span of the key differences k_it − k_i0."""
-    keys = problem.keys.detach().numpy()
-    diffs = (keys - keys[:, :1, :]).reshape(-1, keys.shape[2])
-    if diffs.size == 0:
-        return np.zeros((keys.shape[2], 0))
-    _, sv, vt = np.linalg.svd(diffs, full_matrices=False)
-    rank = int(np.sum(sv > 1e-12 * max(1.0, float(sv[0]) if sv.size else 1.0)))
-    return vt[:rank].T
-
-
 def finite_minimiser(
     problem: PromptProblem,
     p,
@@ -482,7 +531,7 @@ def finite_minimiser(
     scale = max(1.0, float(torch.linalg.vector_norm(p0)))
     if scale > MINIMISER_MAX_NORM:
         return None
-    basis = torch.from_numpy(_difference_span(problem))
+    basis = torch.from_numpy(difference_span(problem))
     if basis.shape[1] == 0:
         return None
 

@@ -364,7 +364,7 @@ def test_n8_flow_selects_alpha_argmax_regardless(inst):
     kind="control",
     provenance="[R]",
     expected="refuted",
-    examples=20,
+    examples=100,
     statement="""N9 (finite stationary point, wrong): under the hypotheses of the gradient-flow
     theorem (Assumption 1, |S| ≤ d − 1, §3.3 precondition), gradient flow on p converges to a
     finite minimiser: the traced path stops at a stationary point (∇L = 0, or the integrator
@@ -391,7 +391,7 @@ def test_n9_flow_converges_to_finite_point(inst):
     kind="control",
     provenance="[R]",
     expected="refuted",
-    examples=20,
+    examples=100,
     statement="""N10 (loss → 0, wrong): under the hypotheses of the gradient-flow theorem, with E
     and v frozen, the loss tends to 0 along gradient flow on p: L(p) ≤ 1e-6 at ‖p‖ = 10³.""",
 )
@@ -413,7 +413,7 @@ def test_n10_loss_goes_to_zero(inst):
     kind="control",
     provenance="[R]",
     expected="refuted",
-    examples=20,
+    examples=100,
     statement="""N11 (monotone p-scores, wrong): under the hypotheses of the gradient-flow
     theorem, the `<cls>` scores ⟨E¹_s, p(t)⟩ increase with α_s (only positive tokens are
     attended): at ‖p‖ = 10³ along the flow, α_s < α_s' implies ⟨E¹_s, p⟩ < ⟨E¹_s', p⟩ for all
@@ -444,7 +444,7 @@ def test_n11_p_scores_monotone_in_alpha(inst):
     kind="control",
     provenance="[R]",
     expected="refuted",
-    examples=20,
+    examples=100,
     statement="""N13 (p aligns with v, wrong): under the hypotheses of the gradient-flow theorem,
     cos(p(t), v) → ±1: |cos(p, v)| ≥ 0.9 at ‖p‖ = 10³ along the flow.""",
 )

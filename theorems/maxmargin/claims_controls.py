@@ -101,7 +101,7 @@ def _with_scores(inst: PromptInstance, g: torch.Tensor, meta: dict) -> PromptIns
     expected="refuted",
     statement="(Wrong) For general scores, gradient descent from any p(0) always selects the "
     "globally optimal tokens and converges in direction to p^mm(opt).",
-    examples=20,
+    examples=100,
 )
 @given(inst=with_init(global_opt_instances()))
 def test_f2_gd_always_global(inst):
@@ -142,7 +142,7 @@ def tied_local_instances(draw):
     statement="(Wrong: Theorem L without strictness) If no support token of α_i scores higher "
     "than α_i (ties allowed), GD from the cone C_{ε,R0}(p^mm(α)) with "
     f"(R0, ε) = ({F3_CONE[0]:g}, {F3_CONE[1]:g}) converges in direction to p^mm(α).",
-    examples=20,
+    examples=100,
 )
 @given(cone=tied_local_instances().flatmap(lambda i: cone_inits(i, *F3_CONE)))
 def test_f3_tie_still_attracts(cone):
@@ -207,7 +207,7 @@ def beaten_support_instances(draw):
     statement="(Wrong) GD can converge to the direction of a selection α that is not locally "
     "optimal: if a support token of α_i scores strictly higher than α_i (no ties), GD from the "
     "cone C_{1e-3,10}(p^mm(α)) still converges in direction to p^mm(α).",
-    examples=20,
+    examples=100,
 )
 @given(cone=beaten_support_instances().flatmap(lambda i: cone_inits(i, 10.0, 1e-3)))
 def test_f5_nonlocal_attracts(cone):
@@ -236,7 +236,7 @@ def test_f5_nonlocal_attracts(cone):
     expected="refuted",
     statement="(Wrong: the descent lemma without equal non-optimal scores) For general scores "
     "with ATT-SVM(opt) feasible, ⟨∇L(p), p^mm(opt)⟩ < 0 for every p.",
-    examples=50,
+    examples=100,
 )
 @given(inst=global_opt_instances(), seed=SEEDS)
 def test_descent_general_scores(inst, seed):
@@ -284,7 +284,7 @@ def _high_score_instances(loss: str):
     "correlation loss ℓ(x) = −x, gradient descent does NOT converge in direction to p^mm(opt) "
     "(single input, equal non-optimal scores, ATT-SVM(opt) feasible, T ≥ 3 tokens whose key "
     "differences k_opt − k_t span ≥ 2 dimensions, so that p^mm is a direction, not a sign).",
-    examples=20,
+    examples=100,
 )
 @given(inst=with_init(equal_nonopt_instances(n=1, T=st.integers(3, 6), loss="correlation")))
 def test_f7_correlation_loss_no_max_margin(inst):
@@ -315,7 +315,7 @@ def test_f7_correlation_loss_no_max_margin(inst):
     f"to 0: at directional convergence L(p) ≤ {F8_FLOOR_FRACTION:g}·ℓ(γ_opt), a fixed fraction "
     f"of any positive number (optimal scores γ_opt in [{F8_TOP[0]:g}, {F8_TOP[1]:g}], so "
     "ℓ(γ_opt) runs from 0.13 down to ~1e-13).",
-    examples=20,
+    examples=100,
 )
 @given(inst=st.sampled_from(["logistic", "exponential"]).flatmap(_high_score_instances))
 def test_f8_loss_to_zero(inst):
@@ -361,7 +361,7 @@ def _straddling_scores(n: int, T: int):
     statement="(Wrong: dropping strict monotonicity of ℓ) With the square loss ℓ(x) = (1 − x)² "
     "and the target 1 strictly inside the range of the scores (one input, keys in general "
     "position), gradient flow still has ‖p(t)‖ → ∞.",
-    examples=20,
+    examples=100,
 )
 @given(
     inst=st.integers(2, 3).flatmap(
@@ -407,7 +407,7 @@ def test_f9_square_loss_diverges(inst, seed):
     "small full-rank W(0)), W(t) converges in direction to a full-rank matrix: σ₂/σ₁ of W(T) "
     "stays above a tenth of σ₂/σ₁ of W(0) (n ∈ {1, 2} inputs of T ≥ 3 tokens whose differences "
     "x_iopt − x_it span ≥ 2 dimensions, so that the limit's left factor q^mm is a direction).",
-    examples=20,
+    examples=100,
 )
 @given(inst=equal_nonopt_instances(n=st.integers(1, 2), T=st.integers(3, 5)), seed=SEEDS)
 def test_f13_w_full_rank(inst, seed):
@@ -434,7 +434,7 @@ def test_f13_w_full_rank(inst, seed):
     expected="refuted",
     statement="(Wrong: a rate) Plain GD with η = 1/L_p on a single input with equal non-optimal "
     "scores has 1 − cos(p(t), p^mm) ≤ C/t with C = 10, at t = 100, 500, 1000, 2000.",
-    examples=20,
+    examples=100,
 )
 @given(inst=with_init(equal_nonopt_instances(n=1)))
 def test_f14_rate(inst):
@@ -464,7 +464,7 @@ def test_f14_rate(inst):
     "input's other keys), the oracle certifies infeasibility (LP + Farkas vector) and the "
     "engine never reports convergence to p^mm(opt): a run either converges to the certified "
     "SVM of another selection, or is classified infeasible/inconclusive.",
-    examples=50,
+    examples=100,
 )
 @given(inst=infeasible_instances(n=st.integers(1, 3)), seed=SEEDS)
 def test_f11_infeasible_is_classified(inst, seed):
@@ -517,7 +517,7 @@ def numerically_hard_instances(draw):
     "after a few steps) the engine either converges to the correct limit p^mm(opt) (opt is the "
     "only locally-optimal selection there) or reports inconclusive: never a false "
     "counterexample.",
-    examples=20,
+    examples=100,
 )
 @given(inst=numerically_hard_instances())
 @example(inst=loss_comparison_instance(100.0, "logistic"))

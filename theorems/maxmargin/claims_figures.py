@@ -220,7 +220,7 @@ def test_figure2_spec_numbers(seed):
     "gradient descent from p(0) = 0 converges to p^mm(opt); at step 100 normalized GD (lr 0.1) "
     "puts averaged softmax ≥ 0.99 on the optimal tokens while GD with η = 1 is below 0.99; "
     "‖p‖ grows linearly under NGD and logarithmically under GD.",
-    examples=20,
+    examples=100,
 )
 @given(seed=st.integers(0, 10_000))
 @example(seed=174)

@@ -152,7 +152,7 @@ def theorem_g_counterexample() -> PromptInstance:
     "equal non-optimal scores in every input (any n ≥ 1), GD from an arbitrary p(0) has "
     "‖p(t)‖ → ∞, p(t)/‖p(t)‖ → p^mm(opt)/‖p^mm(opt)‖, s_i,opt_i → 1 and "
     "L(p(t)) → (1/n)Σℓ(γ_i,opt_i).",
-    examples=30,
+    examples=100,
 )
 @given(inst=heterogeneous(equal_nonopt_instances()))
 @example(inst=theorem_g_counterexample())
@@ -188,7 +188,7 @@ def test_theorem_g_as_read(inst):
     "or correlation loss), ATT-SVM(opt) feasible and equal non-optimal scores, gradient flow "
     "(GD with η → 0) from an arbitrary p(0) converges in direction to p^mm(opt), with "
     "s_opt → 1 and L → ℓ(γ_opt).",
-    examples=20,
+    examples=100,
 )
 @given(
     inst=st.sampled_from(LOSSES).flatmap(
@@ -235,7 +235,7 @@ def cone_grid(draw, instances):
     "(200, 1e-5), (500, 3e-6), (1000, 1e-6) with 3 starts per cone: the smallest grid R0 from "
     "which every start, in that cone and every narrower one, converges (1 − cos ≤ 1e-6) "
     "exists and is at most 200.",
-    examples=20,
+    examples=100,
 )
 @given(cones=cone_grid(local_opt_instances()))
 def test_theorem_l_cone(cones):
@@ -292,7 +292,7 @@ OUTER_EPS = 1e-3
     "cone C_{ε,R0}(p^mm(α)) with (R0, ε) = (200, 1e-5) has L(p(t)) → (1/n)Σℓ(γ_iα_i) "
     "(|L − L_α| ≤ 1e-5 at the certified limit), a floor strictly above the global infimum "
     "(1/n)Σℓ(γ_i,opt_i), and every iterate stays in the larger cone C_{1e-3,200}(p^mm(α)).",
-    examples=20,
+    examples=100,
 )
 @given(inst=cone_inits(local_opt_instances(), R0=FLOOR_CONE[0], eps=FLOOR_CONE[1]))
 def test_theorem_l_loss_floor(inst):
@@ -330,7 +330,7 @@ def test_theorem_l_loss_floor(inst):
     statement="Authors' protocol for Theorem L: with continuous random scores and a random "
     "p(0), the selection α̂ that gradient descent reaches (argmax softmax per input) is "
     "locally optimal (Def. 2) and p(t)/‖p(t)‖ → p^mm(α̂)/‖p^mm(α̂)‖.",
-    examples=20,
+    examples=100,
 )
 @given(inst=with_init(global_opt_instances()))
 def test_theorem_l_random_init(inst):
@@ -372,7 +372,7 @@ def assert_same_limit_with_scaled_v(inst, c: float) -> None:
     "with a unique optimum and a feasible ATT-SVM(opt) and any p(0), gradient flow with head v "
     "and with head c·v (c log-uniform in [0.1, 10]) converge in direction to the same "
     "p^mm(α) (1 − cos between the two limits ≤ 4e-6).",
-    examples=30,
+    examples=100,
 )
 @example(**saved_arguments("MM-GD-SCALE-V"))
 @given(inst=with_init(global_opt_instances(), -1.0, 2.0), log_c=st.floats(-1.0, 1.0))
@@ -403,7 +403,7 @@ def test_gd_limit_ignores_the_scale_of_v(inst, log_c):
     "v by c > 0 does not change where GD goes: from any p(0), gradient flow with head v and "
     "with head c·v (c log-uniform in [0.1, 10]) converge in direction to the same p^mm(α) "
     "(1 − cos between the two limits ≤ 4e-6).",
-    examples=30,
+    examples=100,
 )
 @given(
     inst=st.sampled_from(LOSSES).flatmap(
@@ -460,7 +460,7 @@ def test_gradient_lipschitz(inst, seed):
     provenance="[R+]",
     statement="Under Assumption A, plain GD with step η = 1/L_p never increases the loss: "
     "L(p(t+1)) ≤ L(p(t)) for every t, for any data and any p(0).",
-    examples=20,
+    examples=100,
 )
 @given(
     inst=st.sampled_from(LOSSES).flatmap(lambda loss: with_init(global_opt_instances(loss=loss)))
@@ -487,7 +487,7 @@ def test_gd_monotone(inst):
     statement="Under the hypotheses of the descent lemma (equal non-optimal scores, ATT-SVM(opt) "
     "feasible), plain GD with η = 1/L_p increases ⟨p(t), p^mm⟩ at every step (so "
     "‖p(t)‖ ≥ ⟨p(t), p̂^mm⟩ keeps growing).",
-    examples=20,
+    examples=100,
 )
 @given(inst=with_init(equal_nonopt_instances()))
 def test_gd_correlation_increasing(inst):
@@ -567,7 +567,7 @@ def test_w_svm_closed_form(inst, seed):
     "non-optimal scores and a feasible ATT-SVM, normalized GD on W from a small full-rank W(0) "
     "gives W(t)/‖W(t)‖_F → W^mm/‖W^mm‖_F = q^mm pᵀ/(‖q^mm‖‖p‖), a rank-one matrix: "
     "σ₂(W)/σ₁(W) → 0.",
-    examples=20,
+    examples=100,
 )
 @given(inst=equal_nonopt_instances(n=1), seed=SEEDS)
 def test_w_converges_to_rank_one_svm(inst, seed):
@@ -598,7 +598,7 @@ def test_w_converges_to_rank_one_svm(inst, seed):
     "and a feasible ATT-SVM, GD on W with p fixed from a small full-rank W(0) (0.1·N(0, 1)) "
     "gives W(t)/‖W(t)‖_F → W^mm(opt)/‖W^mm(opt)‖_F = q^mm pᵀ/(‖q^mm‖‖p‖). The limit is "
     "decided by the prompt flow q = Wp (keys x_it) from where 1000 steps of W-NGD stopped.",
-    examples=40,
+    examples=100,
 )
 @example(**saved_arguments("MM-W-CONVERGE-MULTI"))
 @given(inst=equal_nonopt_instances(n=st.integers(2, 4)), seed=SEEDS)
@@ -628,7 +628,7 @@ def test_w_converges_multi_input(inst, seed):
     "full-rank W(0) selects a locally-optimal α̂ (the top token of each input under q = W(t)p) "
     "and W(t)/‖W(t)‖_F → W^mm(α̂)/‖W^mm(α̂)‖_F = q^mm(α̂)pᵀ/(‖q^mm(α̂)‖‖p‖), a rank-one matrix. "
     "The limit is decided by the prompt flow q = Wp from where 1000 steps of W-NGD stopped.",
-    examples=20,
+    examples=100,
 )
 @given(inst=global_opt_instances(n=st.integers(1, 4)), seed=SEEDS)
 def test_w_converges_to_its_selection(inst, seed):
@@ -673,7 +673,7 @@ EQUIV_STEPS = 200
     "(0.1 ≤ ‖p‖ ≤ 10) and any W(0), GD on W with step η and GD on the prompt parameter q "
     "(keys x_it) with step η‖p‖² from q(0) = W(0)p give q(t) = W(t)p at every step (200 "
     "steps at η = 1/(L_p‖p‖²), relative error ≤ 1e-9).",
-    examples=30,
+    examples=100,
 )
 @given(inst=decoupled_instances(), seed=SEEDS)
 def test_w_gd_is_prompt_gd(inst, seed):

@@ -355,7 +355,7 @@ def test_joint_reg_path_slack(inst):
     + ". Joint NGD from unit-norm (v0, p0) (lr 0.1 on each separately normalized gradient, "
     "1000 steps, the Fig. 3 protocol) ends with 1 − cos(v, v^mm) ≤ 5e-4 and "
     "1 − cos(p, p^relax) ≤ 3e-3 (random tight and non-tight instances, random unit inits).",
-    examples=20,
+    examples=100,
 )
 @given(inst=joint_instances())
 def test_joint_ngd(inst):
@@ -390,7 +390,7 @@ def test_joint_ngd(inst):
     "initial head that scores every selected token above the zero token (y_i v0ᵀx_i > 0). "
     "Joint NGD (Fig. 3 protocol) from p0 of unit norm ends with 1 − cos(v, v^mm) ≤ 5e-4 and "
     "1 − cos(p, p^relax) ≤ 3e-3 (random instances, tight or with slack ≥ 0.05).",
-    examples=20,
+    examples=100,
 )
 @given(
     inst=st.one_of(
@@ -421,7 +421,7 @@ def test_joint_ngd_slack(inst):
     "regardless of the support geometry of v: along the joint path with r = R, "
     "1 − cos(p_R, p^full) ≤ 0.0128 at R = r = 25·‖p^relax‖ (random non-tight instances with "
     "relaxation slack ≥ 0.05).",
-    examples=20,
+    examples=100,
 )
 @given(inst=joint_instances(tight=False, slack=SLACK_MIN))
 def test_f12_full_svm_regardless(inst):
@@ -445,7 +445,7 @@ def test_f12_full_svm_regardless(inst):
     statement="(Wrong) In joint training the attention converges to p^relax regardless of how "
     "r and R grow: with R = 4r, 1 − cos(p_R, p^relax) ≤ 0.0128 at R = 25·‖p^relax‖ "
     "(random non-tight instances with relaxation slack ≥ 0.05).",
-    examples=20,
+    examples=100,
 )
 @given(inst=joint_instances(tight=False, slack=SLACK_MIN))
 def test_f12_relaxed_svm_any_rate(inst):
