@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks of the suite as one short script, for a session lent a CUDA machine (the
 # device tool) or anyone with a GPU: the device tests (tests/test_device.py, which skip
-# without CUDA) and the GPU-against-CPU benchmark (benchmarks/test_device_speedup.py).
+# without CUDA), the GPU-against-CPU benchmark (benchmarks/test_device_speedup.py) and the
+# one-step bound swept to d = 1e5 (benchmarks/test_onestep_large_d.py, ~2 min on a GPU).
 # Needs torch with CUDA, pytest and pytest-benchmark only (no cvxpy). Logs and
 # reports/benchmark_device.json are copied to $OUT when it is set. Not yet run on a GPU (no
 # session has been lent one); budget a few minutes, the CPU baseline at d = 16384 included.
@@ -22,5 +23,10 @@ rc=0
     | tee "$out/device_tests.log" || rc=1
 "$py" -m pytest benchmarks/test_device_speedup.py -s -p no:cacheprovider --no-gate 2>&1 \
     | tee "$out/device_benchmark.log" || rc=1
+# Lemma 4.1's one-step bound swept to d = 1e5 (the nightly sweep, here on the GPU).
+ATTN_DEVICE=cuda ATTN_NIGHTLY=1 "$py" -m pytest benchmarks/test_onestep_large_d.py -s \
+    -p no:cacheprovider --no-gate 2>&1 | tee "$out/onestep_large_d.log" || rc=1
+[ "$out" = reports ] || cp reports/onestep_large_d.json reports/figures/onestep_large_d.png \
+    "$out/" || rc=1
 [ "$out" = reports ] || cp reports/benchmark_device.json "$out/" 2>/dev/null || rc=1
 exit "$rc"
