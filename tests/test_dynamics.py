@@ -187,6 +187,61 @@ def test_one_gd_step_is_eta_times_the_autograd_gradient():
 
 
 # --------------------------------------------------------------------------------------------
+# (2b) How close to a basin boundary the tracer's tolerance lets a start be
+# --------------------------------------------------------------------------------------------
+#
+# Accuracy along the path is mostly a cost: the end is certified independently (selection
+# lead, SVM certificate, alignment persisting). Near a basin boundary it is not: a loose step
+# can carry the path across the ridge to the other attractor, and the certificate then
+# certifies the wrong basin. On this two-attractor instance (tokens 0 and 1 are both locally
+# optimal, their basins split by a ridge that the flow from p0 = (x0, 0) runs along) the
+# tracer with relative tolerance rtol ends in the right basin from every start at distance
+# δ ≥ rtol/100 from the ridge (measured: rtol 1e-2, 1e-3, 1e-4, 1e-5 resolve δ down to
+# 1e-4, 1e-5, 1e-6, 1e-8) and can jump below that. converge's default rtol 1e-5 thus resolves
+# starts 1e-7 from a boundary.
+
+
+def ridge_problem() -> PromptProblem:
+    """n = 1, T = 3: keys (2, 1), (−2, 1), (0, 0), scores 1, 0.9, 0; tokens 0 and 1 are
+    locally optimal (each one's only support token is token 2, which scores lower)."""
+    keys = torch.tensor([[[2.0, 1.0], [-2.0, 1.0], [0.0, 0.0]]], dtype=DTYPE)
+    return PromptProblem(keys, torch.tensor([[1.0, 0.9, 0.0]], dtype=DTYPE), "logistic")
+
+
+def _basin(problem, x0: float, rtol: float) -> int:
+    out = converge(problem, torch.tensor([x0, 0.0], dtype=DTYPE), rtol=rtol, atol=1e-12)
+    assert out.converged, out.reason
+    return int(out.selected[0])
+
+
+@pytest.fixture(scope="module")
+def ridge():
+    """The ridge's x0, by bisection with a tracer 1e4 times tighter than any tested."""
+    problem = ridge_problem()
+    lo, hi = -1.0, 1.0
+    assert (_basin(problem, lo, 1e-9), _basin(problem, hi, 1e-9)) == (1, 0)
+    for _ in range(45):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _basin(problem, mid, 1e-9) == 1 else (lo, mid)
+    return problem, 0.5 * (lo + hi)
+
+
+@pytest.mark.parametrize("rtol", [1e-2, 1e-3, 1e-4, 1e-5])
+def test_the_tracer_resolves_a_basin_boundary_to_a_hundredth_of_rtol(ridge, rtol):
+    problem, x_ridge = ridge
+    for delta in (1e-1, 10 * rtol, rtol / 100):
+        assert _basin(problem, x_ridge + delta, rtol) == 0, f"δ = +{delta:g}"
+        assert _basin(problem, x_ridge - delta, rtol) == 1, f"δ = −{delta:g}"
+
+
+def test_below_that_line_a_loose_tracer_jumps_basins(ridge):
+    """The line is real: 1e-7 from the ridge, rtol 1e-2 ends in one basin from both sides."""
+    problem, x_ridge = ridge
+    ends = {_basin(problem, x_ridge + sign * 1e-7, 1e-2) for sign in (1, -1)}
+    assert len(ends) == 1
+
+
+# --------------------------------------------------------------------------------------------
 # (3) converge on Figure 2
 # --------------------------------------------------------------------------------------------
 
