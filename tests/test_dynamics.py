@@ -553,3 +553,25 @@ def test_a_flow_that_stops_at_a_finite_minimiser_is_decided_not_excused():
     assert [f.key for f in seen.tolerated] == ["gradient flow: undecided"]
     with pytest.raises(AssertionError, match="strict local minimiser"):
         conclude(problem, [2.0, 1.0])
+
+
+def test_outcome_seconds_time_the_whole_decision(monkeypatch):
+    """Outcome.seconds (what `python -m theorems check` prints) covers the SVM solves and the
+    final certificate, not only the tracing: a slow oracle shows up in it."""
+    import models.svm as svm_module
+
+    problem = figure2()
+    fast = converge(problem)
+    right = svm_module.att_svm
+
+    def slow_oracle(*args, **kwargs):
+        import time
+
+        time.sleep(0.05)
+        return right(*args, **kwargs)
+
+    monkeypatch.setattr(svm_module, "att_svm", slow_oracle)
+    slow = converge(problem)
+    assert slow.converged and fast.converged
+    assert fast.seconds >= fast.trajectory.seconds
+    assert slow.seconds >= 0.05  # at least one solve, inside the timed decision
