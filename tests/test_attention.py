@@ -600,3 +600,22 @@ def test_cosine_rescales_before_the_norm(scale):
     assert cosine(scale * a, scale * b) == pytest.approx(cosine(a, b), rel=1e-15)
     assert one_minus_cos(scale * a, b) == pytest.approx(one_minus_cos(a, b), rel=1e-12)
     assert one_minus_cos(scale * a, scale * a) <= 1e-32
+
+
+def test_a_trusted_problem_is_the_checked_one_without_the_checks():
+    """PromptProblem.trusted (joint training builds one per step) gives the same model as the
+    constructor on valid input, and does not check: a NaN passes through it (the constructor
+    raises), which is why only callers that made the tensors themselves may use it."""
+    gen = torch.Generator().manual_seed(3)
+    keys = torch.randn(3, 4, 5, generator=gen, dtype=torch.float64)
+    scores = torch.randn(3, 4, generator=gen, dtype=torch.float64)
+    p = torch.randn(5, generator=gen, dtype=torch.float64).numpy()
+    checked = PromptProblem(keys, scores, "logistic")
+    trusted = PromptProblem.trusted(keys, scores, "logistic")
+    assert trusted.gradient_log_np(p)[0] == checked.gradient_log_np(p)[0]
+    assert np.array_equal(trusted.gradient_log_np(p)[1], checked.gradient_log_np(p)[1])
+    bad = scores.clone()
+    bad[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        PromptProblem(keys, bad, "logistic")
+    assert torch.isnan(PromptProblem.trusted(keys, bad, "logistic").scores).any()
