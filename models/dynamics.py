@@ -291,7 +291,7 @@ def trace_flow(
         evals[0] += field_problem.dim + 1
         return field_problem.flow_jacobian_np(y)
 
-    if field_problem.flow_jacobian_np(coords.y0) is None:
+    if field_problem.loss.kernel_code is None:  # no compiled Jacobian for this loss
         jac = None  # noqa: F811 (LSODA differences rhs itself)
 
     _, _, lgn = coords.field(coords.y0)

@@ -619,3 +619,25 @@ def test_a_trusted_problem_is_the_checked_one_without_the_checks():
     with pytest.raises(ValueError, match="NaN"):
         PromptProblem(keys, bad, "logistic")
     assert torch.isnan(PromptProblem.trusted(keys, bad, "logistic").scores).any()
+
+
+def test_a_loss_the_kernels_do_not_know_takes_the_uncompiled_path_to_the_same_gradient():
+    """A user's Loss without a kernel code (kernel_code None) gets ℓ' from its own ``deriv``;
+    for a copy of the logistic loss that must give the compiled path's gradient and field."""
+    from models.losses import LOGISTIC, _Logistic
+
+    class Plain(_Logistic):
+        kernel_code = None
+
+    gen = torch.Generator().manual_seed(5)
+    keys = torch.randn(3, 4, 5, generator=gen, dtype=torch.float64)
+    scores = torch.randn(3, 4, generator=gen, dtype=torch.float64)
+    compiled = PromptProblem(keys, scores, LOGISTIC)
+    plain = PromptProblem(keys, scores, Plain("logistic", True))
+    for scale in (0.1, 3.0, 300.0):
+        p = scale * torch.randn(5, generator=gen, dtype=torch.float64).numpy()
+        (ls_c, vec_c), (ls_p, vec_p) = compiled.gradient_log_np(p), plain.gradient_log_np(p)
+        assert ls_p == pytest.approx(ls_c, rel=1e-12, abs=1e-12)
+        assert np.allclose(vec_p, vec_c, rtol=0, atol=1e-12)
+        (u_c, g_c), (u_p, g_p) = compiled.flow_field_np(p), plain.flow_field_np(p)
+        assert np.allclose(u_p, u_c, rtol=0, atol=1e-12) and g_p == pytest.approx(g_c, rel=1e-12)
