@@ -12,9 +12,8 @@ instance of log(error/η0) = a + b·log d: b is the empirical rate (the paper's 
 upper bound; R3 predicts d^(−1/2), since both the init term and β − α/2 are O(d^(−1/2))).
 
 Instances: G2 with |S| = 30, T = 8, n = 200, ‖v‖ = 1 and seeds 0..19, exactly the recipe and
-seeds of EMB-L41-RATE (``g2_instance`` repeats ``claims_onestep.g2_fixed``, which this module
-does not import at load time because that pulls in cvxpy, absent on GPU machines; a smoke test
-checks that the two agree). The data depend on the seed only, E⁰ and v on (seed, d).
+seeds of EMB-L41-RATE (both build them with ``models.embedding.g2_fixed``, which needs no
+cvxpy, absent on GPU machines). The data depend on the seed only, E⁰ and v on (seed, d).
 
 One step per instance, not one per η0: E¹ − E⁰ = −η0∇_E L(E⁰, 0) is exactly linear in η0, so
 ⟨E¹_s, v⟩ = ⟨E⁰_s, v⟩ + η0·g_s with g the shift of the step at η0 = 1; the smoke test checks
@@ -62,9 +61,8 @@ import torch
 
 from models.device import describe
 from models.device import device as torch_device
-from models.embedding import EmbeddingProblem, gaussian_init, one_step
+from models.embedding import g2_fixed, one_step
 
-F64 = torch.float64
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 #: The [U] constant of Lemma 4.1: |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ 11·η0·d^(−1/4) (spec §3.1).
@@ -115,19 +113,6 @@ def _every_core():
 # ---------------------------------------------------------------------------------------------
 
 
-def g2_instance(seed: int, d: int, S: int = 30, T: int = 8, n: int = 200) -> EmbeddingProblem:
-    """EMB-L41-RATE's G2 instance (``theorems.embeddings.claims_onestep.g2_fixed``, repeated
-    here so that this module needs no cvxpy): y uniform ±1, b ~ N(0, 1), tokens of X_j i.i.d.
-    from softmax(y_j b); E⁰ rows N(0, I/d) and ‖v‖ = 1 from ``gaussian_init``."""
-    gen = torch.Generator().manual_seed(seed)
-    y = torch.where(torch.rand(n, generator=gen, dtype=F64) < 0.5, -1.0, 1.0).to(F64)
-    b = torch.randn(S, generator=gen, dtype=F64)
-    probs = torch.softmax(y[:, None] * b[None, :], dim=-1)
-    seqs = torch.multinomial(probs, T, replacement=True, generator=gen)
-    E0, v = gaussian_init(torch.Generator().manual_seed(1_000_003 * seed + d), S, d)
-    return EmbeddingProblem(sequences=seqs, y=y, E=E0, v=v)
-
-
 def _sync(dev: torch.device) -> None:
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
@@ -135,7 +120,7 @@ def _sync(dev: torch.device) -> None:
 
 def measure(seed: int, d: int, dev: torch.device, etas=ETAS) -> list[dict]:
     """One step at η0 = 1 on ``dev``; the error of every η0 in ``etas`` by linearity."""
-    problem = g2_instance(seed, d, **SIZES).to(dev)
+    problem = g2_fixed(seed, d, **SIZES).to(dev)
     _sync(dev)
     start = time.perf_counter()
     step = one_step(problem, 1.0, device=str(dev))
@@ -416,22 +401,10 @@ def test_smoke_sweep(tmp_path):
 @pytest.mark.parametrize("eta", ETAS)
 def test_one_step_is_linear_in_eta(eta):
     """The error derived from the η0 = 1 step equals one_step called at η0 (R1 not assumed)."""
-    problem = g2_instance(3, SMOKE_DIMS[-1], **SIZES)
+    problem = g2_fixed(3, SMOKE_DIMS[-1], **SIZES)
     derived = next(p for p in measure(3, SMOKE_DIMS[-1], torch.device("cpu")) if p["eta0"] == eta)
     direct = float(one_step(problem, eta).r3_error.max())
     assert abs(derived["error"] - direct) <= LINEARITY_RTOL * direct
-
-
-def test_same_instances_as_the_rate_claim():
-    """``g2_instance`` is EMB-L41-RATE's ``g2_fixed``, bit for bit (needs the claims' imports)."""
-    try:
-        from theorems.embeddings.claims_onestep import g2_fixed
-    except ImportError as exc:  # cvxpy is absent on GPU machines
-        pytest.skip(f"claims_onestep does not import here: {exc}")
-    for seed, d in ((0, 100), (7, 1000)):
-        ours, theirs = g2_instance(seed, d), g2_fixed(seed, d)
-        for name in ("sequences", "y", "E", "v"):
-            assert torch.equal(getattr(ours, name), getattr(theirs, name)), name
 
 
 @pytest.mark.skipif(

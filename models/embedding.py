@@ -240,6 +240,22 @@ def uniform_token_problem(seed: int, n: int, T: int, S: int, d: int) -> Embeddin
     return EmbeddingProblem(sequences=seqs, y=y, E=E0, v=v)
 
 
+def g2_fixed(seed: int, d: int, S: int = 30, T: int = 8, n: int = 200) -> EmbeddingProblem:
+    """The G2 recipe of spec §6 with fixed seeds, outside Hypothesis (EMB-L41-RATE and its
+    large-d sweep, benchmarks/test_onestep_large_d.py): y uniform ±1, b ~ N(0, 1), tokens of
+    X_j i.i.d. from softmax(y_j b); E⁰, v from ``gaussian_init``.
+
+    The data depend on ``seed`` only, the embeddings on (seed, d), so a d-sweep changes the
+    initialization and nothing else."""
+    gen = torch.Generator().manual_seed(seed)
+    y = torch.where(torch.rand(n, generator=gen, dtype=DTYPE) < 0.5, -1.0, 1.0).to(DTYPE)
+    b = torch.randn(S, generator=gen, dtype=DTYPE)
+    probs = torch.softmax(y[:, None] * b[None, :], dim=-1)
+    seqs = torch.multinomial(probs, T, replacement=True, generator=gen)
+    E0, v = gaussian_init(torch.Generator().manual_seed(1_000_003 * seed + d), S, d)
+    return EmbeddingProblem(sequences=seqs, y=y, E=E0, v=v)
+
+
 # ---------------------------------------------------------------------------------------------
 # Definitions (§2)
 # ---------------------------------------------------------------------------------------------

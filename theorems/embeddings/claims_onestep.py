@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from scipy.stats import binom
 
 from models.embedding import (
-    EmbeddingProblem,
     average_signed_frequency,
+    g2_fixed,
     one_step,
     r1_coefficients,
     rank_one_residual,
@@ -348,21 +348,6 @@ def test_shift_proportional_to_alpha(inst):
 # ---------------------------------------------------------------------------------------------
 # The error shrinks with d (deterministic experiment)
 # ---------------------------------------------------------------------------------------------
-
-
-def g2_fixed(seed: int, d: int, S: int = 30, T: int = 8, n: int = 200) -> EmbeddingProblem:
-    """The G2 recipe of spec §6 with fixed seeds, outside Hypothesis: y uniform ±1,
-    b ~ N(0, 1), tokens of X_j i.i.d. from softmax(y_j b); E⁰, v from ``gaussian_init``.
-
-    The data depend on ``seed`` only, the embeddings on (seed, d), so the d-sweep changes the
-    initialization and nothing else."""
-    gen = torch.Generator().manual_seed(seed)
-    y = torch.where(torch.rand(n, generator=gen, dtype=F64) < 0.5, -1.0, 1.0).to(F64)
-    b = torch.randn(S, generator=gen, dtype=F64)
-    probs = torch.softmax(y[:, None] * b[None, :], dim=-1)
-    seqs = torch.multinomial(probs, T, replacement=True, generator=gen)
-    E0, v = gaussian_init(torch.Generator().manual_seed(1_000_003 * seed + d), S, d)
-    return EmbeddingProblem(sequences=seqs, y=y, E=E0, v=v)
 
 
 @cache
