@@ -83,6 +83,24 @@ class PromptProblem:
             log_pair = np.log(np.abs(pair))
         return keys, gam, log_pair, np.sign(pair), np.arange(keys.shape[0])
 
+    @cached_property
+    def difference_span(self) -> np.ndarray:
+        """An orthonormal basis (d, r) of the span of the key differences k_it − k_i0.
+
+        L depends on p only through this span (each input's logits move together along its
+        complement, which the softmax ignores), and ∇L lies in it (spec §1.8)."""
+        keys = self.keys.detach().cpu().numpy()
+        diffs = (keys - keys[:, :1, :]).reshape(-1, keys.shape[2])
+        if diffs.size:
+            # Repeated rows add nothing to the span, and the `<cls>` problems repeat a handful
+            # of token differences thousands of times: the SVD of n·T × d rows took 0.5 s there.
+            diffs = np.unique(diffs, axis=0)
+        if diffs.size == 0:
+            return np.zeros((keys.shape[2], 0))
+        _, sv, vt = np.linalg.svd(diffs, full_matrices=False)
+        rank = int(np.sum(sv > 1e-12 * max(1.0, float(sv[0]))))
+        return np.ascontiguousarray(vt[:rank].T)
+
     @classmethod
     def trusted(cls, keys: Tensor, scores: Tensor, loss) -> PromptProblem:
         """A problem from float64 tensors the caller has already checked (finite, matching

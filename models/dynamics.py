@@ -136,7 +136,7 @@ def ngd(problem: PromptProblem, p0=None, *, lr: float = 0.1, steps: int = 1000, 
     t0 = time.perf_counter()
     p = _start(problem, p0)
     rec = _Recorder(problem, record_every)
-    u, lgn = _field(problem, p)
+    u, lgn = problem.flow_field_np(p)
     rec.add(p, 0.0, lgn, force=True)
     stop, evals = "step budget", 1
     for k in range(1, steps + 1):
@@ -145,7 +145,7 @@ def ngd(problem: PromptProblem, p0=None, *, lr: float = 0.1, steps: int = 1000, 
             rec.finish(p, lr * (k - 1), lgn)
             break
         p = p + lr * u
-        u, lgn = _field(problem, p)
+        u, lgn = problem.flow_field_np(p)
         evals += 1
         rec.add(p, lr * k, lgn, force=(k == steps), k=k)
     return rec.build(stop, evals, t0)
@@ -181,36 +181,6 @@ def _logaddexp(a: float, b: float) -> float:
     return a if b == -math.inf else a + math.log1p(math.exp(b - a))
 
 
-def _field(problem: PromptProblem, p: np.ndarray) -> tuple[np.ndarray, float]:
-    """Unit flow direction −∇L/‖∇L‖ at p and log‖∇L‖ (−inf at a stationary point)."""
-    return problem.flow_field_np(p)
-
-
-def difference_span(problem: PromptProblem) -> np.ndarray:
-    """An orthonormal basis (d, r) of the span of the key differences k_it − k_i0 (computed
-    once per problem and kept on it).
-
-    L depends on p only through this span (each input's logits move together along its
-    complement, which the softmax ignores), and ∇L lies in it (spec §1.8)."""
-    cached = problem.__dict__.get("_difference_span")
-    if cached is not None:
-        return cached
-    keys = problem.keys.detach().numpy()
-    diffs = (keys - keys[:, :1, :]).reshape(-1, keys.shape[2])
-    if diffs.size:
-        # Repeated rows add nothing to the span, and the `<cls>` problems repeat a handful of
-        # token differences thousands of times: the SVD of n·T × d rows took 0.5 s there.
-        diffs = np.unique(diffs, axis=0)
-    if diffs.size == 0:
-        basis = np.zeros((keys.shape[2], 0))
-    else:
-        _, sv, vt = np.linalg.svd(diffs, full_matrices=False)
-        rank = int(np.sum(sv > 1e-12 * max(1.0, float(sv[0]) if sv.size else 1.0)))
-        basis = np.ascontiguousarray(vt[:rank].T)
-    problem.__dict__["_difference_span"] = basis  # a cache, like the cached_property _np
-    return basis
-
-
 class _Coordinates:
     """Where the tracer integrates: p itself, or z with p = p⊥ + B z when the key
     differences span only r ≤ d/2 dimensions (B: their orthonormal basis, p⊥: the start's
@@ -224,7 +194,7 @@ class _Coordinates:
     """
 
     def __init__(self, problem: PromptProblem, p: np.ndarray):
-        basis = difference_span(problem)
+        basis = problem.difference_span
         # Only where the span is at most half of ℝ^d: LSODA controls the error per coordinate,
         # and in the rotated basis that costs more steps (measured: a benchmark instance with
         # r = 12, d = 15 took 307 steps instead of 188), which a small r repays and a large
@@ -457,7 +427,7 @@ def converge(
     sel = problem.selected(p).numpy()
     svm, unit = svm_for(sel)
     omc = one_minus_cos(p, torch.as_tensor(svm.x)) if svm.ok else 1.0
-    flow_omc = heading(*_field(problem, p.numpy()), unit) if unit is not None else 1.0
+    flow_omc = heading(*problem.flow_field_np(p.numpy()), unit) if unit is not None else 1.0
     # In numpy: torch's softmax kernel wakes its intra-op thread pool even on these tiny
     # tensors, which cost milliseconds per call on a busy 2-core machine (measured: 5 ms).
     logits = keys @ p.numpy()
@@ -535,7 +505,7 @@ def finite_minimiser(
     scale = max(1.0, float(torch.linalg.vector_norm(p0)))
     if scale > MINIMISER_MAX_NORM:
         return None
-    basis = torch.from_numpy(difference_span(problem))
+    basis = torch.from_numpy(problem.difference_span)
     if basis.shape[1] == 0:
         return None
 

@@ -25,8 +25,6 @@ import math
 import numpy as np
 from numba import njit
 
-NEG_INF = -math.inf
-
 
 @njit(cache=True)
 def token_terms(keys, gam, log_pair, sign_pair, p, log_sd, sign_sd, m, r):
