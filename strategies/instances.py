@@ -56,6 +56,13 @@ DIM_EXCEEDS_VOCAB = "dim_exceeds_vocab"
 GAUSSIAN_EMBEDDINGS = "gaussian_embeddings"
 UNIT_HEAD = "unit_head"
 ZIPF_CORPUS = "zipf_corpus"
+OFFICIAL_CROSS = "official_cross"
+PRESCRIBED_SCORES = "prescribed_scores"
+INDEPENDENT_QUERIES = "independent_queries"
+INDEPENDENT_TOKENS = "independent_tokens"
+DISTINCT_SCORES = "distinct_scores"
+FRO_NUC_APART = "fro_nuc_apart"
+LP_APART = "lp_apart"
 
 #: Every assumption name with its one-line meaning. All statements about "alpha" refer to the
 #: instance's ``alpha`` field (for prompt instances).
@@ -95,6 +102,17 @@ ASSUMPTIONS: dict[str, str] = {
     UNIT_HEAD: "‖v‖ = 1",
     ZIPF_CORPUS: "generator G3 (pseudo-IMDB): Zipf base frequencies, clipped posterior biases, "
     "shrunk stopwords (spec embeddings §4.2)",
+    OFFICIAL_CROSS: "the official TF-as-SVM generator: x_it, z_i and v uniform on the unit sphere, "
+    "Y_i a random sign (spec tfsvm §3.1)",
+    PRESCRIBED_SCORES: "x_it = k_it + Y_i g_it v with k_it ⟂ v: the scores γ_it = g_it are "
+    "prescribed exactly (spec tfsvm §3.2)",
+    INDEPENDENT_QUERIES: "the queries z_1..z_n are linearly independent (so n ≤ d)",
+    INDEPENDENT_TOKENS: "for every input the tokens x_i1..x_iT are linearly independent (T ≤ d)",
+    DISTINCT_SCORES: "every input has at least two distinct scores",
+    FRO_NUC_APART: "cos(W^mm, W^mm_⋆) ≤ 0.95 at alpha: the Frobenius and nuclear SVMs point apart "
+    "(spec tfsvm §3.6)",
+    LP_APART: "the ℓp-SVMs of alpha for the exponents in meta['ps'] have pairwise cosines ≤ 0.97 "
+    "(spec tfsvm §3.7)",
 }
 
 
@@ -462,6 +480,131 @@ class EmbeddingInstance:
             s_star=d.get("s_star"),
             relevant=d.get("relevant"),
             groups=d.get("groups"),
+        )
+
+
+# ---- cross-attention instances ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class CrossInstance:
+    """One dataset of the cross-attention model f_i(W) = vᵀX_iᵀ S(X_i W z_i) of 2308.16898.
+
+    X (n, T, d) tokens, Z (n, d) queries, y (n,) labels, v (d,) fixed head; ``W0`` an optional
+    initial W; ``alpha`` the selection the instance was built around, or None.
+    """
+
+    X: Tensor
+    Z: Tensor
+    y: Tensor
+    v: Tensor
+    loss: str = "logistic"
+    W0: Tensor | None = None
+    alpha: np.ndarray | None = None
+    assumptions: frozenset[str] = frozenset()
+    seed: int = 0
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        X = _float_tensor(self.X, "X", 3)
+        n, T, d = X.shape
+        if n < 1 or T < 1 or d < 1:
+            raise ValueError(f"X: every dimension must be ≥ 1, got shape {tuple(X.shape)}")
+        Z = _float_tensor(self.Z, "Z", 2)
+        if tuple(Z.shape) != (n, d):
+            raise ValueError(f"Z: expected shape {(n, d)} (one per input), got {tuple(Z.shape)}")
+        y = _labels(self.y, "y", n)
+        v = _float_tensor(self.v, "v", 1)
+        if v.shape[0] != d:
+            raise ValueError(f"v: expected dimension {d} (the token dimension), got {v.shape[0]}")
+        if not isinstance(self.loss, str):
+            raise ValueError(f"loss: expected a loss name, got {self.loss!r}")
+        try:
+            get_loss(self.loss)
+        except ValueError as exc:
+            raise ValueError(f"loss: {exc}") from None
+        W0 = None
+        if self.W0 is not None:
+            W0 = _float_tensor(self.W0, "W0", 2)
+            if tuple(W0.shape) != (d, d):
+                raise ValueError(f"W0: expected shape {(d, d)}, got {tuple(W0.shape)}")
+        alpha = None
+        if self.alpha is not None:
+            alpha = _int_array(self.alpha, "alpha")
+            if alpha.shape != (n,):
+                raise ValueError(f"alpha: expected shape {(n,)}, got {alpha.shape}")
+            if alpha.min() < 0 or alpha.max() >= T:
+                raise ValueError(f"alpha: entries must lie in [0, {T})")
+        for name, value in (("X", X), ("Z", Z), ("y", y), ("v", v), ("W0", W0), ("alpha", alpha)):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "assumptions", _assumptions(self.assumptions))
+        object.__setattr__(self, "seed", _seed(self.seed))
+        object.__setattr__(self, "meta", _meta(self.meta))
+
+    @cached_property
+    def problem(self):
+        """The ``models.cross.CrossProblem`` of this data (cached)."""
+        from models.cross import CrossProblem
+
+        return CrossProblem(self.X, self.Z, self.y, self.v, self.loss)
+
+    @property
+    def scores(self) -> Tensor:
+        """γ_it = Y_i vᵀ x_it, shape (n, T)."""
+        return self.problem.scores
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def T(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[2]
+
+    def __repr__(self) -> str:
+        alpha = None if self.alpha is None else self.alpha.tolist()
+        return (
+            f"CrossInstance(n={self.n}, T={self.T}, d={self.d}, loss={self.loss!r}, "
+            f"alpha={alpha}, W0={'given' if self.W0 is not None else None}, seed={self.seed}, "
+            f"assumptions={sorted(self.assumptions)})"
+        )
+
+    def to_json(self, *, extra: bool = False) -> dict[str, Any]:
+        """The check-CLI schema {"model": "cross", "X", "Z", "y", "v", "loss"} (docs/instances.md);
+        with ``extra=True`` also "W0", "alpha", "assumptions" and "seed"."""
+        out: dict[str, Any] = {
+            "model": "cross",
+            "X": self.X.tolist(),
+            "Z": self.Z.tolist(),
+            "y": self.y.tolist(),
+            "v": self.v.tolist(),
+            "loss": self.loss,
+        }
+        if extra:
+            out["W0"] = None if self.W0 is None else self.W0.tolist()
+            out["alpha"] = None if self.alpha is None else self.alpha.tolist()
+            out["assumptions"] = sorted(self.assumptions)
+            out["seed"] = self.seed
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> CrossInstance:
+        """Inverse of ``to_json``; a missing or malformed field raises ValueError naming it."""
+        _check_model(d, "cross")
+        return cls(
+            X=_require(d, "X"),
+            Z=_require(d, "Z"),
+            y=_require(d, "y"),
+            v=_require(d, "v"),
+            loss=d.get("loss", "logistic"),
+            W0=d.get("W0"),
+            alpha=d.get("alpha"),
+            assumptions=d.get("assumptions", ()),
+            seed=d.get("seed", 0),
         )
 
 
