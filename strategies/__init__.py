@@ -5,9 +5,21 @@ Prompt attention (arXiv 2306.13596): ``decoupled_instances``, ``global_opt_insta
 the paper's figure instances. Trained embeddings (arXiv 2505.17282):
 ``single_relevant_token_instances`` (G1), ``general_frequency_instances`` (G2),
 ``k_level_instances``, ``two_relevant_instances`` and the pseudo-IMDB ``zipf_corpus`` (G3).
+Cross-attention (arXiv 2308.16898, 2410.14581): ``official_cross_instances``,
+``prescribed_score_instances``, ``equal_nonopt_cross_instances``, ``nostat_instances``,
+``local_opt_cross_instances``, ``with_random_init``, ``cross_cone_inits``.
 Every instance names the assumptions it was built to satisfy (``ASSUMPTIONS``).
 """
 
+from strategies.cross import (
+    cross_cone_inits,
+    equal_nonopt_cross_instances,
+    local_opt_cross_instances,
+    nostat_instances,
+    official_cross_instances,
+    prescribed_score_instances,
+    with_random_init,
+)
 from strategies.embedding import (
     gaussian_init,
     general_frequency_instances,
@@ -39,6 +51,7 @@ from strategies.instances import (
     UNIQUE_OPT,
     UNIT_HEAD,
     ZIPF_CORPUS,
+    CrossInstance,
     EmbeddingInstance,
     PromptInstance,
     assumption_names,
@@ -62,6 +75,7 @@ __all__ = [
     # instances and assumptions
     "PromptInstance",
     "EmbeddingInstance",
+    "CrossInstance",
     "ASSUMPTIONS",
     "assumption_names",
     "ARBITRARY_P0",
@@ -105,4 +119,12 @@ __all__ = [
     "two_relevant_instances",
     "zipf_corpus",
     "zipf_instance",
+    # cross-attention (2308.16898, 2410.14581)
+    "official_cross_instances",
+    "prescribed_score_instances",
+    "equal_nonopt_cross_instances",
+    "nostat_instances",
+    "local_opt_cross_instances",
+    "with_random_init",
+    "cross_cone_inits",
 ]

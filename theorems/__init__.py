@@ -59,11 +59,28 @@ PUBLIC_API = {
         "general_frequency_instances",
         "two_relevant_instances",
         "k_level_instances",
+        "official_cross_instances",
+        "prescribed_score_instances",
+        "equal_nonopt_cross_instances",
+        "local_opt_cross_instances",
+        "with_random_init",
+        "cross_cone_inits",
     ),
     # dynamics: gradient descent, normalized GD, the certified gradient-flow tracer
     "models.dynamics": ("gd", "ngd", "trace_flow", "converge"),
+    # cross-attention (2308.16898, 2410.14581): the model, its dynamics and metrics
+    "models.cross": (
+        "CrossProblem",
+        "w_ngd",
+        "kq_ngd",
+        "md",
+        "polyak",
+        "correlation",
+        "bregman_divergence",
+    ),
     # the certified SVM oracle
     "models.svm": ("att_svm", "w_svm", "v_svm", "cls_svm"),
+    "models.normsvm": ("norm_svm",),
     # geometry and selection
     "models.attention": ("cosine", "one_minus_cos"),
     "models.selection": ("global_opt", "local_optimality", "support_sets"),
