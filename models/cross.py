@@ -24,6 +24,7 @@ normalisation divides by ``‖∇L‖ + ε`` and no step freezes once the softma
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -93,9 +94,16 @@ class CrossProblem:
         return self.prompt.loss_floor(alpha)
 
     # ---- the model -----------------------------------------------------------------------------
+    def _matrix(self, W) -> Tensor:
+        """W as a float64 (d, d) tensor (autograd kept); ValueError naming W otherwise."""
+        W = as_float_tensor(W, "W", 2)
+        if tuple(W.shape) != (self.d, self.d):
+            raise ValueError(f"W: expected shape {(self.d, self.d)}, got {tuple(W.shape)}")
+        return W
+
     def logits(self, W) -> Tensor:
         """a_it = x_itᵀ W z_i, (n, T)."""
-        W = as_float_tensor(W, "W", 2)
+        W = self._matrix(W)
         return torch.einsum("itd,de,ie->it", self.X, W, self.Z)
 
     def softmax(self, W) -> Tensor:
@@ -107,12 +115,12 @@ class CrossProblem:
 
     def loss_value(self, W) -> Tensor:
         """L(W) through the vectorised prompt model; differentiable in W by autograd."""
-        return self.prompt.loss_value(as_float_tensor(W, "W", 2).reshape(-1))
+        return self.prompt.loss_value(self._matrix(W).reshape(-1))
 
     def naive_output(self, W) -> Tensor:
         """f_i(W) = vᵀ X_iᵀ S(X_i W z_i) computed as the official model does (no vectorisation):
         the independent reference for ``loss_value`` and the gradients (tests)."""
-        W = as_float_tensor(W, "W", 2)
+        W = self._matrix(W)
         logits = (self.X @ W @ self.Z[:, :, None]).squeeze(-1)
         attended = (torch.softmax(logits, dim=-1)[:, :, None] * self.X).sum(1)
         return attended @ self.v
@@ -125,7 +133,7 @@ class CrossProblem:
         """(M, G̃) with ∇L(W) = e^M·G̃, G̃ (d, d) of order one: exact direction at any ‖W‖.
 
         ∇L(W) = (1/n) Σ_i ℓ'_i (Σ_t c_it x_it) z_iᵀ: rank ≤ n, row space in span{z_i}."""
-        w = np.ascontiguousarray(_array(W, "W", 2).reshape(-1))
+        w = np.ascontiguousarray(self._matrix(W).detach().cpu().numpy().reshape(-1))
         log_scale, vec = self.prompt.gradient_log_np(w)
         return log_scale, vec.reshape(self.d, self.d)
 
@@ -221,6 +229,15 @@ class _Record:
 
 
 def _square(problem: CrossProblem, M, name: str) -> np.ndarray:
+    """A (d, d) iterate such as W0; ValueError naming ``name`` otherwise."""
+    M = _array(M, name, 2)
+    if M.shape != (problem.d, problem.d):
+        raise ValueError(f"{name}: expected shape {(problem.d, problem.d)}, got {M.shape}")
+    return M
+
+
+def _factor(problem: CrossProblem, M, name: str) -> np.ndarray:
+    """A (d, m) factor such as K0 or Q0 (any width m); ValueError naming ``name`` otherwise."""
     M = _array(M, name, 2)
     if M.shape[0] != problem.d:
         raise ValueError(f"{name}: expected {problem.d} rows, got shape {M.shape}")
@@ -270,10 +287,12 @@ def kq_ngd(
     ∇_K = GQ + 2λK, ∇_Q = GᵀK + 2λQ with G = ∇L(KQᵀ) (spec §1.6, §6).
 
     ``penalty=MACHINE_EPS`` is the official recipe; 0 is the unpenalised flow's discretisation.
-    A factor whose gradient is exactly zero does not move (Q(0) = 0 makes ∇_K = 0 at step 1)."""
+    A factor whose gradient is exactly zero does not move (with penalty 0, Q(0) = 0 makes
+    ∇_K = 0 at step 1; with λ > 0, ∇_K = 2λK there, so K steps by −lr·K/‖K‖: no ``+ ε``
+    damps the normalisation)."""
     t0 = time.perf_counter()
-    K = _square(problem, K0, "K0")
-    Q = _square(problem, Q0, "Q0")
+    K = _factor(problem, K0, "K0")
+    Q = _factor(problem, Q0, "Q0")
     if K.shape != Q.shape:
         raise ValueError(f"Q0: expected the shape of K0 {K.shape}, got {Q.shape}")
     rec = _Record(record_every, steps)
@@ -316,8 +335,9 @@ def md(
 ) -> CrossRun:
     """Normalised ℓp mirror descent (2410.14581): sign(W⁺)|W⁺|^{p−1} = sign(W)|W|^{p−1} −
     lr·G/‖G‖_{p*}, p* = p/(p−1), with G's direction from log space (spec §1.6). p = 2 is NGD."""
-    if not (isinstance(p, (int, float)) and 1.0 < p < math.inf):
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 1.0 < p < math.inf:
         raise ValueError(f"p: mirror descent needs 1 < p < ∞, got {p!r}")
+    p = float(p)
     t0 = time.perf_counter()
     d = problem.d
     W = np.zeros((d, d)) if W0 is None else _square(problem, W0, "W0")

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from hypothesis import assume, event
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
 from models.selection import has_unique_opt, local_optimality
 from models.svm import att_svm
@@ -259,20 +260,33 @@ def with_random_init(draw, instances, scale=None):
 @st.composite
 def cross_cone_inits(draw, instance, R0=10.0, eps=1e-2):
     """``instance`` (α set, Att-SVM(α) feasible) with W(0) = R0·(cos θ·Ŵ + sin θ·E), E a
-    seeded unit matrix ⟂ Ŵ, 1 − cos θ drawn in [0, ε]: in the cone of spec §2.6."""
+    seeded unit matrix ⟂ Ŵ, 1 − cos θ drawn in [0, ε]: in the cone of spec §2.6. The new W(0)
+    replaces any earlier one (ARBITRARY_P0 is dropped)."""
     inst = draw(instance) if isinstance(instance, st.SearchStrategy) else instance
+    if not isinstance(inst, CrossInstance) or inst.alpha is None:
+        raise InvalidArgument("instance: needs a CrossInstance with alpha (the cone's selection)")
     R0, eps = _draw(draw, R0), _draw(draw, eps)
+    if not (R0 > 0 and math.isfinite(R0)):
+        raise InvalidArgument(f"R0: expected a finite number > 0, got {R0!r}")
+    if not 0 < eps < 1:
+        raise InvalidArgument(f"eps: expected a number in (0, 1), got {eps!r}")
     sol = att_svm(svm_keys(inst), inst.alpha)
+    if not sol.ok:
+        event(f"reject: Att-SVM(α) {sol.status}")
     assume(sol.ok)
     What = sol.x / np.linalg.norm(sol.x)
     E = random_W(inst.d, draw(SEEDS), 1.0).numpy().reshape(-1)
     E = E - (E @ What) * What
-    E = E / np.linalg.norm(E)
     c = 1.0 - eps * draw(st.floats(0.0, 1.0))
+    nE = float(np.linalg.norm(E))
+    if nE <= 1e-12:  # d = 1: no direction orthogonal to Ŵ, W(0) = R0·Ŵ
+        E, c = np.zeros_like(E), 1.0
+    else:
+        E = E / nE
     W0 = R0 * (c * What + math.sqrt(max(0.0, 1.0 - c * c)) * E)
     return dataclasses.replace(
         inst,
         W0=torch.as_tensor(W0.reshape(inst.d, inst.d)),
-        assumptions=inst.assumptions | {CONE_INIT},
+        assumptions=(inst.assumptions - {ARBITRARY_P0}) | {CONE_INIT},
         meta={**inst.meta, "cone": {"R0": R0, "eps": eps, "cos": c}},
     )

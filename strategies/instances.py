@@ -105,7 +105,7 @@ ASSUMPTIONS: dict[str, str] = {
     OFFICIAL_CROSS: "the official TF-as-SVM generator: x_it, z_i and v uniform on the unit sphere, "
     "Y_i a random sign (spec tfsvm §3.1)",
     PRESCRIBED_SCORES: "x_it = k_it + Y_i g_it v with k_it ⟂ v: the scores γ_it = g_it are "
-    "prescribed exactly (spec tfsvm §3.2)",
+    "prescribed, exactly up to float64 rounding (|γ − g| ≤ a few ulps; spec tfsvm §3.2)",
     INDEPENDENT_QUERIES: "the queries z_1..z_n are linearly independent (so n ≤ d)",
     INDEPENDENT_TOKENS: "for every input the tokens x_i1..x_iT are linearly independent (T ≤ d)",
     DISTINCT_SCORES: "every input has at least two distinct scores",
