@@ -10,6 +10,9 @@ Instance files (all arrays as nested lists):
                 "correlation" (default logistic), "p0": d (default zeros)}
     embedding: {"model": "embedding", "sequences": n×T token ids (ints >= 0, < |S|),
                 "y": n (±1), "E0": |S|×d, "v": d, "eta0": float > 0}
+    cross:     {"model": "cross", "X": n×T×d, "Z": n×d (the queries), "y": n (±1), "v": d,
+                "param": "W" | "KQ" (default W), "loss": as for prompt (default logistic),
+                "p": ℓp exponent > 1 for mirror descent (optional)}
 
 A saved counterexample (theorems/counterexamples/ID.json) is an instance file too: its
 "counterexample" header and "replay" arguments are ignored by `check`.
@@ -33,7 +36,13 @@ from theorems.framework import REPO_ROOT
 from theorems.framework.instances import InstanceError, load_instance
 from theorems.framework.registry import import_claim_modules
 
-# --------------------------------------------------------------------------- validation
+#: Where each model's prediction is computed (the mathematics lives in models/; the CLI
+#: validates, calls and prints), and the instance fields it takes, in order.
+PREDICTORS = {
+    "prompt": ("models.predict", "predict_prompt", ("X", "y", "v", "W", "loss", "p0")),
+    "embedding": ("models.predict", "predict_embedding", ("sequences", "y", "E0", "v", "eta0")),
+    "cross": ("models.cross_predict", "predict_cross", ("X", "Z", "y", "v", "param", "loss", "p")),
+}
 
 
 # --------------------------------------------------------------------------- commands
@@ -85,17 +94,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         model, fields = load_instance(args.instance)
     except InstanceError as exc:
         return _error(str(exc), 2)
-    name = f"predict_{model}"
+    module, name, keys = PREDICTORS[model]
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
     try:
-        predict = getattr(importlib.import_module("models.predict"), name)
+        predict = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
-        return _error(f"models.predict.{name} is not available: {exc}", 1)
-    if model == "prompt":
-        keys = ("X", "y", "v", "W", "loss", "p0")
-    else:
-        keys = ("sequences", "y", "E0", "v", "eta0")
+        return _error(f"{module}.{name} is not available: {exc}", 1)
     result = predict(*(fields[k] for k in keys))
 
     from theorems.framework.evidence import to_jsonable

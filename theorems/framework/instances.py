@@ -1,8 +1,9 @@
 """The one instance schema of the suite, in its two forms.
 
 - An *instance file* (what `python -m theorems check` reads, what a saved counterexample's
-  top level holds, what `PromptInstance.to_json()` / `EmbeddingInstance.to_json()` write):
-  a JSON object with a "model" ("prompt" or "embedding") and the fields of INSTANCE_FIELDS.
+  top level holds, what `PromptInstance.to_json()` / `EmbeddingInstance.to_json()` /
+  `CrossInstance.to_json()` write): a JSON object with a "model" ("prompt", "embedding" or
+  "cross") and the fields of INSTANCE_FIELDS.
   `load_instance` validates one and names the offending field.
 - A *typed argument* (what the replay store keeps of an example's @given arguments):
   `encode` / `decode`, lossless for instances (with their meta), tensors, arrays, numbers,
@@ -20,11 +21,16 @@ from pathlib import Path
 from typing import Any
 
 LOSSES = ("logistic", "exponential", "correlation")
+#: The parametrisations of a cross instance: W trained directly, or W = KQᵀ (spec tfsvm §1.1).
+PARAMS = ("W", "KQ")
 #: The fields of an instance file, by model; the order is the order a saved file lists them.
 INSTANCE_FIELDS = {
     "prompt": ("model", "X", "y", "v", "W", "loss", "p0"),
     "embedding": ("model", "sequences", "y", "E0", "v", "eta0"),
+    "cross": ("model", "X", "Z", "y", "v", "param", "loss", "p"),
 }
+_MODELS = '"prompt", "embedding" or "cross"'
+
 #: Keys of a saved counterexample that are not instance fields (theorems.framework.replay).
 HEADER_KEYS = ("counterexample", "replay")
 
@@ -47,10 +53,14 @@ class Undecodable(ValueError):
 
 def _instance_classes() -> dict[str, type]:
     try:
-        from strategies.instances import EmbeddingInstance, PromptInstance
+        from strategies.instances import CrossInstance, EmbeddingInstance, PromptInstance
     except ImportError:  # pragma: no cover - the strategies package is part of the suite
         return {}
-    return {"PromptInstance": PromptInstance, "EmbeddingInstance": EmbeddingInstance}
+    return {
+        "PromptInstance": PromptInstance,
+        "EmbeddingInstance": EmbeddingInstance,
+        "CrossInstance": CrossInstance,
+    }
 
 
 def encode(value: Any) -> dict:
@@ -207,9 +217,7 @@ def _validate_prompt(doc: dict) -> None:
         _expect_shape("W", _array("W", doc["W"], 2), (d, d), "d×d with d from X")
     if doc.get("p0") is not None:
         _expect_shape("p0", _array("p0", doc["p0"], 1), (d,), "d from X")
-    loss = doc.get("loss", "logistic")
-    if loss not in LOSSES:
-        raise InstanceError("loss", f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
+    _loss(doc)
 
 
 def _validate_embedding(doc: dict) -> None:
@@ -234,6 +242,32 @@ def _validate_embedding(doc: dict) -> None:
         raise InstanceError("eta0", f"must be a finite number > 0, got {eta0!r}")
 
 
+def _loss(doc: dict) -> None:
+    loss = doc.get("loss", "logistic")
+    if loss not in LOSSES:
+        raise InstanceError("loss", f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
+
+
+def _validate_cross(doc: dict) -> None:
+    n, T, d = _array("X", doc.get("X"), 3)
+    _expect_shape("Z", _array("Z", doc.get("Z"), 2), (n, d), "n×d: one query per input of X")
+    _labels(doc, n, "input of X")
+    _expect_shape("v", _array("v", doc.get("v"), 1), (d,), "d from X")
+    param = doc.get("param", "W")
+    if param not in PARAMS:
+        raise InstanceError(
+            "param", f"unknown parametrisation {param!r}; choose {' or '.join(PARAMS)}"
+        )
+    _loss(doc)
+    p = doc.get("p")
+    if p is None:
+        return
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise InstanceError("p", f"the ℓp exponent must be a number, got {_kind(p)}")
+    if not (math.isfinite(p) and p > 1):
+        raise InstanceError("p", f"the ℓp exponent must be a finite number > 1, got {p!r}")
+
+
 def _read(path: str | Path) -> Any:
     path = Path(path)
     try:
@@ -254,7 +288,8 @@ def load_instance(path_or_dict: str | Path | dict) -> tuple[str, dict[str, Any]]
     """Read and validate an instance; return (model, fields as torch tensors).
 
     prompt -> X, y, v, W, p0 as float64 tensors and loss as a string; embedding ->
-    sequences as an int64 tensor, y, E0, v as float64 tensors and eta0 as a float.
+    sequences as an int64 tensor, y, E0, v as float64 tensors and eta0 as a float; cross ->
+    X, Z, y, v as float64 tensors, param and loss as strings, p as a float or None.
     Raises InstanceError naming the offending field.
     """
     doc = path_or_dict if isinstance(path_or_dict, dict) else _read(path_or_dict)
@@ -264,14 +299,15 @@ def load_instance(path_or_dict: str | Path | dict) -> tuple[str, dict[str, Any]]
         doc = {k: v for k, v in doc.items() if k not in HEADER_KEYS}
     model = doc.get("model")
     if model is None:
-        raise InstanceError("model", 'missing (expected "prompt" or "embedding")')
+        raise InstanceError("model", f"missing (expected {_MODELS})")
     if model not in INSTANCE_FIELDS:
-        raise InstanceError("model", f'unknown model {model!r} (expected "prompt" or "embedding")')
+        raise InstanceError("model", f"unknown model {model!r} (expected {_MODELS})")
     for key in doc:
         if key not in INSTANCE_FIELDS[model]:
             allowed = ", ".join(sorted(INSTANCE_FIELDS[model]))
             raise InstanceError(key, f'unknown field for model "{model}" (allowed: {allowed})')
-    (_validate_prompt if model == "prompt" else _validate_embedding)(doc)
+    validate = {"prompt": _validate_prompt, "embedding": _validate_embedding}
+    validate.get(model, _validate_cross)(doc)
 
     import torch  # only once the instance is known to be valid
 
@@ -287,6 +323,17 @@ def load_instance(path_or_dict: str | Path | dict) -> tuple[str, dict[str, Any]]
             "W": torch.eye(d, dtype=f64) if W is None else torch.tensor(W, dtype=f64),
             "loss": doc.get("loss", "logistic"),
             "p0": torch.zeros(d, dtype=f64) if p0 is None else torch.tensor(p0, dtype=f64),
+        }
+    if model == "cross":
+        p = doc.get("p")
+        return model, {
+            "X": torch.tensor(doc["X"], dtype=f64),
+            "Z": torch.tensor(doc["Z"], dtype=f64),
+            "y": torch.tensor(doc["y"], dtype=f64),
+            "v": torch.tensor(doc["v"], dtype=f64),
+            "param": doc.get("param", "W"),
+            "loss": doc.get("loss", "logistic"),
+            "p": None if p is None else float(p),
         }
     return model, {
         "sequences": torch.tensor(doc["sequences"], dtype=torch.int64),
