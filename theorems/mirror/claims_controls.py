@@ -1,0 +1,232 @@
+"""Negative controls for ℓp mirror descent (arXiv 2410.14581; spec tfsvm §5 F9, F10, F11 joint
+part, and §1.6 on the row space).
+
+Each states a plausible WRONG variant as a property with ``expected="refuted"``: it passes only
+when the Hypothesis search finds a counterexample on its strategy, and the failing assertion is
+the wrong statement's own. Where a wrong statement could also fail for a reason that is not the
+one the spec names (a run that has not converged at all, a solver that is not accurate), the
+body first makes sure the example can tell (evidence.inconclusive otherwise).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from models.cross import correlation, md
+from models.normsvm import CONIC_TOL, entrywise_norm
+from strategies.combinators import SEEDS, seeded
+from strategies.cross import official_cross_instances, with_random_init
+from theorems import claim, evidence
+from theorems.mirror.common import (
+    OFFICIAL_SHAPE,
+    SMALL,
+    joint_instance,
+    joint_run,
+    joint_svms,
+    lp_svm,
+    random_orthogonal,
+    record,
+    rotated,
+    run_md,
+    svm,
+)
+
+DTYPE = torch.float64
+
+#: The official local-convergence instances (6, 8, 10) with W(0) ~ N(0, 1).
+OFFICIAL = with_random_init(official_cross_instances(*OFFICIAL_SHAPE), scale=1.0)
+
+#: F9: "MD-p converges to the SVM S" is read as corr(W_MD, S) ≥ this after the official budget:
+#: the level MD reaches with its own SVM (calibration: own-p corr ≥ 0.9958 at p = 1.75 / 1.5,
+#: spec §2.10 [N]) and the spec's acceptance for W-NGD → Frobenius SVM (mean ≥ 0.99, §7).
+LIMIT_CORR = 0.99
+#: F9: an example can tell only if MD-p did converge to its own SVM (else its distance to any
+#: SVM says nothing about which limit it has): corr(W_MD, W^mm(ℓp)) ≥ this, else inconclusive.
+OWN_CORR = 0.99
+#: F9b: the (p, q ≠ p) pairs searched, cheap runs first (p = 3 needs 20000 steps).
+OTHER_Q_PAIRS = ((1.5, 3.0), (1.75, 3.0), (2.0, 3.0), (1.5, 2.0), (2.0, 1.5), (3.0, 1.5))
+#: F10: "U W^mm Vᵀ is the ℓp-SVM of the rotated data" means its ℓp norm is the rotated optimal
+#: value; certified values are exact to CONIC_TOL·max(1, value) each (models.normsvm), so the
+#: wrong statement is read with twice that tolerance: only a real change of value refutes it.
+ROT_TOL = 2 * CONIC_TOL
+#: The row-space control: "row space in span{z_i}" read as ‖W(I − P_Z)‖_F ≤ this·‖W‖_F at every
+#: step (NGD from 0 keeps it exactly up to rounding, ~1e-15).
+ROWSPACE_TOL = 1e-10
+ROWSPACE_STEPS = 200
+#: F11: the log-space run on the same example must reach this (spec §4.6 [N]: ≥ 0.9999 for W),
+#: so that the naive run's shortfall is the naive arithmetic's, not the instance's.
+LOGSPACE_CORR = 0.9999
+
+
+# ---- F9a, F9b -----------------------------------------------------------------------------------
+
+
+def _converged_to_own(result, p: float) -> np.ndarray:
+    """W^mm_α̂(ℓp), after checking that MD-p converged to it (else the example cannot tell)."""
+    own = lp_svm(result.inst, result.alpha, p).W
+    c = correlation(own, result.W)
+    evidence.metric("corr(W_MD, own ℓp-SVM)", c)
+    if not c >= OWN_CORR:
+        evidence.inconclusive("MD-p has not converged to its own SVM")
+    return own
+
+
+@claim(
+    id="MD-C-SAME-AS-GD",
+    kind="control",
+    provenance="[D], [N] spec §5 F9",
+    expected="refuted",
+    statement="(Wrong) ℓp mirror descent has the same limit direction as GD: normalised ℓp-MD "
+    "(p ∈ {1.5, 3}, official budget) from W(0) ~ N(0, 1) on the official (6, 8, 10) instances "
+    "ends with corr(W_MD, W^mm_α̂) ≥ 0.99, W^mm_α̂ the Frobenius SVM at its selection α̂.",
+    examples=10,
+)
+@given(inst=OFFICIAL, p=st.sampled_from((1.5, 3.0)))
+def test_md_same_limit_as_gd(inst, p):
+    """(Wrong) MD-p → the Frobenius SVM (spec F9): refuted because the ℓp-SVM is another
+    direction (cos(ℓ1.75-SVM, ℓ3-SVM) ≈ 0.92 on average) and MD-p goes to its own."""
+    record(inst)
+    result = run_md(inst, p)
+    own = _converged_to_own(result, p)
+    fro = evidence.solved(svm(inst, result.alpha, "fro"), "Frobenius Att-SVM")
+    evidence.metric("cos(ℓp-SVM, Frobenius SVM)", correlation(own, fro.W))
+    c = correlation(fro.W, result.W)
+    assert c >= LIMIT_CORR, (
+        f"corr(W_MD-{p:g}, W^mm_Fro) = {c:.5f} < {LIMIT_CORR} at α̂ = {result.alpha.tolist()}"
+    )
+
+
+@claim(
+    id="MD-C-OTHER-Q",
+    kind="control",
+    provenance="[D], [N] spec §5 F9",
+    expected="refuted",
+    statement="(Wrong) MD-p converges to the ℓq-SVM for some q ≠ p: normalised ℓp-MD (official "
+    "budget) from W(0) ~ N(0, 1) on the official (6, 8, 10) instances ends with "
+    "corr(W_MD-p, W^mm_α̂(ℓq)) ≥ 0.99.",
+    examples=10,
+)
+@given(inst=OFFICIAL, pq=st.sampled_from(OTHER_Q_PAIRS))
+def test_md_converges_to_other_q(inst, pq):
+    """(Wrong) MD-p → the ℓq-SVM, q ≠ p (spec F9b): refuted, the own-p SVM is the limit."""
+    p, q = pq
+    record(inst)
+    result = run_md(inst, p)
+    own = _converged_to_own(result, p)
+    other = lp_svm(inst, result.alpha, q).W
+    evidence.metric("cos(ℓp-SVM, ℓq-SVM)", correlation(own, other))
+    c = correlation(other, result.W)
+    assert c >= LIMIT_CORR, (
+        f"corr(W_MD-{p:g}, W^mm(ℓ{q:g})) = {c:.5f} < {LIMIT_CORR} at α̂ = {result.alpha.tolist()}"
+    )
+
+
+# ---- F10 ----------------------------------------------------------------------------------------
+
+
+@claim(
+    id="MD-C-ROTATION",
+    kind="control",
+    provenance="[D] spec §5 F10, §2.13.2",
+    expected="refuted",
+    statement="(Wrong) The ℓp-AttSVM is rotation-equivariant for p ≠ 2: replacing every token by "
+    "Ux and every query by Vz (U, V orthogonal) maps W^mm(ℓp) to U W^mm(ℓp) Vᵀ, i.e. U W^mm Vᵀ "
+    "(feasible for the rotated data) has the rotated problem's optimal ℓp norm.",
+    examples=30,
+)
+@given(inst=SMALL, seed=SEEDS, p=st.sampled_from((1.5, 3.0)))
+def test_lp_svm_rotates(inst, seed, p):
+    """(Wrong) rotation equivariance of the ℓp SVM (spec F10): only signed permutations commute
+    with the entrywise ℓp norm, so after a generic rotation U W^mm Vᵀ is feasible but not
+    optimal. The p = 2 contrast holds (MD-META-ROT2)."""
+    record(inst)
+    gen = seeded(seed)
+    U, V = random_orthogonal(gen, inst.d), random_orthogonal(gen, inst.d)
+    a = lp_svm(inst, inst.alpha, p)
+    b = lp_svm(rotated(inst, U, V), inst.alpha, p, "ℓp-AttSVM of the rotated data")
+    mapped = entrywise_norm(U @ a.W @ V.T, p)
+    evidence.metric("‖U W^mm Vᵀ‖_p / optimal value of the rotated SVM", mapped / b.value)
+    assert mapped <= b.value + ROT_TOL * max(1.0, b.value), (
+        f"‖U W^mm(ℓ{p:g}) Vᵀ‖_p = {mapped:.8f} > {b.value:.8f}, the certified optimum of the "
+        f"rotated ℓ{p:g}-SVM (relative excess {mapped / b.value - 1:.2e})"
+    )
+
+
+# ---- §1.6: the row space ------------------------------------------------------------------------
+
+
+@claim(
+    id="MD-C-ROWSPACE",
+    kind="control",
+    provenance="[D] spec §1.6",
+    expected="refuted",
+    statement="(Wrong: GD's row-space property for MD) From W(0) = 0, normalised ℓp-MD with "
+    "p ≠ 2 keeps the row space of W in span{z_i}: ‖W(k)(I − P_Z)‖_F ≤ 1e-10·‖W(k)‖_F at every "
+    "step, P_Z the projector onto the span of the queries (n < d).",
+    examples=20,
+)
+@given(
+    inst=official_cross_instances(n=st.integers(1, 4), T=st.integers(2, 6), d=st.integers(5, 8)),
+    p=st.sampled_from((1.5, 3.0)),
+)
+def test_md_row_space(inst, p):
+    """(Wrong) MD iterates keep W's row space in span{z_i} (spec §1.6): that holds for the dual
+    variable sign(W)|W|^{p−1}, whose steps are gradients Σ_i (…) z_iᵀ, not for W itself, which
+    is that variable mapped entrywise."""
+    record(inst)
+    run = md(inst.problem, None, p=p, lr=0.1, steps=ROWSPACE_STEPS)
+    P = inst.problem.query_projector
+    norms = np.linalg.norm(run.Ws, axis=(1, 2))
+    off = np.linalg.norm(run.Ws @ (np.eye(inst.d) - P), axis=(1, 2))
+    ratio = off[1:] / norms[1:]
+    k = int(np.argmax(ratio))
+    evidence.metric("max ‖W(I − P_Z)‖_F / ‖W‖_F", ratio[k])
+    assert ratio[k] <= ROWSPACE_TOL, (
+        f"‖W(I − P_Z)‖_F / ‖W‖_F = {ratio[k]:.3e} > {ROWSPACE_TOL:g} at step {run.steps[k + 1]} "
+        f"(p = {p:g}, n = {inst.n} queries in d = {inst.d})"
+    )
+
+
+# ---- F11, joint part ----------------------------------------------------------------------------
+
+
+@claim(
+    id="MD-C-NAIVE-JOINT",
+    kind="control",
+    provenance="[N] spec §4.6, §5 F11",
+    expected="refuted",
+    statement="(Wrong) Naive float64 joint MD certifies convergence: the official recipe as its "
+    "code computes it (autograd on log(1 + exp(−Y f)), gradients divided by ‖·‖_{p*} + eps) run "
+    "from W(0) = 0, v(0) = 0 on the official joint instance (tokens optionally perturbed by "
+    "N(0, σ²), σ ≤ 0.05; p ∈ {1.75, 2}, official budgets) ends with corr(W, W^mm_α̂(ℓp)) ≥ 0.999, "
+    "as the log-space run does.",
+    examples=4,
+)
+@given(p=st.sampled_from((1.75, 2.0)), noise=st.floats(0.0, 0.05), seed=SEEDS)
+def test_naive_joint_md_converges(p, noise, seed):
+    """(Wrong) the naive recipe reaches the SVM (spec F11): its loss reads exactly 0.0 within
+    a few hundred steps, every gradient falls below eps and the iterate freezes, at corr
+    0.991–0.996 on the official instance [N], while the log-space run passes 0.9999."""
+    problem = joint_instance(noise, seed)
+    evidence.instance({"X": problem.X, "Z": problem.Z, "y": problem.y, "p": p})
+    exact = joint_run(problem, p)
+    limit = joint_svms(problem, exact, p)
+    c_exact = correlation(limit.W_svm.W, exact.W)
+    evidence.metric("corr(W, W^mm) of the log-space run", c_exact)
+    if not c_exact >= LOGSPACE_CORR:
+        evidence.inconclusive("the log-space run has not converged: the example cannot tell")
+    naive = joint_run(problem, p, naive=True)
+    if not np.array_equal(problem.selected(naive.W), limit.alpha):
+        evidence.inconclusive("the naive run selected other tokens")
+    zero = np.flatnonzero(naive.losses == 0.0)
+    first_zero = int(naive.steps[zero[0]]) if zero.size else -1
+    evidence.metric("first recorded step with loss exactly 0.0 (naive)", first_zero)
+    c = correlation(limit.W_svm.W, naive.W)
+    assert c >= 0.999, (
+        f"naive float64 joint MD: corr(W, W^mm(ℓ{p:g})) = {c:.5f} < 0.999 (the log-space run: "
+        f"{c_exact:.6f}; the naive loss reads 0.0 from step "
+        f"{naive.steps[zero[0]] if zero.size else 'never'})"
+    )
