@@ -385,12 +385,14 @@ def pinned(claim_id: str) -> CrossInstance:
 
 def pinned_ray_scan(claim_id: str, grid) -> tuple[CrossInstance, tuple[CrossInstance, ...]]:
     """A pinned instance with one start per (R0, ε) of ``grid`` on the exact ray R0·Ŵ^mm_α
-    (inside every cone of the grid: cos = 1)."""
-    inst = pinned(claim_id)
-    sol = att_svm(inst.problem.prompt.keys, inst.alpha)
-    What = sol.x.reshape(inst.d, inst.d) / np.linalg.norm(sol.x)
+    (inside every cone of the grid: cos = 1). The unit direction Ŵ^mm_α is stored in the
+    pinned file ("ray", certified when the file was made), so that importing the claims never
+    runs a solver."""
+    data = json.loads((PINNED / f"{claim_id}.json").read_text())
+    inst = CrossInstance.from_json(data)
+    ray = np.asarray(data["ray"], dtype=np.float64)
     starts = tuple(
-        dataclasses.replace(inst, W0=torch.as_tensor(R0 * What), meta={"cone": {"R0": R0}})
+        dataclasses.replace(inst, W0=torch.as_tensor(R0 * ray), meta={"cone": {"R0": R0}})
         for R0, _ in grid
     )
     return inst, starts
