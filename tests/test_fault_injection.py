@@ -40,6 +40,11 @@ CLAIMS = (
     # example resting on a failed solve) were an error or "vacuous" before the drawing guard.
     "MM-F4-ANY-R0",
     "MM-F12-FULL",
+    # Cross attention: counts of locally-optimal selections (refuted under failing solvers
+    # before their undecided solves were bracketed), a feasibility control, an ℓp SVM control.
+    "TF-OPGLOB-MEAN",
+    "TF-C-ALWAYS-FEASIBLE",
+    "MD-C-ROTATION",
 )
 
 
