@@ -88,6 +88,26 @@ def svm_keys(inst: CrossInstance) -> Tensor:
     return inst.problem.prompt.keys
 
 
+def official_cross_data(n: int, T: int, d: int, seed: int, loss: str = "logistic") -> CrossInstance:
+    """The official generator (spec §3.1) at one seed, outside Hypothesis: x_it, z_i and v
+    uniform on the unit sphere, Y_i a random sign, drawn in that order from one seeded torch
+    generator; α = the top-score tokens. UNIQUE_OPT (top score ahead by MIN_OPT_GAP) and the
+    structural assumptions are recorded only where they hold. The fixed-seed experiments
+    (seeds 0, 1, …) and ``official_cross_instances`` both draw through here."""
+    gen = seeded(seed)
+    X = _unit_rows(torch.randn(n, T, d, generator=gen, dtype=DTYPE))
+    Z = _unit_rows(torch.randn(n, d, generator=gen, dtype=DTYPE))
+    v = _unit_rows(torch.randn(d, generator=gen, dtype=DTYPE))
+    y = _labels(gen, n)
+    scores = y[:, None] * (X @ v)
+    unique = T < 2 or has_unique_opt(scores.numpy(), tol=MIN_OPT_GAP)
+    alpha = torch.argmax(scores, dim=1).numpy()
+    assumptions = {OFFICIAL_CROSS} | ({UNIQUE_OPT} if unique else set()) | _structure(X, Z, scores)
+    return CrossInstance(
+        X=X, Z=Z, y=y, v=v, loss=loss, alpha=alpha, assumptions=assumptions, seed=int(seed)
+    )
+
+
 @st.composite
 def official_cross_instances(
     draw,
@@ -96,25 +116,15 @@ def official_cross_instances(
     d=st.integers(2, 10),
     loss="logistic",
 ):
-    """The official generator (spec §3.1): x_it, z_i, v uniform on the unit sphere, Y_i random;
-    α = opt, unique by MIN_OPT_GAP (a rare rejection otherwise)."""
+    """The official generator (spec §3.1, ``official_cross_data`` at a drawn seed): α = opt,
+    unique by MIN_OPT_GAP (a rare rejection otherwise)."""
     n, T, d = _draw(draw, n), _draw(draw, T), _draw(draw, d)
-    seed = draw(SEEDS)
-    gen = seeded(seed)
-    X = _unit_rows(torch.randn(n, T, d, generator=gen, dtype=DTYPE))
-    Z = _unit_rows(torch.randn(n, d, generator=gen, dtype=DTYPE))
-    v = _unit_rows(torch.randn(d, generator=gen, dtype=DTYPE))
-    y = _labels(gen, n)
-    scores = y[:, None] * (X @ v)
-    unique = T < 2 or has_unique_opt(scores.numpy(), tol=MIN_OPT_GAP)
+    inst = official_cross_data(n, T, d, draw(SEEDS))
+    unique = UNIQUE_OPT in inst.assumptions
     if not unique:
         event("reject: tied top scores")
     assume(unique)
-    alpha = torch.argmax(scores, dim=1).numpy()
-    assumptions = {OFFICIAL_CROSS, UNIQUE_OPT} | _structure(X, Z, scores)
-    return CrossInstance(
-        X=X, Z=Z, y=y, v=v, loss=_draw(draw, loss), alpha=alpha, assumptions=assumptions, seed=seed
-    )
+    return dataclasses.replace(inst, loss=_draw(draw, loss))
 
 
 def prescribed_score_data(k: Tensor, g: Tensor, y: Tensor, v: Tensor) -> Tensor:

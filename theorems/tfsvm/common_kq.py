@@ -27,7 +27,7 @@ from models.cross import MACHINE_EPS, CrossProblem, correlation, kq_ngd, w_ngd
 from models.kqpath import nuclear_face_toward
 from models.normsvm import NormSVM, norm_svm
 from strategies.combinators import SEEDS, seeded
-from strategies.cross import official_cross_instances
+from strategies.cross import official_cross_data, official_cross_instances
 from strategies.instances import (
     INDEPENDENT_QUERIES,
     OFFICIAL_CROSS,
@@ -244,18 +244,10 @@ def diagonal_instances():
 
 
 def official_instance(n: int, T: int, d: int, seed: int, loss: str = "logistic"):
-    """The draws ``strategies.cross.official_cross_instances`` makes for ``seed`` (tokens,
-    queries, head, labels, in that order), outside Hypothesis, for fixed-seed experiments;
-    α = opt (no tie rejection: ties have probability 0)."""
-    gen = seeded(seed)
-    X = _unit(torch.randn(n, T, d, generator=gen, dtype=DTYPE))
-    Z = _unit(torch.randn(n, d, generator=gen, dtype=DTYPE))
-    v = _unit(torch.randn(d, generator=gen, dtype=DTYPE))
-    y = torch.where(torch.rand(n, generator=gen, dtype=DTYPE) < 0.5, -1.0, 1.0).to(DTYPE)
-    alpha = (y[:, None] * (X @ v)).argmax(-1).numpy()
-    return CrossInstance(
-        X=X, Z=Z, y=y, v=v, loss=loss, alpha=alpha, seed=int(seed), assumptions={OFFICIAL_CROSS}
-    )
+    """The draws ``strategies.cross.official_cross_instances`` makes for ``seed``
+    (``official_cross_data``), outside Hypothesis, for fixed-seed experiments; α = opt (no tie
+    rejection: ties have probability 0)."""
+    return official_cross_data(n, T, d, seed, loss)
 
 
 def diagonal_init(d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from models.normsvm import RANK_REL, NormSVM, norm_svm
 from models.svm import att_svm
 from strategies.combinators import SEEDS, seeded
-from strategies.cross import official_cross_instances
+from strategies.cross import official_cross_data, official_cross_instances
 from strategies.instances import (
     INDEPENDENT_QUERIES,
     OFFICIAL_CROSS,
@@ -41,21 +41,10 @@ def record(inst: CrossInstance) -> None:
 
 
 def official_data(n: int, T: int, d: int, seed: int) -> CrossInstance:
-    """The official generator of spec §3.1 (unit-sphere tokens, queries and head, random labels,
-    α = opt) from one seed, outside Hypothesis: the same draws, in the same order, as
-    ``strategies.cross.official_cross_instances`` makes for that seed (used by the fixed-seed
-    experiments, which average over seeds 0, 1, …)."""
-    gen = seeded(seed)
-
-    def unit(x):
-        return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-
-    X = unit(torch.randn(n, T, d, generator=gen, dtype=DTYPE))
-    Z = unit(torch.randn(n, d, generator=gen, dtype=DTYPE))
-    v = unit(torch.randn(d, generator=gen, dtype=DTYPE))
-    y = torch.where(torch.rand(n, generator=gen, dtype=DTYPE) < 0.5, -1.0, 1.0).to(DTYPE)
-    alpha = torch.argmax(y[:, None] * (X @ v), dim=1).numpy()
-    return CrossInstance(X=X, Z=Z, y=y, v=v, alpha=alpha, assumptions={OFFICIAL_CROSS}, seed=seed)
+    """The official generator of spec §3.1 at one seed (``strategies.cross.official_cross_data``:
+    the same draws as ``official_cross_instances`` makes for that seed), for the fixed-seed
+    experiments, which average over seeds 0, 1, …"""
+    return official_cross_data(n, T, d, seed)
 
 
 @st.composite

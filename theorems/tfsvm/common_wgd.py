@@ -26,12 +26,11 @@ from hypothesis import strategies as st
 from models.attention import PromptProblem
 from models.cross import CrossProblem, correlation
 from models.dynamics import finite_minimiser, trace_flow
-from models.selection import has_unique_opt, local_optimality
+from models.selection import local_optimality
 from models.svm import att_svm
-from strategies.combinators import seeded
 from strategies.cross import (
-    MIN_OPT_GAP,
     cross_cone_inits,
+    official_cross_data,
     official_cross_instances,
     svm_keys,
 )
@@ -340,25 +339,13 @@ def decisive(log_value: float, log_top: float, rel: float = 1e-10) -> bool:
 # ---- fixed-seed official data (the experiments' seeds 0, 1, 2, …) ------------------------------
 
 
-def _unit(x: torch.Tensor) -> torch.Tensor:
-    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-
-
 def official_instance(n: int, T: int, d: int, seed: int) -> CrossInstance | None:
-    """The official generator of spec §3.1 at one seed, drawn exactly as
-    ``strategies.cross.official_cross_instances`` draws it for that seed (same torch stream:
-    tokens, queries, head, labels), or None where the top scores tie (the strategy's
-    rejection): the fixed-seed experiments (spec §4.1 uses seeds 0–99) need no search."""
-    gen = seeded(seed)
-    X = _unit(torch.randn(n, T, d, generator=gen, dtype=DTYPE))
-    Z = _unit(torch.randn(n, d, generator=gen, dtype=DTYPE))
-    v = _unit(torch.randn(d, generator=gen, dtype=DTYPE))
-    y = torch.where(torch.rand(n, generator=gen, dtype=DTYPE) < 0.5, -1.0, 1.0).to(DTYPE)
-    scores = y[:, None] * (X @ v)
-    if not has_unique_opt(scores.numpy(), tol=MIN_OPT_GAP):
-        return None
-    alpha = torch.argmax(scores, dim=1).numpy()
-    return CrossInstance(X=X, Z=Z, y=y, v=v, alpha=alpha, assumptions={UNIQUE_OPT}, seed=seed)
+    """The official generator of spec §3.1 at one seed (``strategies.cross.official_cross_data``,
+    the draws ``official_cross_instances`` makes for that seed), or None where the top scores
+    tie (the strategy's rejection): the fixed-seed experiments (spec §4.1 uses seeds 0–99)
+    need no search."""
+    inst = official_cross_data(n, T, d, seed)
+    return inst if UNIQUE_OPT in inst.assumptions else None
 
 
 def official_seeds(n: int, T: int, d: int, count: int) -> list[CrossInstance]:
