@@ -24,6 +24,12 @@ from urllib.parse import quote
 PAPERS = {
     "2306.13596": "Max-Margin Token Selection in Attention Mechanism",
     "2505.17282": "Attention with Trained Embeddings Provably Selects Important Tokens",
+    "2308.16898": "Transformers as Support Vector Machines",
+    "2402.05738": "Implicit Bias and Fast Convergence Rates for Self-attention",
+    "2403.08699": "Implicit Regularization of Gradient Flow on One-Layer Softmax Attention",
+    "2410.14581": (
+        "Optimizing Attention with Mirror Descent: Generalized Max-Margin Token Selection"
+    ),
 }
 FIGURES_ENV = "ATTN_FIGURES_DIR"  # theorems.framework.figures writes there when it is set
 DEFAULT_CLAIMS = Path(__file__).resolve().parent / "claims.json"
