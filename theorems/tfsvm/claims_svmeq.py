@@ -1,0 +1,409 @@
+"""SVM equivalence for nonlinear heads (spec tfsvm §2.9 SVMEQ, §4.3 the official
+``multi_token_converge`` notebook) and the controls F15 (single-token limit) and F13 (no
+stationary points for every loss).
+
+The experiment is the notebook's, run for run: n = 3, T = 4, the ReLU head
+f_i(W) = Σ_j ReLU(u_iᵀV)_j on u_i = X_iᵀ S(X_i W z_i) with ‖V‖_F = 1, official seeds 1, 2, …
+(a seed with no negative label is skipped, as the notebook skips it), W(0) of nn.Linear's
+default law, 2001 NGD steps of length 0.1, and the official rejection rules on the final
+softmax (``models.nonlinear_head``). The NGD direction is the exact one (``gradient_log``):
+the notebook's autograd direction is wrong once the masked probabilities fall below ~1e-16,
+as they do in about half the accepted runs (26 of 59 at d = 4, 19 of 35 at d = 6; down to
+1e-75 and 1e-81), and it moves every median (see TF-SVMEQ-ACTIVE's note).
+
+Two facts the claims below rest on, both of the official definitions [D]:
+- W_fin is the least-norm solution of linear equalities that the probe iterate itself
+  satisfies, so it is the orthogonal projection of that iterate onto the span of the
+  selected-pair keys; W_dir meets "equal logits among selected tokens", so it is orthogonal to
+  that span; and R is a least-squares fit. Hence 1 − corr(W, W^SVMeq) ≤ 1 − corr(W, W_dir)
+  holds nearly by construction (exactly, were the probe the final iterate): the first
+  inequality of the chain carries no evidence; the bound on 1 − corr(W, W^SVMeq) and the
+  comparison of W_dir with the single-token SVM do.
+- An input whose head is inactive (u_iᵀV ≤ 0 entrywise: f_i ≡ 0 near W) has an exactly zero
+  gradient: nothing drives its attention, and the theory's diverging direction W_dir, which
+  asks margin ≥ 1 of its masked tokens too, has no reason to be followed. With label −1 this
+  is where the input's loss is smallest (f ≥ 0 always), so such inputs are common: 38 of the
+  59 accepted runs at d = 4 (seeds 1–273) have one.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from models import failures
+from models.cross import correlation
+from models.nonlinear_head import (
+    NonlinearHeadProblem,
+    inactive_inputs,
+    ngd_runs,
+    official_init,
+    official_rejection,
+    official_relu_problem,
+    single_token_svm,
+    svmeq,
+)
+from strategies.combinators import SEEDS, seeded
+from strategies.instances import CrossInstance
+from theorems import claim, evidence
+from theorems.tfsvm.common_wgd import random_matrices, record
+
+DTYPE = torch.float64
+
+# ---- the official recipe (spec §4.3 [V code]) and the thresholds (spec §2.9 Check) ---------------
+#: n = 3, T = 4, NGD lr 0.1 for 2001 iterations (the notebook's ITN), relu head.
+N, T, STEPS, LR = 3, 4, 2001, 0.1
+#: The first this many usable official seeds per d (seeds 1–273 at d = 4, 1–268 at d = 6): 59
+#: and 35 runs pass the official rejection rules (spec §2.9 [N]: 13 of 42 and 13 of 50).
+SEEDS_PER_D = 240
+#: W(0) seeds: the data seed shifted by this (the notebook draws W(0) from torch's unseeded
+#: global stream; any fixed shift gives the same law; the data and W(0) must not share a stream).
+INIT_SEED_SHIFT = 1_000_003
+#: spec §2.9 Check: median 1 − corr(W, W^SVMeq) ≤ 2e-2 over the accepted runs.
+SVMEQ_MEDIAN_BOUND = 2e-2
+#: The chain's comparisons allow this relative slack: where every 𝒪_i is a singleton, W_dir
+#: IS the single-token SVM and W^SVMeq = R·W_dir (W_fin = 0), so equal medians are the same
+#: number up to the oracle's rounding (its KKT certificate is at 1e-7; measured ≤ 1e-12).
+CHAIN_RTOL = 1e-6
+#: The smallest sample a median is read from (accepted runs kept by the claim).
+MIN_ACCEPTED = 12
+#: Runs a machinery failure removes (a stationary point where NGD has no direction, an SVM
+#: solve that is neither certified optimal nor certified infeasible): above this fraction of
+#: the runs the medians are not evidence (measured: 7 of 240 at d = 4, 1 of 240 at d = 6).
+MAX_EXCLUDED = 0.2
+#: F15 (the wrong statement): the GD limit is the single-token SVM at the argmax, read as
+#: corr(W, W^mm_single) ≥ 0.99 after the official 2001 steps (the threshold of spec §4.1).
+F15_CORR = 0.99
+#: F13: gradients at W = 0 and at random W of Frobenius norm 0.1–10 (spec §2.3 Check).
+F13_POINTS, F13_NORMS = 20, (0.1, 10.0)
+#: F13's lattice: entries of tokens, queries and the head. Products and sums of these are
+#: exact in float64, so the scores tie exactly whenever they tie mathematically. Ordered so
+#: that Hypothesis shrinks toward 0 and ±1.
+LATTICE = (0.0, 1.0, -1.0, 0.5, -0.5)
+
+EXCLUDED_STATIONARY = "excluded: stationary point (∇L = 0 exactly: NGD has no direction)"
+REJECTED_SVM = "rejected: SVM failure (infeasible)"
+
+
+# ---- the official runs ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """One official run: its seed, data and W(0); ``outcome`` "accepted", "rejected" or
+    "excluded" with ``reason``; for accepted runs the three 1 − corr at the final iterate, the
+    selected-set sizes |𝒪_i|, the inputs whose head is inactive, R and the largest masked
+    probability."""
+
+    seed: int
+    problem: NonlinearHeadProblem
+    W0: np.ndarray
+    outcome: str
+    category: str = "accepted"
+    reason: str = ""
+    gap_svmeq: float = math.nan
+    gap_dir: float = math.nan
+    gap_single: float = math.nan
+    sizes: tuple[int, ...] = ()
+    inactive: tuple[int, ...] = ()
+    R: float = math.nan
+    max_masked: float = math.nan
+
+    def to_json(self) -> dict:
+        p = self.problem
+        return {
+            "official_seed": self.seed,
+            "head": p.head,
+            "X": p.X,
+            "Z": p.Z,
+            "y": p.y,
+            "V": p.V,
+            "W0": self.W0,
+            "selected_sizes": list(self.sizes),
+            "inactive_inputs": list(self.inactive),
+        }
+
+
+def _judge(problem: NonlinearHeadProblem, W0, W_probe, W, broken: str) -> Run:
+    """Apply the notebook's rules to one finished run and, if it is accepted, compare W with
+    W^SVMeq, W_dir and the single-token SVM at the argmax (all normalised, as the notebook)."""
+    base = {"seed": problem.seed, "problem": problem, "W0": W0}
+    if broken:
+        return Run(**base, outcome="excluded", category=EXCLUDED_STATIONARY, reason=broken)
+    probs = problem.softmax(W_probe).numpy()
+    reason = official_rejection(probs)
+    if reason is not None:
+        category = f"rejected: {reason.split(':')[0]}"
+        return Run(**base, outcome="rejected", category=category, reason=reason)
+    with failures.tolerate(failures.SVM_ORACLE):
+        eq = svmeq(problem, W_probe, W)
+        single = single_token_svm(problem, probs.argmax(1))
+    for what, status in (("W_dir / W_fin", eq.status), ("single-token SVM", single.status)):
+        if status == "infeasible":
+            return Run(**base, outcome="rejected", category=REJECTED_SVM, reason=what)
+        if status != "optimal":
+            category = f"excluded: SVM solver {status}"
+            return Run(**base, outcome="excluded", category=category, reason=what)
+    d = problem.d
+    return Run(
+        **base,
+        outcome="accepted",
+        gap_svmeq=1.0 - correlation(W, eq.W),
+        gap_dir=1.0 - correlation(W, eq.W_dir),
+        gap_single=1.0 - correlation(W, single.x.reshape(d, d)),
+        sizes=tuple(int(k) for k in eq.selected.sum(1)),
+        inactive=tuple(int(i) for i in np.nonzero(inactive_inputs(problem, W))[0]),
+        R=eq.R,
+        max_masked=float(probs[~eq.selected].max()),
+    )
+
+
+@functools.cache
+def official_runs(d: int) -> tuple[Run, ...]:
+    """The notebook's loop at one d: the first SEEDS_PER_D usable seeds 1, 2, …, all trained
+    at once (``ngd_runs``, exact direction), then judged one by one. The selected sets and
+    log-ratios are read at step 2000 and compared at step 2001, as the notebook does (its last
+    forward pass precedes its last step)."""
+    problems, seed = [], 0
+    while len(problems) < SEEDS_PER_D:
+        seed += 1
+        problem = official_relu_problem(N, T, d, seed)
+        if problem is not None:
+            problems.append(problem)
+    W0s = np.stack([official_init(d, p.seed + INIT_SEED_SHIFT) for p in problems])
+    runs = ngd_runs(problems, W0s, lr=LR, steps=STEPS, record=(STEPS - 1,))
+    return tuple(
+        _judge(p, W0s[b], runs.Ws[STEPS - 1][b], runs.Ws[STEPS][b], runs.why[b])
+        for b, p in enumerate(problems)
+    )
+
+
+def accepted_indices(d: int) -> tuple[int, ...]:
+    """The positions in ``official_runs(d)`` of the runs the official rules accept."""
+    return tuple(k for k, run in enumerate(official_runs(d)) if run.outcome == "accepted")
+
+
+def check_svmeq(d: int, keep=lambda run: True, what: str = "accepted runs") -> None:
+    """spec §2.9 Check over the accepted runs that ``keep`` keeps: median 1 − corr(W, W^SVMeq)
+    ≤ median 1 − corr(W, W_dir) ≤ median 1 − corr(W, W^mm_single), and the first ≤ 2e-2."""
+    runs = official_runs(d)
+    counts: dict[str, int] = {}
+    for run in runs:
+        counts[run.category] = counts.get(run.category, 0) + 1
+    for category, count in sorted(counts.items()):
+        evidence.metric(f"d = {d}, runs {category}", count)
+    excluded = sum(run.outcome == "excluded" for run in runs)
+    if excluded > MAX_EXCLUDED * len(runs):
+        evidence.inconclusive(f"{excluded} of {len(runs)} runs excluded by machinery failures")
+    kept = [run for run in runs if run.outcome == "accepted" and keep(run)]
+    evidence.metric(f"d = {d}, {what}", len(kept))
+    if len(kept) < MIN_ACCEPTED:
+        evidence.inconclusive(f"only {len(kept)} {what} (< {MIN_ACCEPTED}) at d = {d}")
+    gaps = np.array([[r.gap_svmeq, r.gap_dir, r.gap_single] for r in kept])
+    evidence.finite("1 − corr", gaps)
+    m_eq, m_dir, m_single = np.median(gaps, axis=0)
+    evidence.metric("median 1 − corr(W, W^SVMeq)", m_eq)
+    evidence.metric("median 1 − corr(W, W_dir)", m_dir)
+    evidence.metric("median 1 − corr(W, W^mm_single)", m_single)
+    evidence.metric("runs with a multi-token 𝒪_i", sum(max(r.sizes) > 1 for r in kept))
+    evidence.metric("runs with an inactive input", sum(bool(r.inactive) for r in kept))
+    evidence.slack("median 1 − corr(W, W^SVMeq) / 2e-2", m_eq, SVMEQ_MEDIAN_BOUND)
+    where = f"(d = {d}, {len(kept)} {what} of {len(runs)} official seeds)"
+    assert m_eq <= m_dir * (1 + CHAIN_RTOL) and m_dir <= m_single * (1 + CHAIN_RTOL), (
+        f"medians of 1 − corr not ordered SVMeq ≤ W_dir ≤ single-token: {m_eq:.3g}, "
+        f"{m_dir:.3g}, {m_single:.3g} {where}"
+    )
+    worst = kept[int(np.argmax(gaps[:, 0]))]
+    assert m_eq <= SVMEQ_MEDIAN_BOUND, (
+        f"median 1 − corr(W, W^SVMeq) = {m_eq:.3g} > {SVMEQ_MEDIAN_BOUND:g} {where}; largest "
+        f"{worst.gap_svmeq:.3g} at official seed {worst.seed} (|𝒪_i| = {list(worst.sizes)}, "
+        f"inactive inputs {list(worst.inactive)})"
+    )
+
+
+def _all_active(run: Run) -> bool:
+    return not run.inactive
+
+
+_RECIPE = (
+    "Official multi_token_converge recipe (spec §4.3): n = 3, T = 4, ReLU head "
+    "Σ_j ReLU(u_iᵀV)_j with ‖V‖_F = 1, official seeds 1, 2, … "
+    f"({SEEDS_PER_D} usable per d), W(0) of nn.Linear's law, 2001 NGD steps of length 0.1; "
+    "runs with a final probability in (1e-6, 1e-3], with none ≤ 1e-6, or with an infeasible "
+    "SVM are rejected. 𝒪_i = {t : s_it ≥ 1e-3}; W^SVMeq = W_fin + R·W_dir"
+)
+_CONCLUSION = (
+    "median 1 − corr(W, W^SVMeq) ≤ median 1 − corr(W, W_dir) ≤ median 1 − corr(W, "
+    "W^mm_single) (the Frobenius Att-SVM at the argmax), and median 1 − corr(W, W^SVMeq) ≤ 2e-2"
+)
+
+
+@claim(
+    id="TF-SVMEQ",
+    kind="experiment",
+    provenance="[V] abstract (3) and code recipe, [R?] formal statement, [N] thresholds "
+    "(spec §2.9)",
+    statement=f"{_RECIPE}. At d = 4, over the accepted runs: {_CONCLUSION}.",
+    expected="refuted",
+    examples=1,
+)
+def test_svmeq_official_d4():
+    """The nonlinear-head SVM equivalence on the official experiment at d = 4 (spec §2.9).
+
+    False as read (measured): over the 59 accepted runs of seeds 1–273 the medians are
+    4.1e-2 / 4.1e-2 / 0.12 (spec [N]: 6.3e-3 / 1.4e-2 / 0.10); the first 12 accepted runs
+    already give 2.8e-2, and W(0) = 0 or another W(0) shift gives 5.1e-2. The order holds;
+    the bound fails because 38 of the 59 runs have an input whose head is inactive
+    (1 − corr(W^SVMeq) median 5.5e-2 with one such input, 0.23 with two; 1.2e-3 with none).
+    The median sits on an edge: the same seeds drawn in float64 instead of the notebook's
+    float32 give 55 accepted runs and a median of 6.7e-3 (perhaps how the spec's 6.3e-3 was
+    obtained). The variants that hold: all inputs active (TF-SVMEQ-ACTIVE) and d = 6
+    (TF-SVMEQ-D6). Deterministic (fixed seeds).
+    """
+    check_svmeq(4)
+
+
+@claim(
+    id="TF-SVMEQ-ACTIVE",
+    kind="experiment",
+    provenance="[V] code recipe, [R?] formal statement, [D] the active-head premise, [N]",
+    statement=f"{_RECIPE}. At d = 4, over the accepted runs in which every input's head is "
+    "active at the end (u_iᵀV has a positive entry, so the input's loss term is not locally "
+    f"constant): {_CONCLUSION}.",
+    examples=1,
+)
+def test_svmeq_official_d4_active_heads():
+    """TF-SVMEQ restricted to runs where every input is driven (its gradient is not
+    identically zero), the premise under which the theory's W_dir can be the limit.
+
+    Measured: 21 runs, medians 1.2e-3 / 1.5e-3 / 2.2e-2. With the notebook's autograd
+    direction instead of the exact one the same check fails (15 runs, median 4.1e-2 for
+    W^SVMeq): past masked probabilities ~1e-16 its steps follow rounding noise.
+    """
+    check_svmeq(4, _all_active, "accepted runs with every head active")
+
+
+@claim(
+    id="TF-SVMEQ-D6",
+    kind="experiment",
+    provenance="[V] code recipe, [R?] formal statement, [N] thresholds (spec §2.9)",
+    statement=f"{_RECIPE}. At d = 6, over the accepted runs: {_CONCLUSION}.",
+    examples=1,
+)
+def test_svmeq_official_d6():
+    """The official experiment at d = 6 (spec §2.9 [N]: 2.6e-3 / 1.6e-2 / 0.10).
+
+    Measured: 35 accepted runs of seeds 1–268, medians 3.0e-3 / 6.6e-3 / 0.11. The margin is
+    thin in one sense: 17 of the 35 runs have an inactive input (their 1 − corr(W^SVMeq) is
+    ≥ 0.1), so the median sits at the edge of the active group (float64 draws of the same
+    seeds: 27 runs, 1.4e-3 / 4.6e-3 / 0.11). Deterministic (fixed seeds).
+    """
+    check_svmeq(6)
+
+
+# ---- F15: the single-token SVM -------------------------------------------------------------------
+
+
+@claim(
+    id="TF-C-SINGLE-TOKEN",
+    kind="control",
+    provenance="[N] (spec §5 F15)",
+    expected="refuted",
+    statement="(Wrong) With a nonlinear (ReLU) head, the GD limit is the single-token SVM at "
+    "the argmax: on the official multi_token_converge runs at d = 4 that pass the official "
+    "rejection rules and have every input's head active, corr(W, W^mm_single) ≥ 0.99 after "
+    "2001 NGD steps, W^mm_single the Frobenius Att-SVM at α_i = argmax_t s_it.",
+    examples=40,
+)
+@given(index=st.deferred(lambda: st.sampled_from(accepted_indices(4))))
+def test_f15_single_token_limit(index):
+    """(Wrong) The ReLU-head limit is the one-token SVM (spec §5 F15).
+
+    The search runs over the official runs at d = 4 that the official rules accept (shared
+    with TF-SVMEQ; drawn among the accepted ones, since three in four seeds are rejected).
+    Runs with an inactive input (whose attention nothing drives, so that a miss there would
+    not be F15's reason) are rejected. F15's reason: the limit keeps a set 𝒪_i of several
+    tokens with finite log-ratios (W^SVMeq = W_fin + R·W_dir), which no single-token SVM
+    represents; corr(W, W^SVMeq) is recorded beside it. Where every 𝒪_i is a single token the
+    statement is true: the 9 such runs have corr ≥ 0.998.
+    """
+    run = official_runs(4)[index]
+    evidence.instance(run.to_json())
+    if run.inactive:
+        evidence.reject("an input's head is inactive (its gradient is identically zero)")
+    corr = 1.0 - run.gap_single
+    evidence.metric("corr(W, W^SVMeq)", 1.0 - run.gap_svmeq)
+    evidence.metric("largest |𝒪_i|", max(run.sizes))
+    assert corr >= F15_CORR, (
+        f"corr(W, W^mm_single) = {corr:.4f} < {F15_CORR} at official seed {run.seed} "
+        f"(|𝒪_i| = {list(run.sizes)}; corr(W, W^SVMeq) = {1.0 - run.gap_svmeq:.5f})"
+    )
+
+
+# ---- F13: no stationary points for every loss ----------------------------------------------------
+
+
+def _lattice_rows(count: int, d: int):
+    row = st.lists(st.sampled_from(LATTICE), min_size=d, max_size=d).filter(any)
+    return st.lists(row, min_size=count, max_size=count)
+
+
+@st.composite
+def lattice_cross_instances(
+    draw, n=st.integers(1, 3), T=st.integers(2, 5), d=st.integers(2, 4)
+) -> CrossInstance:
+    """Cross-attention data (linear head v, logistic loss) on a coarse lattice: every token,
+    query and the head a non-zero vector with entries in {0, ±1/2, ±1}, labels ±1. The scores
+    γ_it = Y_i vᵀx_it are then computed exactly, so they tie exactly when they tie
+    mathematically: the degenerate part of the instance space (equal scores, repeated or
+    dependent queries, T > d) that a statement about every loss covers, drawn with positive
+    probability."""
+    n, T, d = draw(n), draw(T), draw(d)
+    X = np.array([draw(_lattice_rows(T, d)) for _ in range(n)], dtype=np.float64)
+    Z = np.array(draw(_lattice_rows(n, d)), dtype=np.float64)
+    v = np.array(draw(_lattice_rows(1, d))[0], dtype=np.float64)
+    y = np.array(draw(st.lists(st.sampled_from((1.0, -1.0)), min_size=n, max_size=n)))
+    return CrossInstance(X=X, Z=Z, y=y, v=v)
+
+
+@claim(
+    id="TF-C-NO-STATIONARY",
+    kind="control",
+    provenance="[D] (spec §2.3, §5 F13)",
+    expected="refuted",
+    statement="(Wrong: NOSTAT without its hypotheses) Every cross-attention loss "
+    "L(W) = (1/n) Σ_i ℓ(Y_i vᵀX_iᵀS(X_i W z_i)) with a fixed head v and the logistic loss has "
+    "no stationary point: ∇L(W) ≠ 0 at every W.",
+    examples=50,
+)
+@given(inst=lattice_cross_instances(), seed=SEEDS)
+def test_f13_no_stationary_points(inst, seed):
+    """(Wrong) ∇L(W) ≠ 0 for every data set (spec §5 F13).
+
+    F13's reason: an input whose scores are all equal has Y_i f_i(W) = γ_i for every W, so
+    its term is constant; with every input so (n = 1 suffices) ∇L ≡ 0. The gradient is the
+    engine's log-space one: its coefficients s_it Σ_u s_iu (γ_it − γ_iu) are formed from
+    the score differences, exactly zero when the lattice scores tie, so M = −inf certifies
+    ∇L(W) = 0 exactly (not an underflow). TF-NOSTAT-ANY-T shows T ≤ d is not needed; the
+    dependent-query witness (cancellation between inputs at one W) is not searched for here.
+    """
+    record(inst)
+    problem = inst.problem
+    g = problem.scores.numpy()
+    tied = [i for i in range(inst.n) if np.all(g[i] == g[i, 0])]
+    evidence.metric("inputs with all scores equal", len(tied))
+    points = [np.zeros((inst.d, inst.d))]
+    points += list(random_matrices(seeded(seed), inst.d, F13_POINTS, *F13_NORMS))
+    for W in points:
+        M, G = problem.gradient_log(W)
+        assert M > -math.inf and np.any(G != 0), (
+            f"∇L(W) = 0 exactly (log-space gradient: M = {M}) at ‖W‖ = "
+            f"{np.linalg.norm(W):.3g}; n = {inst.n}, T = {inst.T}, d = {inst.d}, inputs with "
+            f"all scores equal: {tied} of {inst.n}"
+        )
