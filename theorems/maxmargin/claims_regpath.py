@@ -42,7 +42,7 @@ from strategies import (
     loss_comparison_instance,
 )
 from strategies.instances import SVM_FEASIBLE, UNIQUE_OPT, PromptInstance
-from theorems import claim, evidence, saved
+from theorems import claim, evidence, saved, saved_arguments
 from theorems.maxmargin.common import key_problem, rp_tol, safe_cap
 
 DTYPE = torch.float64
@@ -170,7 +170,7 @@ RP_STATEMENT = (
     examples=60,
 )
 @example(inst=loss_comparison_instance(1.0), loss="logistic")
-@example(inst=saved("MM-RP"), loss="exponential")
+@example(**saved_arguments("MM-RP"))
 @given(
     inst=global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=2),
     loss=st.sampled_from(LOSSES),
@@ -210,7 +210,7 @@ def test_reg_path_global(inst, loss):
 )
 @pytest.mark.parametrize("loss", LOSSES)
 @example(inst=loss_comparison_instance(1.0))
-@example(inst=saved("MM-RP"))
+@example(inst=saved("MM-RP", "inst"))
 @given(inst=global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=2))
 def test_reg_path_global_rate(loss, inst):
     """Theorem RP at its rate: ‖p_R‖ = R and 1 − cos(p_R, p^mm) ≤ 25/c² at c = 200, on the
