@@ -15,7 +15,8 @@ Modules, each importing only those above it:
 - `session`: the run's state, the accounting of what did not finish, the gate over the
   merged report, the closing summary.
 - `plugin`: the pytest hooks that run all of the above.
-- `cli`: `python -m theorems list | check | lock`.
+- `explain`: one claim on one page (statement, verdict, lock pin, counterexample, replay).
+- `cli`: `python -m theorems list | check | lock | explain | report`.
 - `figures`: the shared look of the figures claims draw.
 """
 

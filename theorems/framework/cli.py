@@ -3,6 +3,8 @@
     python -m theorems list [--paper P] [--json]
     python -m theorems check INSTANCE.json [--out FILE]
     python -m theorems lock [--update] [--from REPORT] [--lock PATH]
+    python -m theorems explain ID [--from REPORT]
+    python -m theorems report [--from REPORT] [--out DIR]
 
 Instance files (all arrays as nested lists):
     prompt:    {"model": "prompt", "X": n×T×d, "y": n (±1), "v": d,
@@ -22,6 +24,11 @@ Every problem with an instance is one line on stderr naming the field, and exit 
 `lock` compares a report (default reports/claims.json) with the verdict lock (default
 theorems/verdicts.lock) and prints the differences (exit 1 if any); `lock --update` rewrites
 the lock from the report after a deliberate change.
+
+`explain` prints one claim's statement, provenance, verdict in the last report, lock pin,
+counterexample and how to replay it (exit 2 for an unknown id, with the nearest ids).
+`report` rebuilds reports/index.html and reports/claims.md from the report without
+rerunning anything.
 """
 
 from __future__ import annotations
@@ -213,6 +220,31 @@ def cmd_lock(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from theorems.framework import registry
+    from theorems.framework.explain import UnknownClaim, explain
+
+    try:
+        print(explain(args.id, report=Path(args.report)))
+    except UnknownClaim as exc:
+        return _error(str(exc), 2)
+    except (registry.ClaimRegistrationError, ValueError) as exc:
+        return _error(str(exc), 2)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from reports.build import build
+
+    report = Path(args.report)
+    try:
+        paths = build(report, Path(args.out) if args.out else report.parent)
+    except (OSError, ValueError) as exc:
+        return _error(str(exc), 2)
+    print(*paths, sep="\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m theorems", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -224,6 +256,23 @@ def main(argv: list[str] | None = None) -> int:
     p_check.add_argument("instance", help="instance JSON file")
     p_check.add_argument("--out", help="write the JSON result to this file instead of stdout")
     p_check.set_defaults(run=cmd_check)
+    default_report = str(REPO_ROOT / "reports" / "claims.json")
+    p_explain = sub.add_parser(
+        "explain", help="one claim: statement, provenance, verdict, counterexample, replay"
+    )
+    p_explain.add_argument("id", help="the claim id, e.g. MM-THM-G")
+    p_explain.add_argument(
+        "--from", dest="report", default=default_report, help="the claims report to read"
+    )
+    p_explain.set_defaults(run=cmd_explain)
+    p_report = sub.add_parser(
+        "report", help="rebuild reports/index.html and claims.md from the report, no rerun"
+    )
+    p_report.add_argument(
+        "--from", dest="report", default=default_report, help="the claims report to render"
+    )
+    p_report.add_argument("--out", help="output folder (default: the report's folder)")
+    p_report.set_defaults(run=cmd_report)
     from theorems.framework.lock import DEFAULT_LOCK
 
     p_lock = sub.add_parser(

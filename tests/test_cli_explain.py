@@ -1,0 +1,78 @@
+"""`python -m theorems explain ID` and `python -m theorems report`: one claim on one page, and
+the report rebuilt without a rerun (theorems/framework/explain.py, cli.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.test_report import record, write_claims
+from theorems.framework import cli
+
+#: A real claim (the registry gives its statement) with a saved counterexample in the store.
+REFUTED = "MM-THM-G"
+FALSIFYING = "Falsifying example: test_theorem_g(\n    inst=PromptInstance(n=2),\n)"
+
+
+def _report(tmp_path: Path) -> Path:
+    entry = record(
+        REFUTED,
+        verdict="refuted",
+        expected="refuted",
+        reason="a counterexample was found",
+        falsifying_example=FALSIFYING,
+        worst_slack={"1 − cos": {"observed": 3.0e-4, "bound": 1.0e-6, "ratio": 300.0}},
+        nodeid="theorems/maxmargin/claims_gd.py::test_theorem_g",
+    )
+    return write_claims(tmp_path, [entry])
+
+
+def test_explain_prints_statement_verdict_pin_counterexample_and_replay(tmp_path, capsys):
+    assert cli.main(["explain", REFUTED, "--from", str(_report(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    from theorems.framework.registry import REGISTRY
+
+    info = REGISTRY[REFUTED]
+    assert out.startswith(f"{REFUTED}  ({info.paper}, {info.kind}, provenance {info.provenance})")
+    assert info.statement in out
+    assert "pinned in the lock: refuted" in out  # read from theorems/verdicts.lock
+    assert "last run: refuted — a counterexample was found" in out
+    assert "1 − cos: 0.0003 against 1e-06 (ratio 300)" in out
+    assert "  Falsifying example: test_theorem_g(" in out  # the report's text, line by line
+    assert "python -m pytest theorems/maxmargin/claims_gd.py::test_theorem_g -p no:xdist" in out
+    saved = f"theorems/counterexamples/{REFUTED}.json"
+    assert Path(cli.REPO_ROOT / saved).exists()
+    assert f"python -m theorems check {saved}" in out
+    assert f'@example(**saved_arguments("{REFUTED}"))' in out
+
+
+def test_explain_without_a_verdict_in_the_report_says_so(tmp_path, capsys):
+    report = _report(tmp_path)
+    assert cli.main(["explain", "MM-LEMMA-DESCENT", "--from", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "last run: none (" in out and "has no verdict for it" in out
+    assert cli.main(["explain", "MM-LEMMA-DESCENT", "--from", str(tmp_path / "nope.json")]) == 0
+    assert "no report at" in capsys.readouterr().out
+
+
+def test_explain_an_unknown_id_exits_2_with_the_nearest_ids(tmp_path, capsys):
+    assert cli.main(["explain", "MM-THM-Q", "--from", str(_report(tmp_path))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no claim 'MM-THM-Q' (did you mean ")
+    assert "MM-THM-G" in err
+
+
+def test_report_rebuilds_html_and_markdown_without_a_rerun(tmp_path, capsys):
+    report = _report(tmp_path)
+    out_dir = tmp_path / "site"
+    assert cli.main(["report", "--from", str(report), "--out", str(out_dir)]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(out_dir / "index.html"), str(out_dir / "claims.md")]
+    assert REFUTED in (out_dir / "index.html").read_text(encoding="utf-8")
+    assert REFUTED in (out_dir / "claims.md").read_text(encoding="utf-8")
+
+
+def test_report_names_a_malformed_report_and_exits_2(tmp_path, capsys):
+    bad = tmp_path / "claims.json"
+    bad.write_text("{}", encoding="utf-8")
+    assert cli.main(["report", "--from", str(bad)]) == 2
+    assert "missing top-level field" in capsys.readouterr().err
