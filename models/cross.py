@@ -133,8 +133,13 @@ class CrossProblem:
         """(M, G̃) with ∇L(W) = e^M·G̃, G̃ (d, d) of order one: exact direction at any ‖W‖.
 
         ∇L(W) = (1/n) Σ_i ℓ'_i (Σ_t c_it x_it) z_iᵀ: rank ≤ n, row space in span{z_i}."""
-        w = np.ascontiguousarray(self._matrix(W).detach().cpu().numpy().reshape(-1))
-        log_scale, vec = self.prompt.gradient_log_np(w)
+        return self.gradient_log_np(self._matrix(W).detach().cpu().numpy())
+
+    def gradient_log_np(self, W: np.ndarray) -> tuple[float, np.ndarray]:
+        """``gradient_log`` on a float64 (d, d) array the caller has already checked: the hot
+        path of the training loops below, which pass their own iterates (the checks of
+        ``gradient_log`` cost a third of a step)."""
+        log_scale, vec = self.prompt.gradient_log_np(np.ascontiguousarray(W.reshape(-1)))
         return log_scale, vec.reshape(self.d, self.d)
 
     def gradient(self, W) -> np.ndarray:
@@ -184,11 +189,6 @@ def bregman_divergence(W_svm, W, p: float) -> float:
     ≥ 0 by Hölder, 0 iff the directions agree."""
     A, B = lp_normalize(W_svm, p), lp_normalize(W, p)
     return float(1.0 - np.sum(np.sign(B) * np.abs(B) ** (p - 1.0) * A))
-
-
-def lp_cosine(W1, W2) -> float:
-    """The plain cosine of vec W1 and vec W2 (the MD paper's cross-comparison metric)."""
-    return correlation(W1, W2)
 
 
 # ---- dynamics -------------------------------------------------------------------------------
@@ -299,7 +299,7 @@ def kq_ngd(
     rec.add(0, K @ Q.T, force=True)
     stop = "step budget"
     for k in range(1, steps + 1):
-        M, G = problem.gradient_log(K @ Q.T)
+        M, G = problem.gradient_log_np(K @ Q.T)
         uK = _factor_step(M, G @ Q, K, penalty)
         uQ = _factor_step(M, G.T @ K, Q, penalty)
         if uK is None and uQ is None:
@@ -347,7 +347,7 @@ def md(
     rec.add(0, W, force=True)
     stop = "step budget"
     for k in range(1, steps + 1):
-        M, G = problem.gradient_log(W)
+        M, G = problem.gradient_log_np(W)
         if M == -math.inf:
             stop = "stationary point (gradient exactly zero)"
             rec.add(k - 1, W, force=True)
@@ -383,7 +383,7 @@ def polyak(
     rec.add(0, W, force=True)
     stop = "step budget"
     for k in range(1, steps + 1):
-        M, G = problem.gradient_log(W)
+        M, G = problem.gradient_log_np(W)
         nG = float(np.linalg.norm(G))
         if M == -math.inf or nG == 0:
             stop = "stationary point (gradient exactly zero)"

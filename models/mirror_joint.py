@@ -17,8 +17,6 @@ log|ℓ'| + log s in log space). Nothing of the mathematics is written twice.
   spec F11, whose loss reads exactly 0.0 and whose iterate freezes.
 - ``lp_v_svm``: the ℓp head SVM min ‖v‖_p s.t. Y_i x_{iα_i}ᵀv ≥ 1, certified by
   ``models.normsvm`` (see its docstring for the reduction).
-- ``TrustedCross``: ``models.cross.md`` and friends on a ``CrossProblem`` without the per-step
-  input checks (bit-identical iterates, a third less time per step).
 - ``official_joint_data``: the hand-built instance of the official joint script, exactly.
 """
 
@@ -342,22 +340,3 @@ def lp_v_svm(X, y, alpha, p: float, **options) -> LpVSVM:
     queries[:, 0] = 1.0
     svm = norm_svm(tokens, queries, np.zeros(n, dtype=int), "lp", p=p, **options)
     return LpVSVM(None if svm.W is None or not svm.ok else svm.W[:, 0].copy(), svm)
-
-
-# ---- fast fixed-head runs ----------------------------------------------------------------------
-
-
-class TrustedCross:
-    """A ``CrossProblem`` seen by ``models.cross.md`` (which needs only ``d`` and
-    ``gradient_log``) without re-checking every iterate: ``gradient_log`` calls the prompt
-    engine's ``gradient_log_np`` on the loop's own float64 array. Same arithmetic, same iterates
-    bit for bit (tests/test_mirror_joint.py); 20000 steps of ℓ3-MD cost ~0.7 s instead of ~1 s."""
-
-    def __init__(self, problem: CrossProblem):
-        self.problem = problem
-        self.d = problem.d
-        self._gradient = problem.prompt.gradient_log_np
-
-    def gradient_log(self, W: np.ndarray) -> tuple[float, np.ndarray]:
-        log_scale, vec = self._gradient(W.reshape(-1))
-        return log_scale, vec.reshape(self.d, self.d)

@@ -217,6 +217,16 @@ def test_gradient_log_reads_a_transposed_view_in_its_logical_order():
     assert M1 == M2 and np.array_equal(G1, G2)
 
 
+def test_the_loops_unchecked_gradient_is_the_checked_one_bit_for_bit():
+    """md, kq_ngd and polyak call gradient_log_np on their own float64 iterates: the same
+    arithmetic as the checked gradient_log (so their iterates are those of the checked path)."""
+    problem = gaussian_problem(21, 3, 4, 4)
+    for W in (random_matrix(21, 4), random_matrix(22, 4).T, random_matrix(23, 4, 1e3)):
+        M1, G1 = problem.gradient_log(torch.as_tensor(W))
+        M2, G2 = problem.gradient_log_np(W)
+        assert M1 == M2 and np.array_equal(G1, G2)
+
+
 # ---- the vectorisation and its orientation ---------------------------------------------------
 
 

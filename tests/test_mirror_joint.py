@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.cross import CrossProblem, dual_map, md, primal_map
+from models.cross import CrossProblem, dual_map, primal_map
 from models.joint import JointProblem, joint_ngd
 from models.mirror_joint import (
     JOINT_PRINTED_ALPHA,
@@ -17,7 +17,6 @@ from models.mirror_joint import (
     JOINT_TOKENS,
     MACHINE_EPS,
     CrossJointProblem,
-    TrustedCross,
     joint_md,
     lp_v_svm,
     naive_joint_md,
@@ -263,16 +262,3 @@ def test_lp_v_svm_rejects_a_bad_selection():
     X, y, _ = official_joint_data()
     with pytest.raises(ValueError, match="alpha"):
         lp_v_svm(X, y, [3, 0], 2.0)
-
-
-# ---------------------------------------------------------------------------- the adapter
-
-
-@pytest.mark.parametrize("p", [1.75, 3.0])
-def test_trusted_cross_runs_md_bit_for_bit(p):
-    problem = random_problem(21, n=3, T=4, d=4)
-    cross = CrossProblem(problem.X, problem.Z, problem.y, torch.ones(4, dtype=F64))
-    W0 = torch.randn(4, 4, generator=torch.Generator().manual_seed(21), dtype=F64).numpy()
-    a = md(cross, W0, p=p, steps=300)
-    b = md(TrustedCross(cross), W0, p=p, steps=300)
-    assert np.array_equal(a.Ws, b.Ws) and a.stop == b.stop

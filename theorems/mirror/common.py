@@ -31,7 +31,6 @@ from models.mirror_joint import (
     CrossJointProblem,
     JointMDRun,
     LpVSVM,
-    TrustedCross,
     joint_md,
     lp_v_svm,
     naive_joint_md,
@@ -166,13 +165,13 @@ _SVMS: dict[tuple, NormSVM] = {}
 
 
 def run_md(inst: CrossInstance, p: float, steps: int | None = None) -> MDResult:
-    """Normalised ℓp-MD from inst.W0 with the official lr and budget (``models.cross.md`` on a
-    ``TrustedCross``: the same iterates, without re-checking each one), cached."""
+    """Normalised ℓp-MD from inst.W0 with the official lr and budget (``models.cross.md``),
+    cached."""
     steps = MD_STEPS[p] if steps is None else steps
     W0 = np.zeros((inst.d, inst.d)) if inst.W0 is None else inst.W0.numpy()
     key = (instance_key(inst), _digest(W0), float(p), int(steps))
     if key not in _RUNS:
-        run = md(TrustedCross(inst.problem), W0, p=p, lr=LR, steps=steps, record_every=RECORD_EVERY)
+        run = md(inst.problem, W0, p=p, lr=LR, steps=steps, record_every=RECORD_EVERY)
         _RUNS[key] = MDResult(inst, float(p), run)
     return _RUNS[key]
 
