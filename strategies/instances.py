@@ -185,6 +185,51 @@ def _meta(meta) -> dict:
     return dict(meta)
 
 
+def _tokens(X) -> tuple[Tensor, int, int, int]:
+    """X (n, T, d) with every dimension ≥ 1, and its sizes."""
+    X = _float_tensor(X, "X", 3)
+    n, T, d = X.shape
+    if n < 1 or T < 1 or d < 1:
+        raise ValueError(f"X: every dimension must be ≥ 1, got shape {tuple(X.shape)}")
+    return X, n, T, d
+
+
+def _head(v, d: int) -> Tensor:
+    v = _float_tensor(v, "v", 1)
+    if v.shape[0] != d:
+        raise ValueError(f"v: expected dimension {d} (the token dimension), got {v.shape[0]}")
+    return v
+
+
+def _loss_name(loss) -> None:
+    if not isinstance(loss, str):
+        raise ValueError(f"loss: expected a loss name, got {loss!r}")
+    try:
+        get_loss(loss)
+    except ValueError as exc:
+        raise ValueError(f"loss: {exc}") from None
+
+
+def _matrix(M, name: str, d: int) -> Tensor:
+    """A (d, d) matrix."""
+    M = _float_tensor(M, name, 2)
+    if tuple(M.shape) != (d, d):
+        raise ValueError(f"{name}: expected shape {(d, d)}, got {tuple(M.shape)}")
+    return M
+
+
+def _selection(alpha, n: int, T: int) -> np.ndarray | None:
+    """An optional selection α ∈ [T]^n (None stays None)."""
+    if alpha is None:
+        return None
+    alpha = _int_array(alpha, "alpha")
+    if alpha.shape != (n,):
+        raise ValueError(f"alpha: expected shape {(n,)}, got {alpha.shape}")
+    if alpha.min() < 0 or alpha.max() >= T:
+        raise ValueError(f"alpha: entries must lie in [0, {T})")
+    return alpha
+
+
 def _require(d: Mapping, key: str):
     if key not in d:
         raise ValueError(f"{key}: missing from the instance file")
@@ -223,35 +268,17 @@ class PromptInstance:
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        X = _float_tensor(self.X, "X", 3)
-        n, T, d = X.shape
-        if n < 1 or T < 1 or d < 1:
-            raise ValueError(f"X: every dimension must be ≥ 1, got shape {tuple(X.shape)}")
+        X, n, T, d = _tokens(self.X)
         y = _labels(self.y, "y", n)
-        v = _float_tensor(self.v, "v", 1)
-        if v.shape[0] != d:
-            raise ValueError(f"v: expected dimension {d} (the token dimension), got {v.shape[0]}")
-        W = _float_tensor(self.W, "W", 2)
-        if tuple(W.shape) != (d, d):
-            raise ValueError(f"W: expected shape {(d, d)}, got {tuple(W.shape)}")
-        if not isinstance(self.loss, str):
-            raise ValueError(f"loss: expected a loss name, got {self.loss!r}")
-        try:
-            get_loss(self.loss)
-        except ValueError as exc:
-            raise ValueError(f"loss: {exc}") from None
+        v = _head(self.v, d)
+        W = _matrix(self.W, "W", d)
+        _loss_name(self.loss)
         p0 = None
         if self.p0 is not None:
             p0 = _float_tensor(self.p0, "p0", 1)
             if p0.shape[0] != d:
                 raise ValueError(f"p0: expected dimension {d}, got {p0.shape[0]}")
-        alpha = None
-        if self.alpha is not None:
-            alpha = _int_array(self.alpha, "alpha")
-            if alpha.shape != (n,):
-                raise ValueError(f"alpha: expected shape {(n,)}, got {alpha.shape}")
-            if alpha.min() < 0 or alpha.max() >= T:
-                raise ValueError(f"alpha: entries must lie in [0, {T})")
+        alpha = _selection(self.alpha, n, T)
         for name, value in (("X", X), ("y", y), ("v", v), ("W", W), ("p0", p0), ("alpha", alpha)):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "assumptions", _assumptions(self.assumptions))
@@ -506,35 +533,15 @@ class CrossInstance:
     meta: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        X = _float_tensor(self.X, "X", 3)
-        n, T, d = X.shape
-        if n < 1 or T < 1 or d < 1:
-            raise ValueError(f"X: every dimension must be ≥ 1, got shape {tuple(X.shape)}")
+        X, n, T, d = _tokens(self.X)
         Z = _float_tensor(self.Z, "Z", 2)
         if tuple(Z.shape) != (n, d):
             raise ValueError(f"Z: expected shape {(n, d)} (one per input), got {tuple(Z.shape)}")
         y = _labels(self.y, "y", n)
-        v = _float_tensor(self.v, "v", 1)
-        if v.shape[0] != d:
-            raise ValueError(f"v: expected dimension {d} (the token dimension), got {v.shape[0]}")
-        if not isinstance(self.loss, str):
-            raise ValueError(f"loss: expected a loss name, got {self.loss!r}")
-        try:
-            get_loss(self.loss)
-        except ValueError as exc:
-            raise ValueError(f"loss: {exc}") from None
-        W0 = None
-        if self.W0 is not None:
-            W0 = _float_tensor(self.W0, "W0", 2)
-            if tuple(W0.shape) != (d, d):
-                raise ValueError(f"W0: expected shape {(d, d)}, got {tuple(W0.shape)}")
-        alpha = None
-        if self.alpha is not None:
-            alpha = _int_array(self.alpha, "alpha")
-            if alpha.shape != (n,):
-                raise ValueError(f"alpha: expected shape {(n,)}, got {alpha.shape}")
-            if alpha.min() < 0 or alpha.max() >= T:
-                raise ValueError(f"alpha: entries must lie in [0, {T})")
+        v = _head(self.v, d)
+        _loss_name(self.loss)
+        W0 = None if self.W0 is None else _matrix(self.W0, "W0", d)
+        alpha = _selection(self.alpha, n, T)
         for name, value in (("X", X), ("Z", Z), ("y", y), ("v", v), ("W0", W0), ("alpha", alpha)):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "assumptions", _assumptions(self.assumptions))
