@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from models.attention import DTYPE, PromptProblem, as_float_tensor
+from models.cross import correlation  # ⟨W, W_ref⟩/(‖W‖_F‖W_ref‖_F), the companion code's metric
 from models.regpath import one_thread
 from models.selection import global_opt
 from models.svm import SVMSolution, w_svm
@@ -67,13 +68,6 @@ class WProblem:
     def w_mm(self, alpha=None) -> SVMSolution:
         """The W-SVM of α (default: the top-score tokens), solved as a QP in vec(W)."""
         return w_svm(self.X, self.p, self.opt_tokens() if alpha is None else alpha)
-
-
-def correlation(W, W_ref) -> float:
-    """⟨W, W_ref⟩ / (‖W‖_F ‖W_ref‖_F): the metric of the companion code (spec §2.8)."""
-    A = torch.as_tensor(W, dtype=DTYPE)
-    B = torch.as_tensor(W_ref, dtype=DTYPE)
-    return float((A * B).sum() / (torch.linalg.matrix_norm(A) * torch.linalg.matrix_norm(B)))
 
 
 def singular_ratio(W) -> float:
