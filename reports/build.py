@@ -1,10 +1,17 @@
 """Render reports/claims.json (written by theorems.framework.plugin) as the human report.
 
-`index.html` is self-contained: inline CSS, figures embedded as data URIs, no script and no
-external URL, so it opens from disk even when copied alone. `claims.md` holds the same tables
+Both files lead with the findings (reports/findings.py): the readings the suite refutes, each
+with its minimal counterexample and the variant that holds; then what is unexpected or
+undecided; then the verdict changes against the lock (and against an earlier claims.json
+given with --against); then one table per paper.
+
+`index.html` is self-contained: inline CSS, one inline script (the filter box over the
+claims), figures embedded as data URIs, no external URL, so it opens from disk even when
+copied alone. Each claim is linkable as index.html#claim-ID, and a filter as
+index.html?q=TEXT&paper=P&kind=K&verdict=V. `claims.md` holds the same sections and tables
 and links the figures by relative path.
 
-    python -m reports.build [claims.json] [--out DIR]
+    python -m reports.build [claims.json] [--out DIR] [--against OLD.json] [--lock FILE]
 """
 
 from __future__ import annotations
@@ -17,8 +24,11 @@ import mimetypes
 import os
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
+
+from reports import findings as found
 
 # The papers in report order, with their titles; any other paper (a user's conjecture) follows.
 PAPERS = {
@@ -33,6 +43,10 @@ PAPERS = {
 }
 FIGURES_ENV = "ATTN_FIGURES_DIR"  # theorems.framework.figures writes there when it is set
 DEFAULT_CLAIMS = Path(__file__).resolve().parent / "claims.json"
+# The verdict lock the report compares with: ATTN_VERDICT_LOCK (as the gate), else the
+# checkout's theorems/verdicts.lock.
+LOCK_ENV = "ATTN_VERDICT_LOCK"
+DEFAULT_LOCK = Path(__file__).resolve().parent.parent / "theorems" / "verdicts.lock"
 TOP_FIELDS = ("generated", "profile", "versions", "claims")
 CLAIM_FIELDS = (
     "id",
@@ -179,6 +193,96 @@ def figures_dir(claims_json: Path) -> Path:
     return Path(os.environ.get(FIGURES_ENV) or claims_json.parent / "figures")
 
 
+@dataclass(frozen=True)
+class Top:
+    """What the report leads with (reports/findings.py): the readings refuted as read, the
+    claims that need attention, the verdict diffs (the lock's first), and notes on a baseline
+    that could not be compared."""
+
+    readings: list[found.Finding]
+    attention: list[dict]
+    diffs: list[tuple[str, found.Diff]]  # (what the baseline is, the diff against it)
+    notes: list[str]
+
+
+def top_of(doc: dict, lock: Path | None, against: tuple[dict, str] | None) -> Top:
+    claims, diffs, notes = doc["claims"], [], []
+    if lock is not None:
+        try:
+            diff = found.diff_lock(claims, lock)
+        except ValueError as exc:  # a malformed lock: the gate says so; the report notes it
+            diff, why = None, str(exc).splitlines()[0]
+            notes.append(f"not compared with the verdict lock: {why}")
+        else:
+            if diff is None:
+                notes.append(f"not compared with the verdict lock: no file {lock}")
+        diffs += [("the verdict lock", diff)] if diff else []
+    if against is not None:
+        diffs.append(("the earlier report", found.diff_report(claims, *against)))
+    return Top(found.refuted_readings(claims), found.needs_attention(claims), diffs, notes)
+
+
+def clip(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def witness_text(claim: dict, limit: int = 360) -> str:
+    """The minimal counterexample on one line: the shrunk call Hypothesis printed, without
+    its "Falsifying example:" prefix (else the instance as JSON); "" if there is none."""
+    text = claim["falsifying_example"] or ""
+    text = re.sub(r"^Falsifying (explicit )?example[^:]*:\s*", "", text.strip())
+    text = re.sub(r"\(\s+", "(", re.sub(r",?\s*\)$", ")", " ".join(text.split())))
+    if not text and claim["counterexample"] is not None:
+        text = json.dumps(claim["counterexample"], ensure_ascii=False)
+    return clip(text, limit) if text else ""
+
+
+def why_text(claim: dict) -> str:
+    """Why a claim needs attention, in one line."""
+    if claim["error"]:
+        return claim["error"].splitlines()[0]
+    if claim["inconclusive"]:
+        return "inconclusive: " + counts_text(claim["inconclusive"])
+    reason = claim.get("reason") or ""
+    if not claim["as_expected"]:
+        expected = f"expected {claim['expected']}, the run found {claim['verdict']}"
+        return f"{expected}: {reason}" if reason else expected
+    return reason
+
+
+def diff_title(label: str, diff: found.Diff) -> str:
+    return f"Against {label} ({diff.source})"
+
+
+def diff_line(diff: found.Diff) -> str:
+    changed, new = len(diff.changed), sum(c.what == "new" for c in diff.changes)
+    gone = sum(c.what == "not in this run" for c in diff.changes)
+    parts = [
+        f"{changed} verdict{'s' * (changed != 1)} changed of {diff.compared} claims compared"
+        if changed
+        else f"no verdict changed ({diff.compared} claims compared)"
+    ]
+    if new:
+        parts.append(f"{new} new claim{'s' * (new != 1)}")
+    if gone:
+        parts.append(f"{gone} claim{'s' * (gone != 1)} no longer in the report")
+    if diff.missing and not gone:
+        parts.append(f"{diff.missing} pinned claim{'s' * (diff.missing != 1)} not in this run")
+    return "; ".join(parts)
+
+
+INTRO_READINGS = (
+    "Statements of the papers, or of the specs' readings of them, that are false as read: "
+    "the minimal counterexample the search found, and the narrowest variant that holds."
+)
+NO_READINGS = "None in this run."
+NO_ATTENTION = (
+    "None: every verdict is the expected one, and none is inconclusive, vacuous or an error."
+)
+NO_VARIANT = "no variant that holds is known yet"
+
+
 # --------------------------------------------------------------------------- HTML
 
 CSS = """
@@ -224,6 +328,24 @@ img.fig{display:block;width:160px;margin:0 0 .3rem;border:1px solid #d0d7de;
   border-radius:4px;background:#fff;cursor:zoom-in}
 img.fig:focus{position:fixed;inset:0;margin:auto;width:auto;max-width:94vw;max-height:94vh;
   z-index:10;box-shadow:0 0 0 100vmax rgba(0,0,0,.6);outline:none;cursor:zoom-out}
+nav.toc{margin:.6rem 0 0;font-size:.9rem}nav.toc a{margin-right:1rem}
+.findings{display:grid;grid-template-columns:repeat(auto-fill,minmax(560px,1fr));gap:.7rem}
+.finding{background:#fef2f2;border-left:5px solid #be123c;border-radius:4px;padding:.5rem .8rem}
+.finding h3{font-size:1rem;margin:0 0 .3rem}
+.finding h3 a{font-family:ui-monospace,Menlo,Consolas,monospace}
+.finding p{margin:.25rem 0}
+.finding .where{color:#6b7280;font-weight:400;font-size:.8rem}
+.lbl{display:inline-block;min-width:7.5rem;margin-right:.4rem;font-weight:700;color:#7f1d1d}
+.holds-instead .lbl{color:#14532d}
+.finding code{font-size:.8rem;overflow-wrap:anywhere}
+.holds-instead{background:#f0fdf4;padding:.2rem .4rem;border-radius:3px}
+.none{color:#4b5563}
+.filter{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;margin:.4rem 0 .6rem;
+  padding:.5rem;background:#f6f8fa;border-radius:4px}
+.filter input{flex:1 1 18rem;font:inherit;padding:.3rem .5rem}
+.filter select{font:inherit;padding:.25rem}
+#filter-count{color:#4b5563;font-size:.85rem}
+tbody.claim:target,tr.not-run:target{outline:3px solid #2563eb}
 .missing{display:inline-block;padding:.3rem .5rem;border:1px dashed #dc2626;color:#b91c1c;
   font-size:.8rem;margin-bottom:.3rem}
 """
@@ -342,14 +464,29 @@ def claim_html(claim: dict, folder: Path) -> str:
         else ""
     )
     unexpected = "" if claim["as_expected"] else " unexpected"
-    return f'<tbody id="{anchor}" class="claim{unexpected}"><tr>{cells}</tr>{below}</tbody>'
+    return (
+        f'<tbody id="{anchor}" class="claim{unexpected}"{filter_attrs(claim)}>'
+        f"<tr>{cells}</tr>{below}</tbody>"
+    )
+
+
+def filter_attrs(claim: dict, verdict: str | None = None) -> str:
+    """The data-* attributes the filter box reads (FILTER_SCRIPT)."""
+    values = {
+        "claim": claim["id"],
+        "paper": claim["paper"],
+        "kind": claim["kind"],
+        "verdict": verdict or claim["verdict"],
+        "expected": claim["expected"],
+    }
+    return "".join(f' data-{k}="{esc(v)}"' for k, v in values.items())
 
 
 def paper_html(paper: str, claims: list[dict], folder: Path) -> str:
     head = "".join(f"<th>{esc(c)}</th>" for c in COLUMNS)
     rows = "".join(claim_html(c, folder) for c in claims)
     return (
-        f'<section id="{esc(f"paper-{paper}")}"><h2>{esc(paper_title(paper))}</h2>'
+        f'<section class="paper" id="{esc(f"paper-{paper}")}"><h2>{esc(paper_title(paper))}</h2>'
         f"<p>{esc(summary_line(claims))}</p>"
         f"<table><thead><tr>{head}</tr></thead>{rows}</table></section>"
     )
@@ -360,29 +497,195 @@ def not_run_html(skipped: list[dict]) -> str:
         return ""
     head = "".join(f"<th>{esc(c)}</th>" for c in NOT_RUN_COLUMNS)
     rows = "".join(
-        f'<tr id="{esc("claim-" + s["id"])}" class="not-run">'
+        f'<tr id="{esc("claim-" + s["id"])}" class="not-run"{filter_attrs(s, "not run")}>'
         + "".join(f"<td>{esc(s[k])}</td>" for k in NOT_RUN_FIELDS)
         + "</tr>"
         for s in skipped
     )
     return (
-        '<section id="not-run"><h2>Not run in this run</h2>'
+        '<section class="paper" id="not-run"><h2>Not run in this run</h2>'
         f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></section>"
     )
 
 
-def render_html(doc: dict, folder: Path) -> str:
+def link(claim_id: str) -> str:
+    return f'<a href="#{esc("claim-" + claim_id)}">{esc(claim_id)}</a>'
+
+
+def finding_html(finding: found.Finding) -> str:
+    claim = finding.claim
+    where = f"{claim['paper']} · {claim['kind']}"
+    witness = witness_text(claim)
+    full = counterexample_json(claim)
+    parts = [
+        f'<h3>{link(claim["id"])} <span class="where">{esc(where)}</span> '
+        f"{provenance_html(claim['provenance'])}</h3>",
+        f'<p><span class="lbl">As read</span>{esc(clip(claim["statement"], 360))}</p>',
+        f'<p><span class="lbl">Counterexample</span><code>{esc(witness or "(not recorded)")}</code>'
+        "</p>",
+    ]
+    if full:
+        parts.append(fold("the counterexample's instance", f"<pre>{esc(full)}</pre>"))
+    for variant, record in finding.variants or ((None, None),):
+        if variant is None:
+            body = f'<span class="none">{esc(NO_VARIANT)}</span>'
+        elif record is None:
+            body = f"{link(variant)} (not in this run)"
+        else:
+            verdict = esc(record["verdict"])
+            body = (
+                f'{link(variant)} <span class="verdict v-{verdict}">{verdict}</span> '
+                f"{esc(clip(record['statement'], 300))}"
+            )
+        parts.append(f'<p class="holds-instead"><span class="lbl">Holds instead</span>{body}</p>')
+    anchor = esc(f"finding-{claim['id']}")
+    return f'<article class="finding" id="{anchor}">{"".join(parts)}</article>'
+
+
+def readings_html(top: Top) -> str:
+    cards = "".join(finding_html(f) for f in top.readings)
+    body = f'<div class="findings">{cards}</div>' if cards else f'<p class="none">{NO_READINGS}</p>'
+    return (
+        f'<section id="findings"><h2>Readings the suite refutes ({len(top.readings)})</h2>'
+        f"<p>{esc(INTRO_READINGS)}</p>{body}</section>"
+    )
+
+
+def attention_html(top: Top) -> str:
+    if not top.attention:
+        body = f'<p class="none">{esc(NO_ATTENTION)}</p>'
+    else:
+        head = "".join(f"<th>{c}</th>" for c in ("claim", "paper", "expected", "verdict", "why"))
+        rows = "".join(
+            f"<tr><td>{link(c['id'])}</td><td>{esc(c['paper'])}</td><td>{esc(c['expected'])}"
+            f'</td><td class="verdict v-{esc(c["verdict"])}">{esc(c["verdict"])}</td>'
+            f"<td>{esc(clip(why_text(c), 300))}</td></tr>"
+            for c in top.attention
+        )
+        body = (
+            f'<table class="attention"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+        )
+    return (
+        f'<section id="attention"><h2>Unexpected or undecided ({len(top.attention)})</h2>'
+        f"{body}</section>"
+    )
+
+
+def diff_html(label: str, diff: found.Diff) -> str:
+    rows = "".join(
+        f"<tr><td>{link(c.id)}</td><td>{esc(c.before or '—')}</td><td>{esc(c.after or '—')}</td>"
+        f"<td>{esc(c.what)}</td></tr>"
+        for c in diff.changes
+    )
+    table = (
+        "<table><thead><tr><th>claim</th><th>before</th><th>now</th><th></th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+        if rows
+        else ""
+    )
+    return f"<h3>{esc(diff_title(label, diff))}</h3><p>{esc(diff_line(diff))}</p>{table}"
+
+
+def changes_html(top: Top) -> str:
+    parts = [diff_html(label, d) for label, d in top.diffs]
+    parts += [f'<p class="none">{esc(note)}</p>' for note in top.notes]
+    return f'<section id="changes"><h2>Verdict changes</h2>{"".join(parts)}</section>'
+
+
+def filter_html(claims: list[dict]) -> str:
+    def select(key: str, label: str, values: list[str]) -> str:
+        options = "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
+        return (
+            f'<select id="filter-{key}" aria-label="{label}">'
+            f'<option value="">{label}</option>{options}</select>'
+        )
+
+    papers = [p for p, _ in by_paper(claims)]
+    kinds = sorted({c["kind"] for c in claims})
+    verdicts = sorted({c["verdict"] for c in claims})
+    return (
+        '<div class="filter"><input type="search" id="filter-q" '
+        'placeholder="filter by id, paper, kind or verdict, e.g. TF- refuted" '
+        'aria-label="filter the claims">'
+        + select("paper", "every paper", papers)
+        + select("kind", "every kind", kinds)
+        + select("verdict", "every verdict", verdicts)
+        + '<span id="filter-count"></span></div>'
+    )
+
+
+# The filter box: every word of the text must occur in the claim's id, paper, kind, verdict
+# or expectation, and each chosen menu value must equal its field. The state is mirrored in
+# the page's query string (?q=&paper=&kind=&verdict=), so a filtered view is a link; a link
+# to a claim that the filter hides (#claim-ID) clears the filter.
+FILTER_SCRIPT = r"""
+(function () {
+  var box = document.getElementById("filter-q"), keys = ["paper", "kind", "verdict"];
+  var menus = {}, rows = Array.prototype.slice.call(document.querySelectorAll("[data-claim]"));
+  var count = document.getElementById("filter-count");
+  keys.forEach(function (k) { menus[k] = document.getElementById("filter-" + k); });
+  function apply() {
+    var words = box.value.toLowerCase().split(/\s+/).filter(Boolean), shown = 0;
+    rows.forEach(function (row) {
+      var d = row.dataset, text = [d.claim, d.paper, d.kind, d.verdict, d.expected]
+        .join(" ").toLowerCase();
+      var ok = words.every(function (w) { return text.indexOf(w) >= 0; }) &&
+        keys.every(function (k) { return !menus[k].value || d[k] === menus[k].value; });
+      row.hidden = !ok;
+      shown += ok ? 1 : 0;
+    });
+    document.querySelectorAll("section.paper").forEach(function (s) {
+      s.hidden = !s.querySelector("[data-claim]:not([hidden])");
+    });
+    count.textContent = shown + " of " + rows.length + " claims shown";
+    var query = new URLSearchParams();
+    if (box.value) { query.set("q", box.value); }
+    keys.forEach(function (k) { if (menus[k].value) { query.set(k, menus[k].value); } });
+    var search = query.toString() ? "?" + query.toString() : "";
+    try { history.replaceState(null, "", location.pathname + search + location.hash); }
+    catch (e) { /* some browsers refuse it on file:// pages; the filter still works */ }
+  }
+  function reveal() {
+    var target = location.hash && document.getElementById(location.hash.slice(1));
+    if (target && target.closest("[hidden]")) {
+      box.value = "";
+      keys.forEach(function (k) { menus[k].value = ""; });
+      apply();
+      target.scrollIntoView();
+    }
+  }
+  var given = new URLSearchParams(location.search);
+  box.value = given.get("q") || "";
+  keys.forEach(function (k) { menus[k].value = given.get(k) || ""; });
+  box.addEventListener("input", apply);
+  keys.forEach(function (k) { menus[k].addEventListener("change", apply); });
+  window.addEventListener("hashchange", reveal);
+  apply();
+  reveal();
+})();
+"""
+
+
+def render_html(doc: dict, folder: Path, top: Top) -> str:
     claims, skipped = doc["claims"], doc.get("skipped", [])
     sections = "".join(paper_html(p, group, folder) for p, group in by_paper(claims))
     sections += not_run_html(skipped)
     not_run = f'<p class="summary">{esc(not_run_line(skipped))}</p>' if skipped else ""
+    toc = (
+        '<nav class="toc"><a href="#findings">Readings refuted</a>'
+        '<a href="#attention">Unexpected or undecided</a><a href="#changes">Verdict changes</a>'
+        '<a href="#claims">All claims</a></nav>'
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>attention-theorems: claims report</title><style>{CSS}</style></head><body>"
         "<h1>attention-theorems: claims report</h1>"
         f'<p class="summary">{esc(summary_line(claims))}</p>{not_run}'
-        f'<p class="meta">{esc(meta_line(doc))}</p>{sections}</body></html>\n'
+        f'<p class="meta">{esc(meta_line(doc))}</p>{toc}'
+        f"{readings_html(top)}{attention_html(top)}{changes_html(top)}"
+        f'<section id="claims"><h2>All claims</h2>{filter_html(claims)}{sections}</section>'
+        f"<script>{FILTER_SCRIPT}</script></body></html>\n"
     )
 
 
@@ -450,11 +753,61 @@ def md_details(claim: dict) -> list[str]:
     return lines
 
 
-def render_md(doc: dict, folder: Path, out_dir: Path) -> str:
+def md_link(claim_id: str) -> str:
+    return f"[{md(claim_id)}](#{claim_id.lower()})"
+
+
+def md_top(top: Top) -> list[str]:
+    lines = [f"## Readings the suite refutes ({len(top.readings)})", "", INTRO_READINGS, ""]
+    for finding in top.readings:
+        claim = finding.claim
+        lines.append(
+            f"- **{md_link(claim['id'])}** ({md(claim['paper'])}, {md(claim['kind'])}; "
+            f"{md(claim['provenance'])}): {md(clip(claim['statement'], 420))}"
+        )
+        lines.append(f"  - counterexample: {md(witness_text(claim) or '(not recorded)')}")
+        for variant, record in finding.variants or ((None, None),):
+            if variant is None:
+                text = NO_VARIANT
+            elif record is None:
+                text = f"{md_link(variant)} (not in this run)"
+            else:
+                text = (
+                    f"{md_link(variant)} (**{md(record['verdict'])}**): "
+                    f"{md(clip(record['statement'], 300))}"
+                )
+            lines.append(f"  - holds instead: {text}")
+    lines += [NO_READINGS] if not top.readings else []
+    lines += ["", f"## Unexpected or undecided ({len(top.attention)})", ""]
+    if top.attention:
+        lines += ["| claim | paper | expected | verdict | why |", "| --- | --- | --- | --- | --- |"]
+        lines += [
+            f"| {md_link(c['id'])} | {md(c['paper'])} | {md(c['expected'])} | "
+            f"**{md(c['verdict'])}** | {md(clip(why_text(c), 300))} |"
+            for c in top.attention
+        ]
+    else:
+        lines.append(NO_ATTENTION)
+    lines += ["", "## Verdict changes", ""]
+    for label, diff in top.diffs:
+        lines += [f"### {md(diff_title(label, diff))}", "", md(diff_line(diff)), ""]
+        if diff.changes:
+            lines += ["| claim | before | now | |", "| --- | --- | --- | --- |"]
+            lines += [
+                f"| {md_link(c.id)} | {md(c.before or '—')} | {md(c.after or '—')} | {c.what} |"
+                for c in diff.changes
+            ]
+            lines.append("")
+    lines += [*(md(note) for note in top.notes), ""] if top.notes else []
+    return lines
+
+
+def render_md(doc: dict, folder: Path, out_dir: Path, top: Top) -> str:
     claims, skipped = doc["claims"], doc.get("skipped", [])
     lines = ["# attention-theorems: claims report", "", f"**{summary_line(claims)}**", ""]
     lines += [md(not_run_line(skipped)), ""] if skipped else []
     lines += [md(meta_line(doc)), ""]
+    lines += md_top(top)
     for paper, group in by_paper(claims):
         lines += [f"## {md(paper_title(paper))}", "", summary_line(group), ""]
         lines += ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
@@ -472,16 +825,55 @@ def render_md(doc: dict, folder: Path, out_dir: Path) -> str:
 # --------------------------------------------------------------------------- entry points
 
 
-def build(claims_json: Path, out_dir: Path) -> tuple[Path, Path]:
-    """Write out_dir/index.html and out_dir/claims.md from claims_json; return their paths."""
-    claims_json, out_dir = Path(claims_json), Path(out_dir)
-    doc = load(claims_json)
-    folder = figures_dir(claims_json)
+def default_lock() -> Path:
+    return Path(os.environ.get(LOCK_ENV) or DEFAULT_LOCK)
+
+
+def prepare(
+    claims_json: Path, *, lock: Path | None | str = "default", against: Path | None = None
+) -> tuple[dict, Top]:
+    """The report document and what its top says. `lock`: the verdict lock to diff against
+    ("default": $ATTN_VERDICT_LOCK, else the checkout's theorems/verdicts.lock; None: no lock
+    diff). `against`: an earlier claims.json to diff against too. A malformed claims.json
+    (either) raises ValueError naming it."""
+    doc = load(Path(claims_json))
+    old = (load(Path(against)), str(against)) if against is not None else None
+    lock = default_lock() if lock == "default" else lock
+    return doc, top_of(doc, Path(lock) if lock is not None else None, old)
+
+
+def changes_lines(top: Top) -> list[str]:
+    """The verdict diffs as plain lines, for a terminal."""
+    lines = []
+    for label, diff in top.diffs:
+        lines.append(f"{diff_title(label, diff)}: {diff_line(diff)}")
+        lines += [
+            f"  {c.id}: {c.before or '—'} -> {c.after or '—'} ({c.what})" for c in diff.changes
+        ]
+    return lines + top.notes
+
+
+def write(doc: dict, top: Top, claims_json: Path, out_dir: Path) -> tuple[Path, Path]:
+    """Write out_dir/index.html and out_dir/claims.md; return their paths."""
+    folder = figures_dir(Path(claims_json))
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     html_path, md_path = out_dir / "index.html", out_dir / "claims.md"
-    html_path.write_text(render_html(doc, folder), encoding="utf-8")
-    md_path.write_text(render_md(doc, folder, out_dir), encoding="utf-8")
+    html_path.write_text(render_html(doc, folder, top), encoding="utf-8")
+    md_path.write_text(render_md(doc, folder, out_dir, top), encoding="utf-8")
     return html_path, md_path
+
+
+def build(
+    claims_json: Path,
+    out_dir: Path,
+    *,
+    lock: Path | None | str = "default",
+    against: Path | None = None,
+) -> tuple[Path, Path]:
+    """Write out_dir/index.html and out_dir/claims.md from claims_json (see `prepare`)."""
+    doc, top = prepare(claims_json, lock=lock, against=against)
+    return write(doc, top, claims_json, out_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -493,12 +885,19 @@ def main(argv: list[str] | None = None) -> int:
         "claims", nargs="?", type=Path, default=DEFAULT_CLAIMS, help="default: reports/claims.json"
     )
     parser.add_argument("--out", type=Path, help="output folder (default: that of claims.json)")
+    parser.add_argument(
+        "--against", type=Path, help="an earlier claims.json: list the verdicts that changed"
+    )
+    parser.add_argument(
+        "--lock", type=Path, help=f"the verdict lock to diff against (default: {DEFAULT_LOCK})"
+    )
     args = parser.parse_args(argv)
     try:
-        paths = build(args.claims, args.out or args.claims.parent)
+        doc, top = prepare(args.claims, lock=args.lock or "default", against=args.against)
+        paths = write(doc, top, args.claims, args.out or args.claims.parent)
     except (OSError, ValueError) as exc:
         parser.error(str(exc))
-    print(*paths, sep="\n")
+    print(*paths, *changes_lines(top), sep="\n")
     return 0
 
 

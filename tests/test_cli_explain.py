@@ -3,6 +3,7 @@ the report rebuilt without a rerun (theorems/framework/explain.py, cli.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.test_report import record, write_claims
@@ -61,14 +62,45 @@ def test_explain_an_unknown_id_exits_2_with_the_nearest_ids(tmp_path, capsys):
     assert "MM-THM-G" in err
 
 
-def test_report_rebuilds_html_and_markdown_without_a_rerun(tmp_path, capsys):
+def test_report_rebuilds_html_and_markdown_without_a_rerun(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ATTN_VERDICT_LOCK", raising=False)  # the checkout's lock
     report = _report(tmp_path)
     out_dir = tmp_path / "site"
     assert cli.main(["report", "--from", str(report), "--out", str(out_dir)]) == 0
-    printed = capsys.readouterr().out.split()
-    assert printed == [str(out_dir / "index.html"), str(out_dir / "claims.md")]
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[:2] == [str(out_dir / "index.html"), str(out_dir / "claims.md")]
+    # A one-claim report against the full lock: that claim compared, the rest only counted.
+    assert printed[2].startswith(
+        f"Against the verdict lock ({cli.REPO_ROOT / 'theorems' / 'verdicts.lock'}): "
+        "no verdict changed (1 claims compared); "
+    )
+    assert printed[2].endswith(" pinned claims not in this run") and len(printed) == 3
     assert REFUTED in (out_dir / "index.html").read_text(encoding="utf-8")
     assert REFUTED in (out_dir / "claims.md").read_text(encoding="utf-8")
+
+
+def test_report_against_an_earlier_report_prints_what_changed(tmp_path, capsys):
+    (tmp_path / "before").mkdir()
+    before = _report(tmp_path / "before")
+    old = json.loads(before.read_text(encoding="utf-8"))
+    old["claims"][0]["verdict"] = "holds"
+    old["claims"].append(record("MM-RETIRED"))
+    before.write_text(json.dumps(old), encoding="utf-8")
+    now = _report(tmp_path)
+    assert cli.main(["report", "--from", str(now), "--against", str(before)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index(
+        f"Against the earlier report ({before}): 1 verdict changed of 1 claims "
+        "compared; 1 claim no longer in the report"
+    )
+    assert lines[at + 1 :] == [
+        f"  {REFUTED}: holds -> refuted (changed)",
+        "  MM-RETIRED: holds -> — (not in this run)",
+    ]
+    page = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert f"Against the earlier report ({before})" in page
+    assert cli.main(["report", "--from", str(now), "--against", str(tmp_path / "no.json")]) == 2
+    assert "no.json" in capsys.readouterr().err
 
 
 def test_report_names_a_malformed_report_and_exits_2(tmp_path, capsys):

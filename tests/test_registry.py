@@ -108,6 +108,10 @@ def test_reimporting_the_same_definition_is_not_a_duplicate(tmp_path, monkeypatc
         (dict(max_inconclusive=1.5), "max_inconclusive"),
         (dict(figures=("",)), "figures"),
         (dict(note=None), "note"),
+        (dict(variant="MM-OTHER"), "variant"),  # GOOD is expected to hold: not a reading
+        (dict(expected="refuted", kind="control", variant="MM-OTHER"), "variant"),
+        (dict(expected="refuted", variant="not an id"), "variant"),
+        (dict(expected="refuted", variant=GOOD["id"]), "variant"),  # itself
     ],
 )
 def test_bad_fields_are_rejected_with_the_field_name(change, field):
@@ -375,3 +379,38 @@ def test_a_conjecture_is_expected_unknown_unless_the_suite_has_settled_it():
         pass
 
     assert registry.REGISTRY["TEST-REG-LEMMA"].expected == "holds"
+
+
+def test_a_refuted_reading_names_its_variants():
+    def test_fn():
+        pass
+
+    claim(**{**GOOD, "id": "TEST-REG-READ", "expected": "refuted", "variant": "MM-A"})(test_fn)
+    assert registry.REGISTRY["TEST-REG-READ"].variants == ("MM-A",)
+    claim(**{**GOOD, "id": "TEST-REG-READ2", "expected": "refuted", "variant": ["MM-A", "MM-B"]})(
+        test_fn
+    )
+    assert registry.REGISTRY["TEST-REG-READ2"].variants == ("MM-A", "MM-B")
+
+
+def test_every_variant_the_suite_names_is_a_claim_expected_to_hold():
+    """The report shows each refuted reading beside the variant that holds: a typo in an id,
+    or a "variant" that is itself refuted, would mislead it. (In a child process: importing
+    every claim module here would fill this process's registry.)"""
+    import json
+    import subprocess
+
+    from theorems.framework import REPO_ROOT
+
+    listed = subprocess.run(
+        [sys.executable, "-m", "theorems", "list", "--json"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    claims = {c["id"]: c for c in json.loads(listed.stdout)}
+    named = {(c["id"], v) for c in claims.values() for v in c["variants"]}
+    assert len(named) >= 20
+    wrong = [(c, v) for c, v in named if claims.get(v, {}).get("expected") != "holds"]
+    assert wrong == []

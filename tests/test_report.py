@@ -19,8 +19,18 @@ from theorems.framework.verdicts import as_expected
 
 STATEMENT = "‖p(t)‖ → ∞ and p/‖p‖ → p^mm/‖p^mm‖ when a<b & b>c"
 NOTE = "<script>alert('note')</script> α ≤ β"
-SUMMARY = "6 claims: 2 held, 1 refuted as expected, 3 unexpected, 1 inconclusive, 1 error"
-IN_ORDER = ("MM-HOLDS", "MM-CONTROL", "MM-WRONG", "EMB-UNDECIDED", "EMB-BROKEN", "CONJ-MINE")
+SUMMARY = "8 claims: 2 held, 3 refuted as expected, 3 unexpected, 1 inconclusive, 1 error"
+IN_ORDER = (
+    "MM-HOLDS",
+    "MM-CONTROL",
+    "MM-READING",
+    "MM-WRONG",
+    "EMB-UNDECIDED",
+    "EMB-READING",
+    "EMB-BROKEN",
+    "CONJ-MINE",
+)
+READING = "Theorem G as read: every flow from 0 reaches the global <direction>"
 
 
 def record(id: str, *, verdict: str = "holds", expected: str = "holds", **fields) -> dict:
@@ -79,6 +89,20 @@ CLAIMS = [
         falsifying_example="Falsifying example: test_control(\n    x=10,\n)",
         rejections={"degenerate SVM": 3},
     ),
+    # A reading of the paper refuted as read, with the variant that holds (one in this report,
+    # one not), and one with no variant known.
+    record(
+        "MM-READING",
+        verdict="refuted",
+        expected="refuted",
+        statement=READING,
+        provenance="[R+]",
+        variants=["MM-HOLDS", "MM-ELSEWHERE"],
+        counterexample={"X": [[2.0]]},
+        falsifying_example=(
+            "Falsifying example: test_mm_reading(\n    inst=Inst(n=2,\n  seed=7),\n)"
+        ),
+    ),
     record(
         "MM-WRONG",
         verdict="refuted",
@@ -94,6 +118,15 @@ CLAIMS = [
         verdict="inconclusive",
         inconclusive={"path stalled": 7},
         provenance="[U]",
+    ),
+    record(
+        "EMB-READING",
+        paper="2505.17282",
+        kind="corollary",
+        verdict="refuted",
+        expected="refuted",
+        counterexample={"E": [1.0]},
+        falsifying_example=None,
     ),
     record(
         "EMB-BROKEN",
@@ -140,9 +173,24 @@ def write_png(path: Path) -> None:
     fig.savefig(path, dpi=60)
 
 
+# The verdict lock the synthetic report is compared with: MM-WRONG was pinned holds (now
+# refuted), MM-GONE is pinned but not in the report, EMB-READING is not pinned (new).
+LOCK = """# profile: ci
+MM-HOLDS       holds      2306.13596
+MM-CONTROL     refuted    2306.13596
+MM-READING     refuted    2306.13596
+MM-WRONG       holds      2306.13596
+MM-GONE        holds      2306.13596
+EMB-UNDECIDED  inconclusive  2505.17282
+EMB-BROKEN     error      2505.17282
+"""
+
+
 @pytest.fixture
 def claims_json(tmp_path, monkeypatch) -> Path:
     monkeypatch.delenv(report.FIGURES_ENV, raising=False)
+    (tmp_path / "verdicts.lock").write_text(LOCK, encoding="utf-8")
+    monkeypatch.setenv(report.LOCK_ENV, str(tmp_path / "verdicts.lock"))
     write_png(tmp_path / "figures" / "path.png")
     return write_claims(tmp_path)
 
@@ -185,7 +233,8 @@ def test_html_shows_every_claim_one_table_per_paper_in_order(built):
     assert positions == sorted(positions)
     sections = [page.index(f'id="paper-{p}"') for p in ("2306.13596", "2505.17282", "conjecture")]
     assert sections == sorted(sections)
-    assert page.count("<table>") == 4  # one per paper, and the claims not run
+    claims = page[page.index('<section id="claims">') :]
+    assert claims.count("<table>") == 4  # one per paper, and the claims not run
     assert page.index('id="not-run"') > sections[-1]
     assert "Max-Margin Token Selection in Attention Mechanism" in page
 
@@ -193,8 +242,8 @@ def test_html_shows_every_claim_one_table_per_paper_in_order(built):
 def test_claims_that_were_not_run_are_listed_with_why(built):
     page, text = built
     assert '<p class="summary">1 claim not run: T-DATA (see the end)</p>' in page
-    section = page[page.index('<section id="not-run">') :]
-    assert '<tr id="claim-T-DATA" class="not-run">' in section
+    section = page[page.index('id="not-run"') :]
+    assert '<tr id="claim-T-DATA" class="not-run" data-claim="T-DATA"' in section
     assert "<td>holds on &lt;real&gt; data</td><td>no data: set T_DATA</td>" in section
     assert "1 claim not run: T-DATA (see the end)" in text
     assert text.rstrip().endswith(
@@ -204,7 +253,7 @@ def test_claims_that_were_not_run_are_listed_with_why(built):
 
 def test_html_escapes_text_and_keeps_unicode(built):
     page, _ = built
-    assert "<script" not in page and html.escape(NOTE) in page
+    assert page.count("<script") == 1 and html.escape(NOTE) in page  # the filter's only
     assert html.escape(STATEMENT) in page and "‖p(t)‖ → ∞" in page
     assert "&quot;label&quot;: &quot;&lt;b&gt;&amp;&quot;" in page  # pretty JSON, escaped
     assert "ZeroDivisionError: 1 / 0 &lt;in&gt;" in page
@@ -237,7 +286,7 @@ def test_html_evidence_beside_each_claim(built):
     page, _ = built
 
     def body(cid: str) -> re.Match:
-        return re.search(rf'<tbody id="claim-{cid}" class="([^"]*)">(.*?)</tbody>', page, re.S)
+        return re.search(rf'<tbody id="claim-{cid}" class="([^"]*)"[^>]*>(.*?)</tbody>', page, re.S)
 
     assert body("MM-WRONG")[1] == "claim unexpected"
     assert body("MM-CONTROL")[1] == "claim"
@@ -278,9 +327,11 @@ def test_figures_link_from_another_out_dir_and_from_the_env_folder(
 
 def test_cli_builds_and_names_a_bad_field(claims_json, tmp_path, capsys):
     assert report.main([str(claims_json), "--out", str(tmp_path / "cli")]) == 0
-    assert capsys.readouterr().out.split() == [
+    assert capsys.readouterr().out.splitlines()[:3] == [
         str(tmp_path / "cli" / "index.html"),
         str(tmp_path / "cli" / "claims.md"),
+        f"Against the verdict lock ({tmp_path / 'verdicts.lock'}): 1 verdict changed of 6 "
+        "claims compared; 1 new claim; 1 pinned claim not in this run",
     ]
     broken = dict(CLAIMS[1])
     del broken["verdict"]
@@ -324,10 +375,19 @@ def chromium() -> str:
     pytest.skip(reason)
 
 
-def browse(chromium: str, tmp_path: Path, page: Path, *args: str) -> tuple[str, list[str]]:
-    """(stdout, console lines) of a headless chromium run on a page from disk."""
+def browse(
+    chromium: str, tmp_path: Path, page: Path, *args: str, tail: str = ""
+) -> tuple[str, list[str]]:
+    """(stdout, console lines) of a headless chromium run on a page from disk (`tail`: a
+    query string and/or fragment added to its URL)."""
     run = subprocess.run(
-        [chromium, *BROWSER_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args, page.as_uri()],
+        [
+            chromium,
+            *BROWSER_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            *args,
+            page.as_uri() + tail,
+        ],
         capture_output=True,
         text=True,
         errors="replace",
@@ -359,3 +419,184 @@ def test_browser_renders_a_screenshot(chromium, claims_json, tmp_path):
     browse(chromium, tmp_path, html_path, f"--screenshot={shot}", "--window-size=1400,2000")
     data = shot.read_bytes()
     assert data.startswith(b"\x89PNG") and len(data) > 20_000
+
+
+# --------------------------------------------------------------------------- the top
+
+
+def section(page: str, name: str) -> str:
+    start = page.index(f'<section id="{name}">')
+    return page[start : page.index("</section>", start)]
+
+
+def test_the_report_leads_with_findings_then_attention_then_changes(built):
+    page, text = built
+    order = [page.index(f'<section id="{s}">') for s in ("findings", "attention", "changes")]
+    assert page.index(SUMMARY) < order[0] and order == sorted(order)
+    assert order[-1] < page.index('<section id="claims">') < page.index('id="paper-2306.13596"')
+    headings = [
+        "## Readings the suite refutes (2)",
+        "## Unexpected or undecided (3)",
+        "## Verdict changes",
+        "## arXiv 2306.13596",
+    ]
+    assert [text.index(h) for h in headings] == sorted(text.index(h) for h in headings)
+
+
+def test_a_refuted_reading_shows_counterexample_and_the_variant_that_holds(built):
+    page, text = built
+    findings = section(page, "findings")
+    # Readings only: the control (a deliberately wrong statement) and the claim refuted
+    # against its expectation are not findings.
+    assert re.findall(r'<article class="finding" id="finding-([^"]+)"', findings) == [
+        "MM-READING",
+        "EMB-READING",
+    ]
+    card = findings[findings.index('id="finding-MM-READING"') :]
+    card = card[: card.index("</article>")]
+    assert html.escape(READING) in card
+    assert "<code>test_mm_reading(inst=Inst(n=2, seed=7))</code>" in card
+    holds = re.findall(r'<p class="holds-instead">(.*?)</p>', card)
+    assert holds[0].endswith(
+        '<a href="#claim-MM-HOLDS">MM-HOLDS</a> <span class="verdict v-holds">holds</span> '
+        + html.escape(STATEMENT)
+    )
+    assert holds[1].endswith('<a href="#claim-MM-ELSEWHERE">MM-ELSEWHERE</a> (not in this run)')
+    emb = findings[findings.index('id="finding-EMB-READING"') :]
+    assert "<code>{&quot;E&quot;: [1.0]}</code>" in emb  # no printed example: the instance
+    assert report.NO_VARIANT in emb[: emb.index("</article>")]
+    assert "- **[MM-READING](#mm-reading)** (2306.13596, theorem; [R+]): Theorem G" in (
+        text.replace("\\[", "[").replace("\\]", "]")
+    )
+    assert "  - holds instead: [MM-HOLDS](#mm-holds) (**holds**): " in text
+
+
+def test_unexpected_and_undecided_claims_are_listed_with_why(built):
+    page, text = built
+    rows = re.findall(r'<tr><td><a href="#claim-([^"]+)">', section(page, "attention"))
+    assert rows == ["MM-WRONG", "EMB-UNDECIDED", "EMB-BROKEN"]
+    attention = section(page, "attention")
+    assert "expected holds, the run found refuted" in attention
+    assert "inconclusive: path stalled ×7" in attention and "ZeroDivisionError: 1 / 0" in attention
+    assert "| [EMB-UNDECIDED](#emb-undecided) | 2505.17282 | holds | **inconclusive** |" in text
+
+
+def test_nothing_to_report_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv(report.LOCK_ENV, str(tmp_path / "no.lock"))
+    path = write_claims(tmp_path, [CLAIMS[1]])
+    page = report.build(path, tmp_path)[0].read_text(encoding="utf-8")
+    assert report.NO_READINGS in section(page, "findings")
+    assert html.escape(report.NO_ATTENTION) in section(page, "attention")
+    assert f"not compared with the verdict lock: no file {tmp_path / 'no.lock'}" in page
+    (tmp_path / "bad.lock").write_text("MM-HOLDS maybe 2306.13596\n", encoding="utf-8")
+    monkeypatch.setenv(report.LOCK_ENV, str(tmp_path / "bad.lock"))
+    page = report.build(path, tmp_path)[0].read_text(encoding="utf-8")
+    assert "not compared with the verdict lock: malformed verdict lock" in page
+
+
+def test_verdict_diff_against_the_lock_and_an_earlier_report(claims_json, tmp_path):
+    old = [
+        dict(c, verdict="holds", as_expected=True) if c["id"] == "EMB-BROKEN" else c for c in CLAIMS
+    ]
+    old = [c for c in old if c["id"] != "EMB-READING"]
+    old.append(record("MM-RETIRED"))
+    (tmp_path / "old").mkdir()
+    old_json = write_claims(tmp_path / "old", old)
+    page, text = (
+        p.read_text(encoding="utf-8")
+        for p in report.build(claims_json, tmp_path / "out", against=old_json)
+    )
+    changes = section(page, "changes")
+    lock_part, old_part = changes.split("<h3>")[1:]
+    assert "1 verdict changed of 6 claims compared; 1 new claim; 1 pinned claim not in" in lock_part
+    rows = re.findall(
+        r"<tr><td>.*?>([^<]+)</a></td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)<", changes
+    )
+    assert rows == [
+        ("MM-WRONG", "holds", "refuted", "changed"),
+        ("EMB-READING", "—", "refuted", "new"),
+        ("EMB-BROKEN", "holds", "error", "changed"),
+        ("EMB-READING", "—", "refuted", "new"),
+        ("MM-RETIRED", "holds", "—", "not in this run"),
+    ]
+    assert f"Against the earlier report ({old_json})" in old_part
+    assert "| [EMB-BROKEN](#emb-broken) | holds | error | changed |" in text
+    same = report.build(claims_json, tmp_path / "same", against=claims_json)[1]
+    assert "no verdict changed (8 claims compared)" in same.read_text(encoding="utf-8")
+
+
+def test_every_claim_row_carries_what_the_filter_reads(built):
+    page, _ = built
+    rows = re.findall(r'<tbody id="claim-([^"]+)" class="[^"]*"([^>]*)>', page)
+    assert [cid for cid, _ in rows] == list(IN_ORDER)
+    attrs = dict(rows)["MM-CONTROL"]
+    assert attrs == (
+        ' data-claim="MM-CONTROL" data-paper="2306.13596" data-kind="control"'
+        ' data-verdict="refuted" data-expected="refuted"'
+    )
+    menus = re.findall(r'<select id="filter-(\w+)"', page)
+    assert menus == ["paper", "kind", "verdict"]
+    assert '<option value="inconclusive">inconclusive</option>' in page
+
+
+def shown_and_hidden(dom: str) -> tuple[list[str], list[str]]:
+    """(ids of the claim rows shown, ids of those the filter hid) in a dumped DOM."""
+    rows = re.findall(r'<(?:tbody|tr) id="claim-([^"]+)"([^>]*)>', dom)
+    return [i for i, a in rows if " hidden" not in a], [i for i, a in rows if " hidden" in a]
+
+
+def test_browser_filter_reads_the_query_string(chromium, claims_json, tmp_path):
+    html_path, _ = report.build(claims_json, tmp_path / "out")
+    dom, console = browse(chromium, tmp_path, html_path, "--dump-dom", tail="?verdict=refuted&q=mm")
+    assert console == []
+    shown, hidden = shown_and_hidden(dom)
+    assert shown == ["MM-CONTROL", "MM-READING", "MM-WRONG"]
+    assert len(hidden) == len(IN_ORDER) + 1 - 3  # the claim not run is a row too
+    assert "3 of 9 claims shown" in dom
+    assert re.search(r'<section class="paper" id="paper-2505.17282" hidden', dom)
+    assert re.search(r'<section class="paper" id="paper-2306.13596">', dom)
+    # Words match the id, paper, kind, verdict or expectation, all of them.
+    dom, _ = browse(chromium, tmp_path, html_path, "--dump-dom", tail="?q=2505%20INCONCLUSIVE")
+    assert shown_and_hidden(dom)[0] == ["EMB-UNDECIDED"]
+
+
+def test_browser_link_to_a_claim_the_filter_hides_clears_the_filter(
+    chromium, claims_json, tmp_path
+):
+    html_path, _ = report.build(claims_json, tmp_path / "out")
+    dom, console = browse(
+        chromium, tmp_path, html_path, "--dump-dom", tail="?verdict=holds#claim-MM-WRONG"
+    )
+    assert console == []
+    assert shown_and_hidden(dom) == ([*IN_ORDER, NOT_RUN["id"]], [])
+    dom, _ = browse(
+        chromium, tmp_path, html_path, "--dump-dom", tail="?verdict=holds#claim-MM-HOLDS"
+    )
+    assert shown_and_hidden(dom)[0] == ["MM-HOLDS", "CONJ-MINE"]  # a shown target: kept
+
+
+# The flat colours of a finding card and of its "holds instead" line (CSS in reports/build.py).
+FINDING_RGB = (254, 242, 242)
+HOLDS_RGB = (240, 253, 244)
+
+
+def colour_share(png: Path, rgb: tuple[int, int, int]) -> float:
+    from matplotlib.image import imread
+
+    pixels = (imread(png)[..., :3] * 255).round()
+    return float((abs(pixels - rgb) <= 1).all(axis=-1).mean())
+
+
+def test_browser_screenshot_of_the_top_shows_the_findings_first(chromium, claims_json, tmp_path):
+    """What a reader sees without scrolling (1280×900): the findings' cards, each with its
+    green "holds instead" line. A report without refuted readings shows neither colour,
+    so the check can fail."""
+    flags = ("--window-size=1280,900", "--hide-scrollbars", "--force-device-scale-factor=1")
+    flags += ("--force-color-profile=srgb",)
+    html_path, _ = report.build(claims_json, tmp_path / "out")
+    shot = tmp_path / "top.png"
+    browse(chromium, tmp_path, html_path, f"--screenshot={shot}", *flags)
+    assert colour_share(shot, FINDING_RGB) > 0.03 and colour_share(shot, HOLDS_RGB) > 0.003
+    plain = report.build(write_claims(tmp_path / "out", [CLAIMS[1]]), tmp_path / "plain")[0]
+    browse(chromium, tmp_path, plain, f"--screenshot={shot}", *flags)
+    assert colour_share(shot, FINDING_RGB) < 1e-4 and colour_share(shot, HOLDS_RGB) < 1e-4

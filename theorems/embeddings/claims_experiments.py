@@ -396,6 +396,7 @@ def label_signal(seed: int) -> float:
 
 @claim(
     id="EMB-G3-SPEC-LOSS",
+    variant="EMB-G3-SPEC-LOSS-RATIO",
     kind="experiment",
     provenance="[R] (the spec's calibration runs, §4.2)",
     expected="refuted",
@@ -513,6 +514,7 @@ def _loss_row(seed: int, one_kind: str, one_band: tuple[float, float]) -> tuple:
 
 @claim(
     id="EMB-TWOLAYER-LOSS",
+    variant="EMB-TWOLAYER-LOSS-VFIXED",
     kind="experiment",
     provenance="[U]",
     expected="refuted",
@@ -600,6 +602,7 @@ def test_two_layers_keep_head_monotone():
 
 @claim(
     id="EMB-TWOLAYER-U",
+    variant="EMB-TWOLAYER-U-MEANS",
     kind="experiment",
     provenance="[U]",
     expected="refuted",

@@ -544,6 +544,7 @@ def test_direction_converges_to_cls_svm(inst):
 
 @claim(
     id="EMB-FLOW-MONOTONE",
+    variant="EMB-FLOW-MONOTONE-CAPPED",
     kind="theorem",
     provenance="[V-frag] (dL/dt = −‖∇L‖²); step sizes from spec §3.3",
     expected="refuted",

@@ -4,7 +4,7 @@
     python -m theorems check INSTANCE.json [--out FILE]
     python -m theorems lock [--update] [--from REPORT] [--lock PATH]
     python -m theorems explain ID [--from REPORT]
-    python -m theorems report [--from REPORT] [--out DIR]
+    python -m theorems report [--from REPORT] [--out DIR] [--against OLD.json]
 
 Instance files (all arrays as nested lists):
     prompt:    {"model": "prompt", "X": n×T×d, "y": n (±1), "v": d,
@@ -28,7 +28,8 @@ the lock from the report after a deliberate change.
 `explain` prints one claim's statement, provenance, verdict in the last report, lock pin,
 counterexample and how to replay it (exit 2 for an unknown id, with the nearest ids).
 `report` rebuilds reports/index.html and reports/claims.md from the report without
-rerunning anything.
+rerunning anything, and prints how its verdicts differ from the verdict lock and, with
+`--against OLD.json`, from an earlier report (the pages list the same at their top).
 """
 
 from __future__ import annotations
@@ -234,14 +235,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from reports.build import build
+    from reports.build import changes_lines, prepare, write
 
     report = Path(args.report)
+    against = Path(args.against) if args.against else None
     try:
-        paths = build(report, Path(args.out) if args.out else report.parent)
+        doc, top = prepare(report, against=against)
+        paths = write(doc, top, report, Path(args.out) if args.out else report.parent)
     except (OSError, ValueError) as exc:
         return _error(str(exc), 2)
-    print(*paths, sep="\n")
+    print(*paths, *changes_lines(top), sep="\n")
     return 0
 
 
@@ -272,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         "--from", dest="report", default=default_report, help="the claims report to render"
     )
     p_report.add_argument("--out", help="output folder (default: the report's folder)")
+    p_report.add_argument(
+        "--against", metavar="OLD.json", help="an earlier claims.json: show what changed since"
+    )
     p_report.set_defaults(run=cmd_report)
     from theorems.framework.lock import DEFAULT_LOCK
 

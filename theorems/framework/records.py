@@ -75,6 +75,7 @@ def claim_fields(info: ClaimInfo) -> dict:
         "figures": list(info.figures),
         "note": info.note,
         "runs_only_with": info.runs_only_with,
+        "variants": list(info.variants),
     }
 
 
@@ -90,6 +91,7 @@ def item_record(item, info, collector, verdict, error, falsifying, reason="") ->
         "error": error,
         "figures": fields["figures"],
         "note": fields["note"],
+        "variants": fields["variants"],
         "replayed": getattr(getattr(item, "obj", None), "__attn_replay__", None) is not None,
         "counterexample_replayed": collector.counterexample_is_replay and verdict == "refuted",
     }
@@ -115,6 +117,7 @@ def crash_record(entry: dict, message: str) -> dict:
         "error": message,
         "figures": entry["figures"],
         "note": entry["note"],
+        "variants": entry.get("variants", []),
         "replayed": False,
         "counterexample_replayed": False,
     }
@@ -189,6 +192,7 @@ def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list
                 "error": "\n".join(errors) or None,
                 "figures": first["figures"],
                 "note": first["note"],
+                "variants": first.get("variants", []),
                 "nodeid": first["nodeid"],
                 "_replay": witness.get("replay") or {},
                 "_replayed": any(r.get("replayed") for r in group),

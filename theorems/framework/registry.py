@@ -54,6 +54,9 @@ class ClaimInfo:
     # What the claim needs that a run may lack (e.g. data on disk): when set, a run that skips
     # the claim for want of it is reported as not run and leaves its lock line unchecked.
     runs_only_with: str = ""
+    # For a reading refuted as read (expected "refuted", not a control): the ids of the
+    # narrowest variants of it that hold. The report leads with these pairs.
+    variants: tuple[str, ...] = ()
     # Where the claim is defined; filled by the decorator.
     module: str = ""
     qualname: str = ""
@@ -98,7 +101,8 @@ def _validate(
     figures,
     note,
     runs_only_with,
-) -> tuple[str, ...]:
+    variants,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if not isinstance(id, str) or not ID_PATTERN.match(id):
         _fail(
             "id",
@@ -142,7 +146,16 @@ def _validate(
         _fail("note", f"{id}: must be a string, got {note!r}")
     if not isinstance(runs_only_with, str):
         _fail("runs_only_with", f"{id}: must be a string, got {runs_only_with!r}")
-    return figures
+    variants = (variants,) if isinstance(variants, str) else tuple(variants)
+    if not all(isinstance(v, str) and ID_PATTERN.match(v) and v != id for v in variants):
+        _fail("variant", f"{id}: must be the ids of other claims, got {variants!r}")
+    if variants and (expected != "refuted" or kind == "control"):
+        _fail(
+            "variant",
+            f"{id}: only a reading refuted as read (expected='refuted', not a control) names "
+            "the variants of it that hold",
+        )
+    return figures, variants
 
 
 def _definition_site(fn: Callable) -> tuple[str, str, int]:
@@ -239,6 +252,7 @@ def claim(
     figures: Iterable[str] = (),
     note: str = "",
     runs_only_with: str = "",
+    variant: str | Iterable[str] = (),
 ) -> Callable[[Callable], Callable]:
     """Register a pytest test function as a claim. Apply it outermost (above @given).
 
@@ -251,10 +265,14 @@ def claim(
     Such a claim may ``pytest.skip`` when it is missing: the report lists it as not run, with
     the skip's reason, and the verdict gate leaves its lock line unchecked. Any other claim
     that skips while the lock pins it fails the gate (a claim must not vanish silently).
+
+    ``variant``: on a reading of a paper that the suite refutes as read (``expected="refuted"``,
+    not a control), the id (or ids) of the narrowest variant that holds; the report shows the
+    two side by side at its top.
     """
     if expected is None:  # a conjecture's verdict is what the run finds; the rest must hold
         expected = "unknown" if kind == "conjecture" else "holds"
-    figures = _validate(
+    figures, variants = _validate(
         id=id,
         paper=paper,
         kind=kind,
@@ -267,6 +285,7 @@ def claim(
         figures=figures,
         note=note,
         runs_only_with=runs_only_with,
+        variants=variant,
     )
 
     def decorate(fn: Callable) -> Callable:
@@ -297,6 +316,7 @@ def claim(
             figures=figures,
             note=note or _note_of(target),
             runs_only_with=runs_only_with.strip(),
+            variants=variants,
             module=getattr(fn, "__module__", "") or "",
             qualname=qualname,
             file=file,

@@ -179,6 +179,7 @@ def _agree_with_spec(cos_relax: float, cos_full: float, step: int) -> None:
 
 @claim(
     id="MM-FIG3-NUMBERS",
+    variant="MM-FIG3-NUMBERS-STEP100",
     kind="experiment",
     provenance="[N] the spec's replication numbers (spec §4 Figure 3)",
     expected="refuted",

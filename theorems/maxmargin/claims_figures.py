@@ -134,6 +134,7 @@ def _figure2(seed: int, ngd_min: float) -> None:
 
 @claim(
     id="MM-FIG2",
+    variant="MM-FIG2-SEPARATION",
     kind="experiment",
     provenance="[V] data, [N] results",
     expected="refuted",

@@ -145,6 +145,7 @@ def theorem_g_counterexample() -> PromptInstance:
 
 @claim(
     id="MM-THM-G",
+    variant="MM-THM-G-N1",
     kind="theorem",
     provenance="[R?] hypotheses, [R+] conclusion",
     expected="refuted",
@@ -365,6 +366,7 @@ def assert_same_limit_with_scaled_v(inst, c: float) -> None:
 
 @claim(
     id="MM-GD-SCALE-V",
+    variant="MM-GD-SCALE-V-N1",
     kind="theorem",
     provenance="[D] spec §2.9",
     expected="refuted",
@@ -591,6 +593,7 @@ def test_w_converges_to_rank_one_svm(inst, seed):
 
 @claim(
     id="MM-W-CONVERGE-MULTI",
+    variant="MM-W-CONVERGE",
     kind="theorem",
     provenance="[V] abstract, [D], [N]",
     expected="refuted",

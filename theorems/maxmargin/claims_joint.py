@@ -263,6 +263,7 @@ J_HYPOTHESES = (
 
 @claim(
     id="MM-J-RP",
+    variant=("MM-J-RP-SLACK", "MM-J-RP-TIGHT"),
     kind="theorem",
     provenance="[R?] hypotheses and rates, [R+] structure, [V] code (spec §2.7)",
     expected="refuted",
@@ -347,6 +348,7 @@ def test_joint_reg_path_slack(inst):
 
 @claim(
     id="MM-J-NGD",
+    variant="MM-J-NGD-SLACK",
     kind="theorem",
     provenance="[R?] (spec §2.7), [V] Fig. 3 protocol (§4)",
     expected="refuted",

@@ -163,6 +163,7 @@ RP_STATEMENT = (
 
 @claim(
     id="MM-RP",
+    variant="MM-RP-RATE",
     kind="theorem",
     provenance="[R+] statement (spec §2.4); [N] calibration (§7)",
     statement=RP_STATEMENT.format(cs="20, 200", dim=2),
@@ -285,6 +286,7 @@ def cone_path(problem: PromptProblem, alpha, target, eps: float):
 
 @claim(
     id="MM-RPLOC",
+    variant="MM-RPLOC-CAP",
     kind="theorem",
     provenance="[R?] (spec §2.5 and the cone of §1.6)",
     expected="refuted",
@@ -464,6 +466,7 @@ def test_wide_cone_minimiser_on_its_edge(inst):
 
 @claim(
     id="MM-RPLOC-MONOTONE",
+    variant="MM-RPLOC-CAP",
     kind="conjecture",
     provenance="[D] the spec's test heuristic ('monotone-ish', §2.4) applied to the local "
     "path: not a statement of the paper; [N]",
@@ -744,6 +747,7 @@ NL_CROSSING = PromptInstance(
 
 @claim(
     id="MM-NL-MONOTONE",
+    variant="MM-NL",
     kind="conjecture",
     provenance="[D] the spec's test heuristic ('monotone-ish', §2.4) applied to the head of "
     "§2.6: not a statement of the paper; [N]",

@@ -276,6 +276,7 @@ DIR_STATEMENT = (
 
 @claim(
     id="MD-DIR",
+    variant="MD-DIR-SETTLED",
     kind="theorem",
     provenance="[V] abstract (directional convergence to the ℓp-AttSVM), [R+] local form, "
     "[N] thresholds (spec §7)",
@@ -386,6 +387,7 @@ MONOTONE_STATEMENT = (
 
 @claim(
     id="MD-BREGMAN-MONOTONE",
+    variant="MD-BREGMAN-MONOTONE-LOCAL",
     kind="theorem",
     provenance="[V] abstract (a rate comparable to GD), [R?] the form (spec §2.10 MD-RATE)",
     statement=MONOTONE_STATEMENT + ".",

@@ -239,6 +239,7 @@ def _kq_reached(inst, seed: int):
 
 @claim(
     id="TF-KQ-NUC",
+    variant="TF-KQ-NUC-PREFER",
     kind="experiment",
     provenance="[V] README (the (K, Q) runs are compared with W^mm_⋆), [R?] as a theorem, [N] §2.8",
     statement="(K, Q)-NGD with the official recipe (separately normalised factors, penalty "
@@ -360,6 +361,7 @@ def _diagonal_run(inst, seed: int) -> tuple[np.ndarray, object, object]:
 
 @claim(
     id="TF-DIAG-L1",
+    variant="TF-DIAG-L1-MOST",
     paper="2403.08699",
     kind="experiment",
     provenance="[V] 2403.08699 abstract (gradient flow, diagonal K, Q), [D] the ℓ1 reduction, "

@@ -241,6 +241,7 @@ WIDE = official_cross_instances(n=st.integers(1, 6), T=st.integers(2, 8), d=st.i
 
 @claim(
     id="TF-RANK-FRO-GENERIC",
+    variant="TF-RANK-FRO-ACTIVE",
     kind="theorem",
     provenance="[N] spec §2.1 Check",
     statement="On generic instances (the official generator), rank W^mm = min(n, d) "
@@ -663,6 +664,7 @@ def _mean_decreases(low_d: int, high_d: int) -> tuple[float, float]:
 
 @claim(
     id="TF-OPGLOB-COUNT",
+    variant="TF-OPGLOB-MEAN",
     kind="experiment",
     provenance="[N] spec §2.5 (empirical, not proved)",
     statement="Empirical (over-parameterization catalyzes global convergence): for official "

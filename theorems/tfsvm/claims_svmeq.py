@@ -246,6 +246,7 @@ _CONCLUSION = (
 
 @claim(
     id="TF-SVMEQ",
+    variant=("TF-SVMEQ-ACTIVE", "TF-SVMEQ-D6"),
     kind="experiment",
     provenance="[V] abstract (3) and code recipe, [R?] formal statement, [N] thresholds "
     "(spec §2.9)",

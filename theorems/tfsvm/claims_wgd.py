@@ -270,6 +270,7 @@ def test_geq_descent_lemma(inst, seed):
 
 @claim(
     id="TF-GEQ-GLOBAL",
+    variant="TF-GEQ-GLOBAL-N1",
     kind="theorem",
     provenance="[R+] (spec §2.4, as in 2306.13596), [R?] hypotheses",
     statement="Under Assumption A and η ≤ 1/L_W, if every input's non-optimal tokens share one "
@@ -317,6 +318,7 @@ def test_geq_global_single_input(inst):
 
 @claim(
     id="TF-LLOC-CONE",
+    variant="TF-LLOC-CONE-R1000",
     kind="theorem",
     provenance="[V] abstract (locally-optimal directions), [R+] structure, [R?] cone (spec §2.6)",
     statement="For a Frobenius-locally-optimal α (margin gap δ ≥ 0.1, spec §3.5), GD (gradient "
@@ -453,6 +455,7 @@ _EXP_SETUP = (
 
 @claim(
     id="TF-EXP-LOCAL-W",
+    variant="TF-EXP-LOCAL-W-4000",
     kind="experiment",
     provenance="[V] recipe (spec §4.1), [N] thresholds (spec §7)",
     statement=f"{_EXP_SETUP}. After 2000 steps corr(W, W^mm_α̂) is ≥ 0.99 on average and "
