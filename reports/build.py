@@ -9,7 +9,7 @@ given with --against); then one table per paper.
 claims), figures embedded as data URIs, no external URL, so it opens from disk even when
 copied alone. Each claim is linkable as index.html#claim-ID, and a filter as
 index.html?q=TEXT&paper=P&kind=K&verdict=V. `claims.md` holds the same sections and tables
-and links the figures by relative path.
+and links the figures by relative path; `summary.md` is its top alone (for a CI job summary).
 
     python -m reports.build [claims.json] [--out DIR] [--against OLD.json] [--lock FILE]
 """
@@ -802,6 +802,24 @@ def md_top(top: Top) -> list[str]:
     return lines
 
 
+def render_summary_md(doc: dict, top: Top) -> str:
+    """summary.md: the top of claims.md and one line per paper, no tables. For places with
+    a size cap, e.g. a GitHub job summary (1 MiB per step; claims.md of the full suite is
+    close to that)."""
+    claims, skipped = doc["claims"], doc.get("skipped", [])
+    lines = ["# attention-theorems: claims report", "", f"**{summary_line(claims)}**", ""]
+    lines += [md(not_run_line(skipped)), ""] if skipped else []
+    lines += [md(meta_line(doc)), ""]
+    lines += md_top(top)
+    lines += ["## Claims by paper", ""]
+    lines += [f"- {md(paper_title(p))}: {summary_line(g)}" for p, g in by_paper(claims)]
+    lines += [
+        "",
+        "Every claim, its evidence and figures: claims.md and index.html beside this file.",
+    ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
 def render_md(doc: dict, folder: Path, out_dir: Path, top: Top) -> str:
     claims, skipped = doc["claims"], doc.get("skipped", [])
     lines = ["# attention-theorems: claims report", "", f"**{summary_line(claims)}**", ""]
@@ -854,13 +872,15 @@ def changes_lines(top: Top) -> list[str]:
 
 
 def write(doc: dict, top: Top, claims_json: Path, out_dir: Path) -> tuple[Path, Path]:
-    """Write out_dir/index.html and out_dir/claims.md; return their paths."""
+    """Write out_dir/index.html and out_dir/claims.md (and summary.md, their top); return the
+    paths of the first two."""
     folder = figures_dir(Path(claims_json))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     html_path, md_path = out_dir / "index.html", out_dir / "claims.md"
     html_path.write_text(render_html(doc, folder, top), encoding="utf-8")
     md_path.write_text(render_md(doc, folder, out_dir, top), encoding="utf-8")
+    (out_dir / "summary.md").write_text(render_summary_md(doc, top), encoding="utf-8")
     return html_path, md_path
 
 

@@ -471,6 +471,17 @@ def test_a_refuted_reading_shows_counterexample_and_the_variant_that_holds(built
     assert "  - holds instead: [MM-HOLDS](#mm-holds) (**holds**): " in text
 
 
+def test_summary_md_is_the_top_of_claims_md_without_the_tables(built, claims_json):
+    _, text = built
+    summary = (claims_json.parent / "summary.md").read_text(encoding="utf-8")
+    top = text[: text.index("## arXiv 2306.13596")]
+    assert summary.startswith(top)
+    assert "| id | kind |" not in summary and "### MM-HOLDS" not in summary
+    assert "- arXiv 2306.13596: Max-Margin Token Selection in Attention Mechanism: 4 claims" in (
+        summary
+    )
+
+
 def test_unexpected_and_undecided_claims_are_listed_with_why(built):
     page, text = built
     rows = re.findall(r'<tr><td><a href="#claim-([^"]+)">', section(page, "attention"))
