@@ -44,6 +44,8 @@ def test_explain_prints_statement_verdict_pin_counterexample_and_replay(tmp_path
     assert Path(cli.REPO_ROOT / saved).exists()
     assert f"python -m theorems check {saved}" in out
     assert f'@example(**saved_arguments("{REFUTED}"))' in out
+    # A reading refuted as read names the variant that holds.
+    assert f"holds instead: MM-THM-G-N1: {REGISTRY['MM-THM-G-N1'].statement}" in out
 
 
 def test_explain_without_a_verdict_in_the_report_says_so(tmp_path, capsys):

@@ -103,6 +103,10 @@ def explain(
         f"defined in: {where}:{info.line}  (ci budget {info.budget} examples)",
         "",
     ]
+    for variant in info.variants:  # a reading refuted as read: what holds instead
+        other = claims.get(variant)
+        statement = other.statement if other else "(no such claim)"
+        out += [f"holds instead: {variant}: {statement}", ""]
     if entry is None:
         out.append(f"last run: none ({source})")
     else:
