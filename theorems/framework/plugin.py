@@ -45,6 +45,7 @@ from theorems.framework import evidence, replay
 from theorems.framework import lock as locks
 from theorems.framework.profiles import (
     current_profile,
+    database_notes,
     load_profile,
     note_profile,
     register_profiles,
@@ -552,6 +553,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    # A shared example database left out or lost (theorems.framework.profiles): said at start
+    # too, but pytest captures what the conftest prints.
+    for note in database_notes():
+        terminalreporter.write_line(note, yellow=True)
     state = config.stash.get(_STATE, None)
     if state is None or state.summary is None:
         return

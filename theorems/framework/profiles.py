@@ -7,8 +7,12 @@ Imports nothing from the rest of the framework.
 from __future__ import annotations
 
 import os
+import sys
+import warnings
+from collections.abc import Iterable
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis.database import ExampleDatabase
 
 PROFILE_ENV = "ATTN_HYPOTHESIS_PROFILE"
 
@@ -26,6 +30,147 @@ DATABASE_ENV = "ATTN_HYPOTHESIS_DB"
 SEED_ENV = "ATTN_HYPOTHESIS_SEED"
 
 
+#: How long the start-up check waits for a Redis of ATTN_HYPOTHESIS_DB to answer PING, and
+#: each later Redis command for its reply (seconds): an unreachable host must not hang a run.
+REDIS_TIMEOUT = 5.0
+
+
+class SharedDatabase(ExampleDatabase):
+    """An example database whose failures cannot fail a run: save, fetch, delete and move
+    (and change listening) go to `db`; the first error of the kinds in `errors` (a Redis
+    server that died mid-run, a dropped connection) is reported once, as a warning naming
+    `name` and the reason, and from then on the database is empty: fetch yields nothing and
+    writes are dropped. Hypothesis saves a failing example to the database before it reports
+    it, so without this a dying shared database turned the claim's verdict into an error.
+    """
+
+    def __init__(self, db: ExampleDatabase, name: str, errors: tuple[type[BaseException], ...]):
+        super().__init__()
+        self.db, self.name, self.errors = db, name, errors
+        self.failure: str | None = None
+
+    def __repr__(self) -> str:
+        return f"SharedDatabase({self.db!r})"
+
+    def __eq__(self, other: object) -> bool:
+        # By name too: redis.Redis clients compare by identity, and HypoFuzz fuzzes a test only
+        # if its database equals the profile's (two wrappers of one URL are one database).
+        return isinstance(other, SharedDatabase) and (
+            self.db == other.db or self.name == other.name
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # like the databases it wraps
+
+    def _failed(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = f"{type(exc).__name__}: {exc}"
+            note = (
+                f"attention-theorems: warning: example database {self.name} failed during "
+                f"the run ({self.failure}); the run goes on without it"
+            )
+            _note(note)
+            warnings.warn(note, SharedDatabaseWarning, stacklevel=3)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        if self.failure is not None:
+            return []
+        try:
+            return list(self.db.fetch(key))  # Redis fetches lazily: fail here, not later
+        except self.errors as exc:
+            self._failed(exc)
+            return []
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self._call("save", key, value)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self._call("delete", key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self._call("move", src, dest, value)
+
+    def _call(self, method: str, *args: bytes) -> None:
+        if self.failure is not None:
+            return
+        try:
+            getattr(self.db, method)(*args)
+        except self.errors as exc:
+            self._failed(exc)
+
+    # Change listening (HypoFuzz's dashboard): pass the wrapped database's events on.
+    def _start_listening(self) -> None:
+        if self.failure is not None:
+            return
+        try:
+            self.db.add_listener(self._broadcast_change)
+        except self.errors as exc:
+            self._failed(exc)
+
+    def _stop_listening(self) -> None:
+        try:
+            self.db.remove_listener(self._broadcast_change)
+        except self.errors as exc:
+            self._failed(exc)
+
+
+class SharedDatabaseWarning(UserWarning):
+    """A shared example database stopped answering during the run."""
+
+
+#: The start-up check of each Redis URL, once per process: None (it answered) or the reason.
+_REDIS_CHECKED: dict[str, str | None] = {}
+_NOTES: list[str] = []
+
+
+def _note(line: str) -> None:
+    if line not in _NOTES:
+        _NOTES.append(line)
+
+
+def database_notes() -> list[str]:
+    """The warnings of this process about its example databases (an entry left out at start,
+    one that failed during the run), one line each, for the end of a pytest run: a line
+    printed while pytest loads the conftest is captured and never shown."""
+    return list(_NOTES)
+
+
+def _redis_database(target: str) -> ExampleDatabase | None:
+    """The Redis database at `target`, wrapped in SharedDatabase; None, after a one-line
+    message on stderr, if it does not answer PING now."""
+    try:
+        import redis
+        from hypothesis.extra.redis import RedisExampleDatabase
+        from redis.backoff import ExponentialBackoff
+        from redis.retry import Retry
+    except ImportError:
+        raise ValueError(
+            f'{DATABASE_ENV}: {target!r} needs the redis client: pip install "hypothesis[redis]"'
+        ) from None
+    # A short retry (about 1 s in all) rides out a blip; a dead server fails fast, and the
+    # SharedDatabase wrapper then drops it. Options in the URL's query string win.
+    client = redis.Redis.from_url(
+        target,
+        socket_connect_timeout=REDIS_TIMEOUT,
+        socket_timeout=REDIS_TIMEOUT,
+        retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 3),
+    )
+    if target not in _REDIS_CHECKED:
+        try:
+            client.ping()
+            _REDIS_CHECKED[target] = None
+        except (redis.RedisError, OSError) as exc:
+            reason = _REDIS_CHECKED[target] = f"{type(exc).__name__}: {exc}"
+            note = (
+                f"attention-theorems: warning: {DATABASE_ENV} entry {target} is unreachable "
+                f"({reason}); the run goes on without that database"
+            )
+            _note(note)
+            print(note, file=sys.stderr, flush=True)
+    if _REDIS_CHECKED[target] is not None:
+        return None
+    return SharedDatabase(RedisExampleDatabase(client), target, (redis.RedisError, OSError))
+
+
 def database_from_env(value: str | None = None):
     """The shared Hypothesis example database named by ATTN_HYPOTHESIS_DB, or None (then
     Hypothesis' default, .hypothesis/examples in the working directory).
@@ -36,17 +181,33 @@ def database_from_env(value: str | None = None):
     or either prefixed `ro:` (ReadOnlyDatabase: replay its examples, never write, e.g. a copy
     of the nightly database in CI). Several entries form one MultiplexedDatabase that reads
     from all and writes to the writable ones. ValueError names a bad entry.
+
+    A Redis entry is checked once per process (PING): one that does not answer is left out
+    with a one-line warning on stderr (the other entries stay; with none left, Hypothesis'
+    default applies). One that stops answering later is dropped for the rest of the run with
+    a warning (SharedDatabase), never failing a claim.
     """
+    value = os.environ.get(DATABASE_ENV, "") if value is None else value
+    entries = [e.strip() for e in value.split(",") if e.strip()]
+    if not entries:
+        return None
+    # One database object per setting and process: the profiles are registered more than
+    # once (at import, at configure), and a claim keeps the one it was decorated with.
+    if value not in _DATABASES:
+        _DATABASES[value] = _build_database(value, entries)
+    return _DATABASES[value]
+
+
+_DATABASES: dict[str, object] = {}
+
+
+def _build_database(value: str, entries: list[str]):
     from hypothesis.database import (
         DirectoryBasedExampleDatabase,
         MultiplexedDatabase,
         ReadOnlyDatabase,
     )
 
-    value = os.environ.get(DATABASE_ENV, "") if value is None else value
-    entries = [e.strip() for e in value.split(",") if e.strip()]
-    if not entries:
-        return None
     dbs = []
     for entry in entries:
         readonly = entry.startswith("ro:")
@@ -54,20 +215,16 @@ def database_from_env(value: str | None = None):
         if not target:
             raise ValueError(f"{DATABASE_ENV}: empty entry in {value!r}")
         if target.startswith(("redis://", "rediss://")):
-            try:
-                import redis
-                from hypothesis.extra.redis import RedisExampleDatabase
-            except ImportError:
-                raise ValueError(
-                    f"{DATABASE_ENV}: {target!r} needs the redis client: "
-                    'pip install "hypothesis[redis]"'
-                ) from None
-            db = RedisExampleDatabase(redis.Redis.from_url(target))
+            db = _redis_database(target)
+            if db is None:
+                continue
         elif "://" in target:
             raise ValueError(f"{DATABASE_ENV}: unknown database URL {target!r}")
         else:
             db = DirectoryBasedExampleDatabase(os.path.expanduser(target))
         dbs.append(ReadOnlyDatabase(db) if readonly else db)
+    if not dbs:
+        return None
     return dbs[0] if len(dbs) == 1 else MultiplexedDatabase(*dbs)
 
 
