@@ -62,8 +62,8 @@ def make(dest: Path, claims: dict[str, str] | None = None, *, docs: bool = False
     # The root conftest renders the HTML/Markdown report through reports/hook.py: copy the
     # builder's code (never a generated report).
     (dest / "reports").mkdir(exist_ok=True)
-    for name in ("__init__.py", "build.py", "hook.py"):
-        shutil.copy2(REPO_ROOT / "reports" / name, dest / "reports" / name)
+    for module in (REPO_ROOT / "reports").glob("*.py"):
+        shutil.copy2(module, dest / "reports" / module.name)
     for name in ("conftest.py", "pyproject.toml"):
         shutil.copy2(REPO_ROOT / name, dest / name)
     if docs:

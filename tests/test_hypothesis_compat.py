@@ -73,3 +73,41 @@ def test_with_budget_refuses_a_test_that_has_its_own_settings():
 
     with pytest.raises(compat.SettingsConflict, match="remove @settings"):
         compat.with_budget(prop, 5)
+
+
+def test_key_by_node_keys_the_saved_examples_by_the_node_id(tmp_path):
+    """A failure saved under node "a" is replayed (no generation) under "a", not under "b":
+    the node id is part of the database key, as HypoFuzz writes it."""
+    import unittest
+
+    from hypothesis import Phase
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    db = DirectoryBasedExampleDatabase(tmp_path)
+
+    def make(phases):
+        @settings(database=db, phases=phases, derandomize=False, max_examples=200)
+        @given(st.integers(0, 1000))
+        def test_small(x):
+            assert x < 500
+
+        return test_small
+
+    search = make((Phase.generate, Phase.shrink))
+    compat.key_by_node(search, "claims_x.py::test_small[a]")
+    with pytest.raises(AssertionError):
+        search()
+
+    def replayed(node: str) -> str:
+        replay = make((Phase.reuse,))
+        compat.key_by_node(replay, node)
+        try:
+            replay()
+        except AssertionError:
+            return "the saved failure"
+        except unittest.SkipTest:  # Hypothesis ran no example: nothing saved under the key
+            return "nothing"
+        return "passed"
+
+    assert replayed("claims_x.py::test_small[b]") == "nothing"
+    assert replayed("claims_x.py::test_small[a]") == "the saved failure"

@@ -1,10 +1,12 @@
 """Everything the framework asks of Hypothesis beyond writing a property, in one place.
 
-Only public, documented interfaces are used: a @given test's ``.hypothesis.inner_test`` (the
-function Hypothesis calls once per example, documented as reassignable for wrappers), and
-the ``settings`` decorator. Nothing here reads Hypothesis' printed text or its private
-attributes; ``tests/test_hypothesis_compat.py`` checks each function against the installed
-Hypothesis, so an upstream change fails a named test rather than a verdict.
+Public, documented interfaces, with one exception: a @given test's ``.hypothesis.inner_test``
+(the function Hypothesis calls once per example, documented as reassignable for wrappers), the
+``settings`` decorator, and (the exception, `key_by_node`) the private attribute
+``_hypothesis_internal_add_digest`` that Hypothesis' own pytest plugin and HypoFuzz set to key a
+test's saved examples by its pytest node id. Nothing here reads Hypothesis' printed text;
+``tests/test_hypothesis_compat.py`` checks each function against the installed Hypothesis, so
+an upstream change fails a named test rather than a verdict.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ __all__ = [
     "SettingsConflict",
     "inner_test",
     "is_hypothesis_test",
+    "key_by_node",
     "set_inner_test",
     "with_budget",
 ]
@@ -62,3 +65,17 @@ def with_budget(fn: Callable, max_examples: int, seed: int | None = None) -> Cal
             f"({exc})"
         ) from None
     return fn if seed is None else hypothesis_seed(seed)(fn)
+
+
+# The one private attribute (see the module docstring). Hypothesis' pytest plugin sets it on
+# parametrized tests only; HypoFuzz (hypofuzz.collection) sets it on every test it fuzzes.
+_ADD_DIGEST = "_hypothesis_internal_add_digest"
+
+
+def key_by_node(fn: Callable, nodeid: str) -> None:
+    """Key ``fn``'s examples in the example database by its pytest node id, as HypoFuzz keys
+    every test it fuzzes. Without it, what HypoFuzz saves for a test that is not parametrized
+    sits under a key that pytest never reads. The key also seeds a derandomized search, so
+    the framework calls this only where the profile is not derandomized (the ci verdicts and
+    the lock are not moved)."""
+    setattr(inner_test(fn), _ADD_DIGEST, nodeid.encode())

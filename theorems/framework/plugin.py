@@ -40,8 +40,9 @@ from typing import Any
 
 import pytest
 from _pytest._code.code import TerminalRepr
+from hypothesis import settings
 
-from theorems.framework import evidence, replay
+from theorems.framework import evidence, hypothesis_compat, replay
 from theorems.framework import lock as locks
 from theorems.framework.profiles import (
     current_profile,
@@ -308,6 +309,9 @@ def pytest_runtest_call(item: pytest.Item):
     # other claim is one example, bracketed here.
     is_hypothesis = getattr(item.obj, "is_hypothesis_test", False)
     collector.is_hypothesis = bool(is_hypothesis)
+    if is_hypothesis and not settings.default.derandomize:
+        # The examples HypoFuzz saved for this claim are under its node id (docs/scale-out.md).
+        hypothesis_compat.key_by_node(item.obj, item.nodeid)
     start = time.perf_counter()
     try:
         with evidence.collecting(collector):
