@@ -317,7 +317,11 @@ def test_nightly_slack_becomes_a_hypothesis_target(restore_profile, monkeypatch)
 
 
 def test_ci_random_draws_a_seed_shares_it_and_replays_it(restore_profile, monkeypatch):
-    monkeypatch.delenv(profiles.SEED_ENV, raising=False)
+    # Set, then removed: monkeypatch then restores the variable's state before the test at
+    # teardown, so the seed run_seed() writes into os.environ does not leak into later tests
+    # (a leaked seed turns the example database off in their child runs).
+    monkeypatch.setenv(profiles.SEED_ENV, "0")
+    monkeypatch.delenv(profiles.SEED_ENV)
     profiles.load_profile("ci-random")
     assert not settings.default.derandomize and settings.default.database is None
     assert profiles.scaled_examples(50) == 50  # the ci budgets

@@ -301,3 +301,22 @@ def test_a_redis_killed_under_the_wrapper(redis):
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-s", "-v"]))
+
+
+def test_a_seed_turns_the_shared_database_off_and_the_run_says_so(monkeypatch):
+    """Hypothesis neither replays nor saves examples for a seeded search: with
+    ATTN_HYPOTHESIS_SEED set, a run with a shared database must say that it is not used."""
+    from theorems.framework import profiles
+
+    before = profiles.current_profile()
+    monkeypatch.setenv(profiles.DATABASE_ENV, "/tmp/attn-db-never-written")
+    monkeypatch.setenv(profiles.SEED_ENV, "7")
+    try:
+        profiles.load_profile("dev")
+        assert any(
+            "ATTN_HYPOTHESIS_SEED is set, so the example database" in note
+            for note in profiles.database_notes()
+        )
+    finally:
+        monkeypatch.undo()
+        profiles.load_profile(before)

@@ -301,6 +301,14 @@ def load_profile(name: str | None = None) -> str:
     name = name or profile_from_env()
     if _DATABASE_ERROR and name in ("dev", "nightly"):
         raise ValueError(_DATABASE_ERROR)
+    if name in ("dev", "nightly") and os.environ.get(DATABASE_ENV) and os.environ.get(SEED_ENV):
+        # Every claim then runs under Hypothesis' @seed, and Hypothesis neither replays nor
+        # saves examples for a seeded test: the shared database would silently do nothing.
+        _note(
+            f"attention-theorems: warning: {SEED_ENV} is set, so the example database of "
+            f"{DATABASE_ENV} is neither read nor written (Hypothesis does not use it for a "
+            "seeded search); unset it to share examples"
+        )
     settings.load_profile(name)
     note_profile(name)
     return name
