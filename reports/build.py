@@ -43,8 +43,9 @@ PAPERS = {
 }
 FIGURES_ENV = "ATTN_FIGURES_DIR"  # theorems.framework.figures writes there when it is set
 DEFAULT_CLAIMS = Path(__file__).resolve().parent / "claims.json"
-# The verdict lock the report compares with: ATTN_VERDICT_LOCK (as the gate), else the
-# checkout's theorems/verdicts.lock.
+# The verdict lock the report compares with when claims.json does not name the one its run
+# was judged against: ATTN_VERDICT_LOCK (as the gate), else the checkout's
+# theorems/verdicts.lock.
 LOCK_ENV = "ATTN_VERDICT_LOCK"
 DEFAULT_LOCK = Path(__file__).resolve().parent.parent / "theorems" / "verdicts.lock"
 TOP_FIELDS = ("generated", "profile", "versions", "claims")
@@ -843,20 +844,23 @@ def render_md(doc: dict, folder: Path, out_dir: Path, top: Top) -> str:
 # --------------------------------------------------------------------------- entry points
 
 
-def default_lock() -> Path:
-    return Path(os.environ.get(LOCK_ENV) or DEFAULT_LOCK)
+def default_lock(doc: dict) -> Path:
+    """The lock the run was judged against (recorded by the plugin), else $ATTN_VERDICT_LOCK,
+    else the checkout's."""
+    return Path(doc.get("lock") or os.environ.get(LOCK_ENV) or DEFAULT_LOCK)
 
 
 def prepare(
     claims_json: Path, *, lock: Path | None | str = "default", against: Path | None = None
 ) -> tuple[dict, Top]:
     """The report document and what its top says. `lock`: the verdict lock to diff against
-    ("default": $ATTN_VERDICT_LOCK, else the checkout's theorems/verdicts.lock; None: no lock
-    diff). `against`: an earlier claims.json to diff against too. A malformed claims.json
-    (either) raises ValueError naming it."""
+    ("default": the one the run was judged against, as claims.json records it, else
+    $ATTN_VERDICT_LOCK, else the checkout's theorems/verdicts.lock; None: no lock diff).
+    `against`: an earlier claims.json to diff against too. A malformed claims.json (either)
+    raises ValueError naming it."""
     doc = load(Path(claims_json))
     old = (load(Path(against)), str(against)) if against is not None else None
-    lock = default_lock() if lock == "default" else lock
+    lock = default_lock(doc) if lock == "default" else lock
     return doc, top_of(doc, Path(lock) if lock is not None else None, old)
 
 

@@ -250,7 +250,7 @@ def test_non_hypothesis_claim_is_one_example(mixed):
 def test_report_schema(mixed):
     report = mixed[1]
     assert set(report) == {
-        "generated", "profile", "versions", "device", "summary", "claims", "skipped"
+        "generated", "profile", "versions", "device", "summary", "claims", "skipped", "lock"
     }  # fmt: skip
     assert report["skipped"] == []
     assert report["profile"] == "ci"

@@ -492,6 +492,20 @@ def test_unexpected_and_undecided_claims_are_listed_with_why(built):
     assert "| [EMB-UNDECIDED](#emb-undecided) | 2505.17282 | holds | **inconclusive** |" in text
 
 
+def test_the_lock_the_run_was_judged_against_is_the_one_compared(claims_json, tmp_path):
+    """claims.json names the lock its run used (e.g. a user's --verdict-lock): the report
+    compares with that one, not with $ATTN_VERDICT_LOCK or the checkout's."""
+    own = tmp_path / "users.lock"
+    own.write_text("MM-WRONG  refuted  2306.13596\n", encoding="utf-8")
+    doc = json.loads(claims_json.read_text(encoding="utf-8"))
+    claims_json.write_text(json.dumps(dict(doc, lock=str(own))), encoding="utf-8")
+    page = report.build(claims_json, tmp_path / "own")[0].read_text(encoding="utf-8")
+    assert (
+        f"<h3>Against the verdict lock ({own})</h3><p>no verdict changed (1 claims compared);"
+        in (page)
+    )
+
+
 def test_nothing_to_report_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv(report.LOCK_ENV, str(tmp_path / "no.lock"))
     path = write_claims(tmp_path, [CLAIMS[1]])

@@ -529,6 +529,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         skipped = skipped_claims([*skips, *unfinished], claims)
         state.skipped = skipped
         report = build_report(claims, current_profile(), skipped, state.incomplete)
+        # The lock this run is judged against (--verdict-lock, ATTN_VERDICT_LOCK or the
+        # checkout's): the report's "verdict changes" compare with the same one.
+        report["lock"] = str(state.lock_path)
         write_json(state.report_path, report)  # first: nothing below may lose the report
         state.summary = dict(
             report["summary"],
