@@ -43,6 +43,27 @@ def as_float_tensor(x, name: str, ndim: int | None = None) -> Tensor:
     return t
 
 
+class TokenSizes:
+    """``n``, ``T`` and ``d`` (inputs, tokens per input, token dimension) read off the
+    ``X`` of shape (n, T, d) of the class it is mixed into: one definition for every class
+    that keeps its tokens as ``X`` (instances, the cross-attention and nonlinear-head
+    problems)."""
+
+    X: Tensor
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def T(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[2]
+
+
 def softmax_margins(keys: Tensor, scores: Tensor, p: Tensor) -> Tensor:
     """Σ_t softmax(K_i p)_t γ_it per input (leading dimensions of keys (…, T, k) and scores
     (…, T)); differentiable, and without input checks (callers check once, not per step)."""

@@ -32,7 +32,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from models.attention import DTYPE, PromptProblem, as_float_tensor
+from models.attention import DTYPE, PromptProblem, TokenSizes, as_float_tensor
 from models.selection import global_opt
 
 Tensor = torch.Tensor
@@ -45,7 +45,7 @@ def _array(x, name: str, ndim: int) -> np.ndarray:
     return as_float_tensor(x, name, ndim).detach().cpu().numpy().astype(np.float64, copy=True)
 
 
-class CrossProblem:
+class CrossProblem(TokenSizes):
     """Tokens X (n, T, d), queries Z (n, d), labels y (n,) in ±1, fixed head v (d,), a loss."""
 
     def __init__(self, X, Z, y, v, loss="logistic"):
@@ -62,19 +62,7 @@ class CrossProblem:
         self.v = as_float_tensor(v, "v", 1)
         self.prompt = PromptProblem(keys=keys, scores=base.scores, loss=base.loss)
 
-    # ---- sizes and the data's own facts ------------------------------------------------------
-    @property
-    def n(self) -> int:
-        return self.X.shape[0]
-
-    @property
-    def T(self) -> int:
-        return self.X.shape[1]
-
-    @property
-    def d(self) -> int:
-        return self.X.shape[2]
-
+    # ---- the data's own facts (the sizes n, T, d: TokenSizes) --------------------------------
     @property
     def loss(self):
         return self.prompt.loss

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from models.attention import TokenSizes
 from models.svm import SVMSolution, att_svm, solve_margin_qp
 
 Tensor = torch.Tensor
@@ -160,7 +161,7 @@ def gradient_log(
 
 
 @dataclass(frozen=True, eq=False)
-class NonlinearHeadProblem:
+class NonlinearHeadProblem(TokenSizes):
     """Tokens X (n, T, d), queries Z (n, d), labels y (n,) in ±1 and a fixed head: ``V``
     (d, d) for "relu", the vector v (d,) for "lambda" (with ``lam``). Logistic loss."""
 
@@ -193,18 +194,6 @@ class NonlinearHeadProblem:
             raise ValueError(f"lam: expected a finite number, got {self.lam!r}")
         for name, value in (("X", X), ("Z", Z), ("y", y), ("V", V)):
             object.__setattr__(self, name, value)
-
-    @property
-    def n(self) -> int:
-        return self.X.shape[0]
-
-    @property
-    def T(self) -> int:
-        return self.X.shape[1]
-
-    @property
-    def d(self) -> int:
-        return self.X.shape[2]
 
     def _W(self, W) -> Tensor:
         W = _tensor(W, "W", 2)

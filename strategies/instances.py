@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from models.attention import PromptProblem
+from models.attention import PromptProblem, TokenSizes
 from models.losses import get_loss
 
 Tensor = torch.Tensor
@@ -248,7 +248,7 @@ def _check_model(d, model: str) -> None:
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class PromptInstance:
+class PromptInstance(TokenSizes):
     """One dataset of the prompt-attention model f(X) = ⟨Xv, softmax(XWp)⟩ (2306.13596).
 
     ``alpha`` is the selection the instance was built around (one token index per input), or
@@ -300,18 +300,6 @@ class PromptInstance:
     def scores(self) -> Tensor:
         """γ_it = Y_i vᵀ x_it, shape (n, T)."""
         return self.problem.scores
-
-    @property
-    def n(self) -> int:
-        return self.X.shape[0]
-
-    @property
-    def T(self) -> int:
-        return self.X.shape[1]
-
-    @property
-    def d(self) -> int:
-        return self.X.shape[2]
 
     def __repr__(self) -> str:
         alpha = None if self.alpha is None else self.alpha.tolist()
@@ -514,7 +502,7 @@ class EmbeddingInstance:
 
 
 @dataclass(frozen=True, eq=False, repr=False)
-class CrossInstance:
+class CrossInstance(TokenSizes):
     """One dataset of the cross-attention model f_i(W) = vᵀX_iᵀ S(X_i W z_i) of 2308.16898.
 
     X (n, T, d) tokens, Z (n, d) queries, y (n,) labels, v (d,) fixed head; ``W0`` an optional
@@ -559,18 +547,6 @@ class CrossInstance:
     def scores(self) -> Tensor:
         """γ_it = Y_i vᵀ x_it, shape (n, T)."""
         return self.problem.scores
-
-    @property
-    def n(self) -> int:
-        return self.X.shape[0]
-
-    @property
-    def T(self) -> int:
-        return self.X.shape[1]
-
-    @property
-    def d(self) -> int:
-        return self.X.shape[2]
 
     def __repr__(self) -> str:
         alpha = None if self.alpha is None else self.alpha.tolist()
