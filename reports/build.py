@@ -356,6 +356,11 @@ def esc(value) -> str:
     return html.escape(str(value))
 
 
+def link(claim_id: str) -> str:
+    """A link to the claim's row (its anchor claim-ID)."""
+    return f'<a href="#{esc("claim-" + claim_id)}">{esc(claim_id)}</a>'
+
+
 def badge_class(tag: str) -> str:
     return "unsure" if tag == "[R?]" else BADGE_BY_LETTER.get(tag[1:2], "other")
 
@@ -447,8 +452,7 @@ def claim_html(claim: dict, folder: Path) -> str:
     slack = "".join(f"<div>{esc(s)}</div>" for s in slack_items(claim))
     anchor = esc(f"claim-{claim['id']}")
     cells = (
-        f'<td class="id" title="{esc(claim["nodeid"])}">'
-        f'<a href="#{anchor}">{esc(claim["id"])}</a></td>'
+        f'<td class="id" title="{esc(claim["nodeid"])}">{link(claim["id"])}</td>'
         f"<td>{esc(claim['kind'])}</td>"
         f"<td>{esc(claim['statement'])}</td>"
         f"<td>{provenance_html(claim['provenance'])}</td>"
@@ -507,10 +511,6 @@ def not_run_html(skipped: list[dict]) -> str:
         '<section class="paper" id="not-run"><h2>Not run in this run</h2>'
         f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></section>"
     )
-
-
-def link(claim_id: str) -> str:
-    return f'<a href="#{esc("claim-" + claim_id)}">{esc(claim_id)}</a>'
 
 
 def finding_html(finding: found.Finding) -> str:
@@ -698,6 +698,11 @@ def md(value) -> str:
     return MD_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
 
 
+def md_link(claim_id: str) -> str:
+    """A link to the claim's details section (GitHub's anchor of its '### ID' heading)."""
+    return f"[{md(claim_id)}](#{claim_id.lower()})"
+
+
 def md_block(text: str, lang: str) -> list[str]:
     """A fenced code block whose fence is longer than any backtick run inside."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
@@ -716,7 +721,7 @@ def md_figure(folder: Path, out_dir: Path, name: str) -> str:
 def md_row(claim: dict, folder: Path, out_dir: Path) -> str:
     mark = "" if claim["as_expected"] else " **UNEXPECTED**"
     cells = (
-        f"[{md(claim['id'])}](#{claim['id'].lower()})",
+        md_link(claim["id"]),
         md(claim["kind"]),
         md(claim["statement"]),
         md(claim["provenance"]),
@@ -752,10 +757,6 @@ def md_details(claim: dict) -> list[str]:
         if text:
             lines += [f"{title}:", "", *md_block(text, lang)]
     return lines
-
-
-def md_link(claim_id: str) -> str:
-    return f"[{md(claim_id)}](#{claim_id.lower()})"
 
 
 def md_top(top: Top) -> list[str]:
@@ -803,14 +804,20 @@ def md_top(top: Top) -> list[str]:
     return lines
 
 
+def md_head(doc: dict) -> list[str]:
+    """The title, summary line, claims not run and the run's facts."""
+    claims, skipped = doc["claims"], doc.get("skipped", [])
+    lines = ["# attention-theorems: claims report", "", f"**{summary_line(claims)}**", ""]
+    lines += [md(not_run_line(skipped)), ""] if skipped else []
+    return lines + [md(meta_line(doc)), ""]
+
+
 def render_summary_md(doc: dict, top: Top) -> str:
     """summary.md: the top of claims.md and one line per paper, no tables. For places with
     a size cap, e.g. a GitHub job summary (1 MiB per step; claims.md of the full suite is
     close to that)."""
-    claims, skipped = doc["claims"], doc.get("skipped", [])
-    lines = ["# attention-theorems: claims report", "", f"**{summary_line(claims)}**", ""]
-    lines += [md(not_run_line(skipped)), ""] if skipped else []
-    lines += [md(meta_line(doc)), ""]
+    claims = doc["claims"]
+    lines = md_head(doc)
     lines += md_top(top)
     lines += ["## Claims by paper", ""]
     lines += [f"- {md(paper_title(p))}: {summary_line(g)}" for p, g in by_paper(claims)]
@@ -823,9 +830,7 @@ def render_summary_md(doc: dict, top: Top) -> str:
 
 def render_md(doc: dict, folder: Path, out_dir: Path, top: Top) -> str:
     claims, skipped = doc["claims"], doc.get("skipped", [])
-    lines = ["# attention-theorems: claims report", "", f"**{summary_line(claims)}**", ""]
-    lines += [md(not_run_line(skipped)), ""] if skipped else []
-    lines += [md(meta_line(doc)), ""]
+    lines = md_head(doc)
     lines += md_top(top)
     for paper, group in by_paper(claims):
         lines += [f"## {md(paper_title(paper))}", "", summary_line(group), ""]
