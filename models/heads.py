@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from models.attention import DTYPE, as_float_tensor
+from models.attention import DTYPE, TokenSizes, as_float_tensor
 from models.losses import Loss, get_loss
 
 Tensor = torch.Tensor
@@ -69,7 +69,7 @@ def quadratic_form(psi, d: int) -> Tensor | None:
     return None
 
 
-class NonlinearHeadProblem:
+class NonlinearHeadProblem(TokenSizes):
     """f(X) = ψ(Xᵀ softmax(XWp)) with ψ, X, y, W fixed and p trained.
 
     ``psi`` maps (..., d) → (...) (a trailing axis of size 1 is squeezed), is differentiable by
@@ -93,15 +93,7 @@ class NonlinearHeadProblem:
         self.psi = psi
         self.loss: Loss = get_loss(loss)
 
-    # ---- sizes -----------------------------------------------------------------------------
-    @property
-    def n(self) -> int:
-        return self.X.shape[0]
-
-    @property
-    def T(self) -> int:
-        return self.X.shape[1]
-
+    # ---- sizes (n, T, d: TokenSizes) ------------------------------------------------------
     @property
     def dim(self) -> int:
         return self.keys.shape[2]
