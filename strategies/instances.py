@@ -247,6 +247,22 @@ def _check_model(d, model: str) -> None:
 # ---- prompt instances ------------------------------------------------------------------------
 
 
+def _search_json(inst) -> dict:
+    """What the search knew of a prompt or cross instance, for ``to_json(extra=True)``: the
+    selection α, the assumptions it was built to meet, and its seed."""
+    alpha = None if inst.alpha is None else inst.alpha.tolist()
+    return {"alpha": alpha, "assumptions": sorted(inst.assumptions), "seed": inst.seed}
+
+
+def _search_fields(d: Mapping) -> dict:
+    """The inverse of `_search_json`: those fields of a JSON document, with their defaults."""
+    return {
+        "alpha": d.get("alpha"),
+        "assumptions": d.get("assumptions", ()),
+        "seed": d.get("seed", 0),
+    }
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class PromptInstance(TokenSizes):
     """One dataset of the prompt-attention model f(X) = ⟨Xv, softmax(XWp)⟩ (2306.13596).
@@ -327,9 +343,7 @@ class PromptInstance(TokenSizes):
             "p0": None if self.p0 is None else self.p0.tolist(),
         }
         if extra:
-            out["alpha"] = None if self.alpha is None else self.alpha.tolist()
-            out["assumptions"] = sorted(self.assumptions)
-            out["seed"] = self.seed
+            out.update(_search_json(self))
         return out
 
     @classmethod
@@ -343,9 +357,7 @@ class PromptInstance(TokenSizes):
             W=_require(d, "W"),
             loss=d.get("loss", "logistic"),
             p0=d.get("p0"),
-            alpha=d.get("alpha"),
-            assumptions=d.get("assumptions", ()),
-            seed=d.get("seed", 0),
+            **_search_fields(d),
         )
 
 
@@ -569,9 +581,7 @@ class CrossInstance(TokenSizes):
         }
         if extra:
             out["W0"] = None if self.W0 is None else self.W0.tolist()
-            out["alpha"] = None if self.alpha is None else self.alpha.tolist()
-            out["assumptions"] = sorted(self.assumptions)
-            out["seed"] = self.seed
+            out.update(_search_json(self))
         return out
 
     @classmethod
@@ -585,9 +595,7 @@ class CrossInstance(TokenSizes):
             v=_require(d, "v"),
             loss=d.get("loss", "logistic"),
             W0=d.get("W0"),
-            alpha=d.get("alpha"),
-            assumptions=d.get("assumptions", ()),
-            seed=d.get("seed", 0),
+            **_search_fields(d),
         )
 
 
