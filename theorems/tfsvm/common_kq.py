@@ -16,7 +16,7 @@ with a = √5, fan-in d) from one seeded with the run's seed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -113,13 +113,8 @@ def visualization_instance(k: int) -> CrossInstance:
         )
     else:
         raise ValueError(f"k: the visualization notebooks are 1 and 2, got {k!r}")
-    return CrossInstance(
-        X=inst.X,
-        Z=inst.Z,
-        y=inst.y,
-        v=inst.v,
-        alpha=inst.alpha,
-        seed=inst.seed,
+    return replace(
+        inst,
         assumptions={PAPER_INSTANCE, UNIQUE_OPT},
         meta={"notebook": f"visualization{k}.ipynb"},
     )
@@ -193,16 +188,7 @@ def planar_instances(draw):
     if not unique:
         event("reject: tied top scores")
     assume(unique)
-    return CrossInstance(
-        X=inst.X,
-        Z=inst.Z,
-        y=inst.y,
-        v=inst.v,
-        alpha=inst.alpha,
-        seed=inst.seed,
-        assumptions={UNIQUE_OPT},
-        meta={"family": "planar (spec §3.6)"},
-    )
+    return replace(inst, assumptions={UNIQUE_OPT}, meta={"family": "planar (spec §3.6)"})
 
 
 @st.composite
