@@ -15,6 +15,7 @@ import torch
 
 from models import cross_predict
 from strategies.instances import CrossInstance
+from tests.test_cli import changed
 from theorems.framework import cli, instances
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -40,16 +41,6 @@ def official_instance(seed: int, n: int = 3, T: int = 4, d: int = 4) -> dict:
 
 
 OFFICIAL = official_instance(seed=0)
-
-
-def changed(base, **fields):
-    doc = json.loads(json.dumps(base))
-    for key, value in fields.items():
-        if value is ...:
-            doc.pop(key)
-        else:
-            doc[key] = value
-    return doc
 
 
 def run_check(tmp_path, capsys, doc) -> tuple[int, dict | None, str]:
