@@ -155,6 +155,10 @@ def ngd(problem: PromptProblem, p0=None, *, lr: float = 0.1, steps: int = 1000, 
 # has stalled: LSODA creeps around a finite minimiser with steps of ~1e-8 instead of failing.
 STALL_RATIO = 1e-6
 STALL_STEPS = 200
+#: Outcome.tie_sharing: a tied token below margin 1 − this in the tie-sharing SVM makes the
+#: limit differ from ATT-SVM(selected). The oracle certifies its rows to 1e-7 (models.svm),
+#: so a freed row at 1 − 1e-6 is below 1 by ten times more than any certified row can be.
+TIE_MARGIN_TOL = 1e-6
 
 
 def _log_step_time(h: float, lgn0: float, lgn1: float) -> float:
@@ -348,10 +352,26 @@ class Outcome:
     #: wall time of the whole decision: tracing, every SVM solve, the final certificate
     #: (``trajectory.seconds`` is the tracing alone)
     seconds: float = 0.0
+    #: (n, T) mask of the tokens tied exactly in score with the selected one
+    #: (``models.svm.tied_tokens``); ``svm`` is then the tie-sharing SVM, which has no row
+    #: for them. None when no selected token ties.
+    tied: np.ndarray | None = None
 
     @property
     def converged(self) -> bool:
         return self.status == "converged"
+
+    @property
+    def tie_sharing(self) -> bool:
+        """Whether the limit is the tie-sharing SVM and not ATT-SVM(selected): some tied token
+        is at margin < 1 from the selected one in ``svm.x`` (the tie-sharing SVM has no row for
+        it), so ATT-SVM(selected), which has one, has another solution."""
+        if self.tied is None or not self.svm.ok:
+            return False
+        keys = self.trajectory.problem._np[0]
+        i, t = np.nonzero(self.tied)
+        rows = keys[i, self.selected[i]] - keys[i, t]
+        return bool((rows @ self.svm.x).min() < 1.0 - TIE_MARGIN_TOL)
 
 
 def converge(
@@ -379,7 +399,7 @@ def converge(
     locally optimal) and leave it later. Otherwise the trace goes on to max_norm; the outcome
     says what was reached.
     """
-    from models.svm import att_svm  # the oracle is only needed here
+    from models.svm import att_svm, tied_tokens  # the oracle is only needed here
 
     t0 = time.perf_counter()
     keys = problem._np[0]  # the contiguous float64 copy the kernels read
@@ -387,11 +407,19 @@ def converge(
     cache: dict[bytes, tuple] = {}  # selection → (SVMSolution, unit direction or None)
     lead = math.log(problem.T / select_tol)
 
+    scores = problem.scores.numpy()
+
     def svm_for(sel: np.ndarray):
+        """The SVM the flow heads for when it selects ``sel``: ATT-SVM(sel), or, when a
+        selected token ties exactly in score with others, the tie-sharing SVM without their
+        rows (the flow's force between tied tokens vanishes with their score gap)."""
         key = sel.tobytes()
         if key not in cache:
-            sol = att_svm(problem.keys, sel)
-            cache[key] = (sol, sol.x / np.linalg.norm(sol.x) if sol.ok and sol.norm > 0 else None)
+            tied = tied_tokens(scores, sel)
+            tied = tied if tied.any() else None
+            sol = att_svm(problem.keys, sel, free=tied)
+            unit = sol.x / np.linalg.norm(sol.x) if sol.ok and sol.norm > 0 else None
+            cache[key] = (sol, unit, tied)
         return cache[key]
 
     def heading(u: np.ndarray, lgn: float, unit: np.ndarray) -> float:
@@ -406,7 +434,7 @@ def converge(
         sel, norm = None, None
         # p and the flow must both point along the SVM direction of what p selects.
         if kernels.selection(keys, p, top) >= lead:  # +inf when T = 1
-            _, unit = svm_for(top)
+            _, unit, _ = svm_for(top)
             if unit is not None and lgn > -math.inf:
                 norm, off_p, off_u = kernels.alignment(p, u, unit)
                 if off_p <= target and off_u <= target:
@@ -425,7 +453,7 @@ def converge(
     traj = trace_flow(problem, p0, max_norm=max_norm, stop_when=reached, rtol=rtol, **trace_kwargs)
     p = traj.final
     sel = problem.selected(p).numpy()
-    svm, unit = svm_for(sel)
+    svm, unit, tied = svm_for(sel)
     omc = one_minus_cos(p, torch.as_tensor(svm.x)) if svm.ok else 1.0
     flow_omc = heading(*problem.flow_field_np(p.numpy()), unit) if unit is not None else 1.0
     # In numpy: torch's softmax kernel wakes its intra-op thread pool even on these tiny
@@ -453,7 +481,7 @@ def converge(
     if status == "inconclusive":  # a flow left undecided is never evidence either way
         failures.report(failures.GRADIENT_FLOW, "undecided", reason)
     seconds = time.perf_counter() - t0
-    return Outcome(status, reason, p, sel, omc, svm, traj, max_other, seconds)
+    return Outcome(status, reason, p, sel, omc, svm, traj, max_other, seconds, tied)
 
 
 @dataclass

@@ -509,9 +509,13 @@ def _polish(
 # --------------------------------------------------------------------------------------------
 
 
-def att_constraints(keys, alpha, relaxed_inputs=None) -> tuple[np.ndarray, np.ndarray, tuple]:
+def att_constraints(
+    keys, alpha, relaxed_inputs=None, free=None
+) -> tuple[np.ndarray, np.ndarray, tuple]:
     """Rows k_{iα_i} − k_it (t ≠ α_i), right-hand sides 1 (0 for relaxed inputs), and (i, t).
 
+    ``free`` (boolean, shape (n, T)) marks tokens that get no row at all: the tokens tied in
+    score with α_i (`tied_tokens`), on which the flow exerts no force in the limit.
     Identical (row, rhs) pairs are kept once, with the first (i, t) that produced them as label;
     per-token questions (e.g. support sets) should evaluate every token from the keys.
     """
@@ -523,7 +527,13 @@ def att_constraints(keys, alpha, relaxed_inputs=None) -> tuple[np.ndarray, np.nd
         relaxed = np.asarray(relaxed_inputs)
         if relaxed.shape != (n,) or relaxed.dtype != bool:
             raise ValueError(f"relaxed_inputs: expected a boolean mask of shape {(n,)}")
-    i_idx, t_idx = np.nonzero(np.arange(T)[None, :] != alpha[:, None])
+    constrained = np.arange(T)[None, :] != alpha[:, None]
+    if free is not None:
+        free = np.asarray(free)
+        if free.shape != (n, T) or free.dtype != bool:
+            raise ValueError(f"free: expected a boolean mask of shape {(n, T)}")
+        constrained &= ~free
+    i_idx, t_idx = np.nonzero(constrained)
     A = keys[i_idx, alpha[i_idx]] - keys[i_idx, t_idx]
     b = np.where(relaxed[i_idx], 0.0, 1.0)
     if len(i_idx) == 0:
@@ -567,16 +577,40 @@ def _dedupe(A: np.ndarray, b: np.ndarray, labels: list) -> tuple[np.ndarray, np.
 
 
 def att_svm(
-    keys, alpha, *, relaxed_inputs=None, tol: float = 1e-7, method: Method = "auto"
+    keys,
+    alpha,
+    *,
+    relaxed_inputs=None,
+    free=None,
+    tol: float = 1e-7,
+    method: Method = "auto",
 ) -> SVMSolution:
     """ATT-SVM(α): min ‖p‖ s.t. (k_{iα_i} − k_it)ᵀp ≥ 1 for all i, t ≠ α_i (spec §1.4).
 
     ``relaxed_inputs`` (boolean, shape (n,)) lowers those inputs' right-hand sides to 0: the
-    relaxed ATT-SVM of the joint (v, p) theorem (spec §2.7). ``rows`` holds (i, t) per row.
-    ``method`` as in `solve_margin_qp`.
+    relaxed ATT-SVM of the joint (v, p) theorem (spec §2.7). ``free`` (boolean, (n, T)) drops
+    the rows of those tokens: with ``tied_tokens(scores, α)`` it is the tie-sharing SVM, the
+    limit of a flow whose selected token ties in score with others. ``rows`` holds (i, t) per
+    row. ``method`` as in `solve_margin_qp`.
     """
-    A, b, rows = att_constraints(keys, alpha, relaxed_inputs)
+    A, b, rows = att_constraints(keys, alpha, relaxed_inputs, free)
     return replace(solve_margin_qp(A, b, tol=tol, method=method), rows=rows)
+
+
+def tied_tokens(scores, alpha) -> np.ndarray:
+    """(n, T) mask of the tokens t ≠ α_i whose score equals γ_{iα_i} exactly.
+
+    Exactly, not within a tolerance: the flow's force between two tokens is ∝ their score gap,
+    so a gap of 1e-16 still decides the limit (at a norm no run reaches), while an exact tie
+    leaves the two tokens' split to the finite part for ever. Instances that promise a tie build
+    it exactly (strategies.cross, strategies.prompt); a near-tie is a different instance.
+    """
+    scores = as_float_array(scores, "scores", 2)
+    n, T = scores.shape
+    alpha = as_index_array(alpha, "alpha", (n,), T)
+    tied = scores == scores[np.arange(n), alpha][:, None]
+    tied[np.arange(n), alpha] = False
+    return tied
 
 
 def _w_constraints(X, p, alpha) -> tuple[np.ndarray, np.ndarray, tuple, np.ndarray]:

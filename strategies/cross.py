@@ -127,25 +127,25 @@ def official_cross_instances(
     return dataclasses.replace(inst, loss=_draw(draw, loss))
 
 
-def prescribed_score_data(k: Tensor, g: Tensor, y: Tensor, v: Tensor) -> Tensor:
-    """X with x_it = k_it + Y_i g_it v̂, the part of k along v̂ removed first: γ_it = g_it·‖v‖."""
-    vh = v / torch.linalg.vector_norm(v)
-    k = k - (k @ vh)[..., None] * vh
-    return k + (y[:, None] * g)[..., None] * vh
-
-
 @st.composite
 def prescribed_score_instances(
     draw, n=st.integers(1, 5), T=st.integers(2, 6), d=st.integers(3, 9), scores=None
 ):
     """Generator 2 of spec §3.2: unit k_it ⟂ v, unit v, unit random z_i, and scores g_it given
-    by ``scores(gen, n, T)`` (default U[0, 1], opt unique by MIN_OPT_GAP)."""
+    by ``scores(gen, n, T)`` (default U[0, 1], opt unique by MIN_OPT_GAP).
+
+    v is the first axis e_1, which loses nothing (the theory is invariant under a rotation of
+    the embedding space, and k and z are drawn rotation-invariant) and makes every score
+    exact: y_i·x_itᵀv = y_i·x_it,1 = g_it in any summation order, so the ties that ``scores``
+    prescribes are ties of the computed scores on every machine (issue 24)."""
     n, T, d = _draw(draw, n), _draw(draw, T), _draw(draw, d)
     seed = draw(SEEDS)
     gen = seeded(seed)
-    v = _unit_rows(torch.randn(d, generator=gen, dtype=DTYPE))
+    v = torch.zeros(d, dtype=DTYPE)
+    v[0] = 1.0
     k = torch.randn(n, T, d, generator=gen, dtype=DTYPE)
-    k = _unit_rows(k - (k @ v)[..., None] * v)
+    k[..., 0] = 0.0
+    k = _unit_rows(k)
     Z = _unit_rows(torch.randn(n, d, generator=gen, dtype=DTYPE))
     y = _labels(gen, n)
     g = torch.rand(n, T, generator=gen, dtype=DTYPE) if scores is None else scores(gen, n, T)
@@ -153,7 +153,8 @@ def prescribed_score_instances(
     if not unique:
         event("reject: tied top scores")
     assume(unique)
-    X = prescribed_score_data(k, g, y, v)
+    X = k.clone()
+    X[..., 0] = y[:, None] * g
     alpha = torch.argmax(g, dim=1).numpy()
     s = y[:, None] * (X @ v)
     assumptions = {PRESCRIBED_SCORES, UNIQUE_OPT} | _structure(X, Z, s)

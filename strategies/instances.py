@@ -104,8 +104,8 @@ ASSUMPTIONS: dict[str, str] = {
     "shrunk stopwords (spec embeddings §4.2)",
     OFFICIAL_CROSS: "the official TF-as-SVM generator: x_it, z_i and v uniform on the unit sphere, "
     "Y_i a random sign (spec tfsvm §3.1)",
-    PRESCRIBED_SCORES: "x_it = k_it + Y_i g_it v with k_it ⟂ v: the scores γ_it = g_it are "
-    "prescribed, exactly up to float64 rounding (|γ − g| ≤ a few ulps; spec tfsvm §3.2)",
+    PRESCRIBED_SCORES: "x_it = k_it + Y_i g_it v with k_it ⟂ v and v = e_1: the scores "
+    "γ_it = g_it are prescribed, bit for bit in any summation order (spec tfsvm §3.2)",
     INDEPENDENT_QUERIES: "the queries z_1..z_n are linearly independent (so n ≤ d)",
     INDEPENDENT_TOKENS: "for every input the tokens x_i1..x_iT are linearly independent (T ≤ d)",
     DISTINCT_SCORES: "every input has at least two distinct scores",

@@ -8,6 +8,7 @@ lr 0.1 for the qualitative end (the selection). Then the monotone quantities (L 
 selection), flow time, and bad input.
 """
 
+import json
 import math
 
 import numpy as np
@@ -575,3 +576,39 @@ def test_outcome_seconds_time_the_whole_decision(monkeypatch):
     assert slow.converged and fast.converged
     assert fast.seconds >= fast.trajectory.seconds
     assert slow.seconds >= 0.05  # at least one solve, inside the timed decision
+
+
+def _pinned_geq():
+    """TF-GEQ-GLOBAL's pinned instance: G-EQ with exact ties (v = e_1, scores 1 and 0.5)."""
+    from strategies.instances import CrossInstance
+    from theorems.framework import REPO_ROOT
+
+    path = REPO_ROOT / "theorems" / "tfsvm" / "pinned" / "TF-GEQ-GLOBAL.json"
+    inst = CrossInstance.from_json(json.loads(path.read_text()))
+    return inst, inst.W0.reshape(-1)  # row-major vec(W), the prompt engine's p
+
+
+def test_a_flow_whose_selection_ties_converges_to_the_tie_sharing_svm():
+    """Tokens tied exactly in score with the selected one exert no force on it: the flow is
+    certified to the SVM without their rows, in which a tied token stays at margin < 1, so
+    ATT-SVM(selected), which has those rows, is another direction."""
+    inst, W0 = _pinned_geq()
+    problem = inst.problem.prompt
+    out = converge(problem, W0)
+    assert out.converged and out.tied is not None and out.tie_sharing
+    i, t = np.nonzero(out.tied)
+    margins = (problem.keys.numpy()[i, out.selected[i]] - problem.keys.numpy()[i, t]) @ out.svm.x
+    assert margins.min() < 0.9
+    full = att_svm(problem.keys, out.selected)
+    assert full.ok and one_minus_cos(out.p, torch.as_tensor(full.x)) > 1e-2
+
+
+def test_without_a_tie_the_limit_is_att_svm_of_the_selection():
+    """The control: the same instance with every tied score moved apart by 1e-3 has no tied
+    token, and the engine never reports a tie-sharing limit for it."""
+    inst, W0 = _pinned_geq()
+    g = inst.problem.prompt.scores.numpy()
+    bump = torch.as_tensor(1e-3 * np.arange(g.size).reshape(g.shape) * (g < 1))
+    problem = PromptProblem(inst.problem.prompt.keys, inst.problem.prompt.scores + bump, "logistic")
+    out = converge(problem, W0)
+    assert out.tied is None and not out.tie_sharing

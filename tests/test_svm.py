@@ -15,6 +15,7 @@ from models.svm import (
     certify,
     cls_svm,
     solve_margin_qp,
+    tied_tokens,
     v_svm,
     w_svm,
     w_svm_closed_form,
@@ -693,3 +694,26 @@ def test_att_constraints_unchanged_by_the_faster_dedupe():
     A = np.array([[0.0, 1.0], [-0.0, 1.0], [1.0, 2.0], [0.0, 3.0], [1.0, 2.0], [0.0, 1.0]])
     assert svm._dedupe(A, np.ones(6), labels)[2] == (0, 2, 3)
     assert svm._dedupe(A, np.array([1.0, 0, 1, 1, 0, 1]), labels)[2] == (0, 1, 2, 3, 4)
+
+
+def test_tied_tokens_are_exact_ties_of_the_selected_score():
+    scores = np.array([[1.0, 0.5, 0.5, 0.5 + 2**-52], [0.25, 0.25, -1.0, 0.25]])
+    tied = tied_tokens(scores, [1, 3])
+    assert tied.tolist() == [[False, False, True, False], [True, True, False, False]]
+    assert not tied_tokens(scores, [0, 2]).any()
+
+
+def test_free_tokens_drop_exactly_their_rows():
+    """The tie-sharing SVM is ATT-SVM on the keys without the freed tokens."""
+    rng = np.random.default_rng(3)
+    keys = rng.standard_normal((2, 4, 5))
+    free = np.zeros((2, 4), dtype=bool)
+    free[0, 2] = free[1, 0] = True
+    dropped = att_svm(keys, [1, 3], free=free)
+    kept = [[0, 1, 3], [1, 2, 3]]
+    reduced = att_svm(np.stack([keys[i, kept[i]] for i in range(2)]), [1, 2])
+    assert dropped.ok and reduced.ok
+    np.testing.assert_allclose(dropped.x, reduced.x, atol=1e-9)
+    assert {(0, 2), (1, 0)}.isdisjoint(dropped.rows)
+    with pytest.raises(ValueError, match="free"):
+        att_svm(keys, [1, 3], free=np.zeros((2, 3), dtype=bool))

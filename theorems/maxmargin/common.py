@@ -87,6 +87,28 @@ SELECT_TOL = 1e-6
 W_STEPS = 1000
 
 
+def limit_name(out: Outcome, svm: str) -> str:
+    """The limit a converged outcome reached: ``svm`` of its selection, or the tie-sharing SVM
+    of it (models.dynamics.Outcome.tie_sharing)."""
+    selected = out.selected.tolist()
+    return f"the tie-sharing SVM of {selected}" if out.tie_sharing else f"{svm}({selected})"
+
+
+def tie_sharing_message(out: Outcome, target: str) -> str:
+    """Why a flow certified to the tie-sharing SVM did not converge to ``target``: the tied
+    token with the smallest margin in the limit direction."""
+    keys = out.trajectory.problem._np[0]
+    i, t = np.nonzero(out.tied)
+    margins = (keys[i, out.selected[i]] - keys[i, t]) @ out.svm.x
+    j = int(np.argmin(margins))
+    return (
+        f"gradient flow converged to the tie-sharing SVM of {out.selected.tolist()} "
+        f"(1 − cos = {out.one_minus_cos:.1e}): token {int(t[j])} of input {int(i[j])}, tied in "
+        f"score with the selected token, stays at margin {margins[j]:.4g} < 1 (equal scores "
+        f"exert no force on each other), so not to {target}"
+    )
+
+
 def check_limit(problem: PromptProblem, out: Outcome, alpha, what: str) -> None:
     """Assert that a settled outcome is directional convergence to p^mm(alpha), with the
     softmax on alpha → 1 and the loss at its floor (1/n)Σℓ(γ_iα_i)."""
@@ -94,11 +116,12 @@ def check_limit(problem: PromptProblem, out: Outcome, alpha, what: str) -> None:
     if not np.array_equal(out.selected, alpha):
         verdict = local_optimality(problem.keys, problem.scores, out.selected)
         raise AssertionError(
-            f"converged to p^mm({out.selected.tolist()}) (1 − cos = {out.one_minus_cos:.1e}), "
+            f"converged to {limit_name(out, 'p^mm')} (1 − cos = {out.one_minus_cos:.1e}), "
             f"not {what} p^mm({alpha.tolist()}); the reached selection is "
             f"{'locally optimal' if verdict.locally_optimal else 'NOT locally optimal'} "
             f"({verdict.reason}; inputs with no support token: {list(verdict.vacuous_inputs)})"
         )
+    assert not out.tie_sharing, tie_sharing_message(out, f"{what} p^mm({alpha.tolist()})")
     evidence.slack("1 − cos(p, p^mm(α))", out.one_minus_cos, DIRECTION_TOL)
     assert out.one_minus_cos <= DIRECTION_TOL
     evidence.slack("max softmax mass off α", out.max_other_prob, SELECT_TOL)

@@ -285,13 +285,9 @@ def test_geq_global_convergence(inst):
     """Equal non-optimal scores ⇒ global directional convergence to W^mm(opt), any n and
     W(0) (spec §2.4, the reading the spec asks to encode).
 
-    False as read for n ≥ 2, though rarely drawn: a search of 1,500 draws (n = 2–5) found 3
-    flows certified to converge to W^mm(α) with α ≠ opt, confirmed by 20,000 steps of
-    NGD (corr 0.9994–0.9999 with W^mm(α), 0.29–0.62 with W^mm(opt)). In the input where
-    α_i ≠ opt_i, α_i ties with its support tokens (all score γ⁻) and opt_i is not a support
-    token (margin 1.8–2.7): a tied support token exerts no force, and opt's pull, ∝ e^{−margin},
-    fades faster than the other inputs' drive. The narrowest variant that holds is n = 1
-    (TF-GEQ-GLOBAL-N1).
+    False as read for n ≥ 2. On the pinned instance (ties exact) input 2 selects a non-optimal
+    token whose tied rivals exert no force on it: the flow is certified to the tie-sharing SVM
+    of [0, 3, 0, 1, 2] (corr 0.630 with W^mm(opt)). The variant that holds is n = 1.
     """
     record(inst)
     assert_limit(inst.problem, flow_limit(inst.problem, inst.W0), inst.alpha, "the global")

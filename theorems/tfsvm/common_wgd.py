@@ -43,7 +43,9 @@ from theorems.maxmargin.common import (
     bounded_message,
     directional_derivative,
     follow,
+    limit_name,
     record_outcome,
+    tie_sharing_message,
 )
 
 DTYPE = torch.float64
@@ -95,12 +97,13 @@ def assert_limit(problem: CrossProblem, lim: Limit, alpha, what: str) -> None:
     if not np.array_equal(out.selected, alpha):
         verdict = local_optimality(problem.prompt.keys, problem.scores, out.selected)
         raise AssertionError(
-            f"gradient flow converged to W^mm({out.selected.tolist()}) "
+            f"gradient flow converged to {limit_name(out, 'W^mm')} "
             f"(1 − cos = {out.one_minus_cos:.1e} at ‖W‖ = {float(out.p.norm()):.3g}), not to "
             f"{what} W^mm({alpha.tolist()}); the reached selection is "
             f"{'locally optimal' if verdict.locally_optimal else 'NOT locally optimal'} "
             f"({verdict.reason})"
         )
+    assert not out.tie_sharing, tie_sharing_message(out, f"{what} W^mm({alpha.tolist()})")
     evidence.slack("1 − cos(W, W^mm(α))", out.one_minus_cos, DIRECTION_TOL)
     assert out.one_minus_cos <= DIRECTION_TOL, (
         f"1 − cos(W, W^mm(α)) = {out.one_minus_cos:.3g} > {DIRECTION_TOL:g}"
