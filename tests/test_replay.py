@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from strategies import PromptInstance
-from theorems.framework import cli, evidence, instances, registry, replay
+from theorems.framework import cli, evidence, instances, registry, replay, verdicts
 from theorems.framework.registry import claim
 
 
@@ -149,3 +149,30 @@ def test_a_saved_file_for_other_arguments_is_not_replayed(store):
     with registry.isolated():
         _probe(calls)()
     assert 417 not in calls and len(calls) == 5
+
+
+@pytest.mark.parametrize("undecide", [evidence.inconclusive, evidence.reject, None])
+def test_a_saved_counterexample_undecided_here_makes_the_claim_inconclusive(store, undecide):
+    """A lost counterexample is not a hold: when this machine cannot decide the replayed
+    counterexample (inconclusive numerics, or its premise no longer met), the drawn examples
+    that hold do not make the claim hold (issue 21). The control (None): the same replay,
+    decided and passing, leaves the verdict to the examples."""
+    (store / "T-REPLAY.json").write_text(json.dumps({"replay": {"x": {"value": 417}}}))
+    with registry.isolated():
+
+        @claim(id="T-REPLAY", paper="p", kind="lemma", statement="s", provenance="[D]")
+        @given(x=st.integers(0, 1000))
+        def test_x(x):
+            if x == 417 and undecide is not None:
+                undecide("the flow reached max_norm undecided")
+
+        collector = evidence.Collector()
+        with evidence.collecting(collector):
+            test_x()
+        verdict, _, reason = verdicts.judge(None, collector, registry.REGISTRY["T-REPLAY"])
+    if undecide is None:
+        assert verdict == "holds", reason
+        return
+    assert verdict == "inconclusive", reason
+    assert "the saved counterexample is undecided here" in reason
+    assert "the flow reached max_norm undecided" in reason

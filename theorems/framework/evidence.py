@@ -105,6 +105,9 @@ class Collector:
         self.tolerated: Counter[str] = Counter()
         self._explicit = False
         self._last_explicit: dict[str, bool] = {}
+        #: Why the saved counterexample, replayed, decided nothing here (inconclusive or
+        #: rejected: "what: reason"); None if it was decided or not replayed.
+        self.replay_undecided: str | None = None
         # Every failure reported during the claim's test call, drawing included (Hypothesis
         # draws an example's arguments before the body, so a strategy that solves an SVM is
         # outside every example's own watch), and how many of them an example has accounted.
@@ -193,6 +196,10 @@ class Collector:
         self._last_arguments[outcome] = self._arguments
         self._last_nonfinite[outcome] = self._nonfinite
         self._last_explicit[outcome] = self._explicit
+        if self._explicit and outcome == "rejected":
+            what, reason = self._stopped or ("rejections", "assume()")
+            kind = "inconclusive" if what == "inconclusive" else "rejected"
+            self.replay_undecided = f"{kind}: {reason}"
         self.last_body_exception = exc
         self.premise_declared = self.premise_declared or self._premise is not None
         self.premise_met += int(outcome != "rejected" and bool(self._premise))

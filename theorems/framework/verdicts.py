@@ -170,6 +170,15 @@ def judge(
     rejected, undecided = sum(snap["rejections"].values()), sum(snap["inconclusive"].values())
     premise = snap["premise"]
     drawing = collector.drawing_failures
+    if exc is None and collector.replay_undecided is not None:
+        # A counterexample that this machine cannot decide is lost evidence, not support: the
+        # drawn examples that hold say nothing about it (issue 21).
+        return (
+            "inconclusive",
+            None,
+            f"the saved counterexample is undecided here ({collector.replay_undecided}); "
+            f"the {collector.examples} drawn examples that held do not replace it",
+        )
     if exc is None:
         seen = collector.examples + undecided
         if collector.examples == 0 and undecided:
