@@ -111,3 +111,93 @@ def test_key_by_node_keys_the_saved_examples_by_the_node_id(tmp_path):
 
     assert replayed("claims_x.py::test_small[b]") == "nothing"
     assert replayed("claims_x.py::test_small[a]") == "the saved failure"
+
+
+def test_draws_ignore_the_literals_of_local_modules(tmp_path, monkeypatch):
+    """ignore_local_constants (applied when the adapter is imported) keeps the literals of
+    local modules out of the draws: a float range holding one literal of a freshly imported
+    local module never draws it in 200 examples, while Hypothesis' own provider does (it
+    offers a pooled constant at 5 % of draws). The control fails if this Hypothesis harvests
+    by another route, or stops harvesting: then the adapter and this test are to be updated."""
+    import importlib.util
+    import sys
+
+    from hypothesis import Phase
+    from hypothesis.internal.conjecture import providers
+
+    if not compat.HARVESTS_LOCAL_LITERALS:
+        pytest.skip("this Hypothesis harvests no literals from local modules")
+    mark = 1.2345678901  # no other literal of the suite, nor of Hypothesis, is this close
+    module = tmp_path / "attn_literal_probe.py"
+    module.write_text(f"MARK = {mark!r}\n", encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("attn_literal_probe", module)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    monkeypatch.setitem(sys.modules, "attn_literal_probe", probe)
+
+    def hits() -> int:
+        seen = []
+
+        @settings(max_examples=200, database=None, derandomize=True, phases=[Phase.generate])
+        @given(st.floats(1.2345678, 1.2345679))
+        def prop(x):
+            seen.append(x)
+
+        prop()
+        assert len(seen) > 100
+        return seen.count(mark)
+
+    assert compat.ignore_local_constants()  # idempotent; installed at import
+    assert hits() == 0
+    try:
+        with monkeypatch.context() as m:
+            m.setattr(providers.HypothesisProvider, "_local_constants", compat._HARVESTING)
+            m.setattr(providers, "_sys_modules_len", None)  # look at sys.modules again
+            providers.CONSTANTS_CACHE.cache.clear()
+            assert hits() > 0
+    finally:
+        compat.ignore_local_constants()  # and forget the constants cached meanwhile
+    assert hits() == 0
+
+
+def test_the_standard_engine_is_untouched_without_local_literals():
+    """Only the pool changes: every profile stays on backend "hypothesis" (any other name turns
+    off the engine's tree-guided generation), and an explicit example, a derandomized search
+    that repeats itself and a shrunk counterexample work as before."""
+    from hypothesis import example
+
+    from theorems.framework import profiles
+
+    profiles.register_profiles()
+    assert {settings.get_profile(name).backend for name in profiles.PROFILES} == {"hypothesis"}
+
+    calls = []
+
+    @settings(derandomize=True, database=None, max_examples=50)
+    @example(x=7.5)
+    @given(st.floats(0, 10))
+    def prop(x):
+        calls.append(x)
+        assert x < 9
+
+    with pytest.raises(AssertionError):
+        prop()
+    first = list(calls)
+    assert first[0] == 7.5 and first[-1] == 9.0  # the explicit example; the shrunk one
+    calls.clear()
+    with pytest.raises(AssertionError):
+        prop()
+    assert calls == first
+
+
+def test_ignore_local_constants_names_itself_when_hypothesis_changes(monkeypatch):
+    """A Hypothesis without the cached property the adapter replaces gets a warning naming the
+    adapter (and this test fails on it by name), not local literals in the draws unnoticed."""
+    from hypothesis.internal.conjecture import providers
+
+    if not compat.HARVESTS_LOCAL_LITERALS:
+        pytest.skip("this Hypothesis harvests no literals from local modules")
+    monkeypatch.setattr(compat, "_HARVESTING", None)
+    monkeypatch.delattr(providers.HypothesisProvider, "_local_constants")
+    with pytest.warns(compat.LocalLiteralsWarning, match="ignore_local_constants"):
+        assert compat.ignore_local_constants() is False

@@ -1,24 +1,32 @@
 """Everything the framework asks of Hypothesis beyond writing a property, in one place.
 
-Public, documented interfaces, with one exception: a @given test's ``.hypothesis.inner_test``
+Public, documented interfaces, with two exceptions: a @given test's ``.hypothesis.inner_test``
 (the function Hypothesis calls once per example, documented as reassignable for wrappers), the
-``settings`` decorator, and (the exception, `key_by_node`) the private attribute
+``settings`` decorator, and (the exceptions) the private attribute
 ``_hypothesis_internal_add_digest`` that Hypothesis' own pytest plugin and HypoFuzz set to key a
-test's saved examples by its pytest node id. Nothing here reads Hypothesis' printed text;
-``tests/test_hypothesis_compat.py`` checks each function against the installed Hypothesis, so
-an upstream change fails a named test rather than a verdict.
+test's saved examples by its pytest node id (`key_by_node`), and the standard provider's
+``_local_constants``, the pool of literals Hypothesis harvests from the suite's own modules
+(`ignore_local_constants`, applied when this module is imported). Nothing here reads
+Hypothesis' printed text; ``tests/test_hypothesis_compat.py`` checks each function against the
+installed Hypothesis, so an upstream change fails a named test rather than a verdict.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
 from collections.abc import Callable
+from functools import cached_property
 
 from hypothesis import Phase, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import InvalidArgument
 
 __all__ = [
+    "HARVESTS_LOCAL_LITERALS",
+    "LocalLiteralsWarning",
     "SettingsConflict",
+    "ignore_local_constants",
     "inner_test",
     "is_hypothesis_test",
     "key_by_node",
@@ -79,3 +87,80 @@ def key_by_node(fn: Callable, nodeid: str) -> None:
     the framework calls this only where the profile is not derandomized (the ci verdicts and
     the lock are not moved)."""
     setattr(inner_test(fn), _ADD_DIGEST, nodeid.encode())
+
+
+# The second private attribute. Hypothesis' standard provider (HypothesisProvider, the one
+# behind backend="hypothesis", and the one its engine and its data tree call directly to pick
+# novel prefixes, replay, shrink and explain) offers, at 5 % of the numbers and strings it
+# draws, a constant from a pool: Hypothesis' own (0.5, 1/3, 1e308, ...: kept) and the literals
+# of every *local* module in sys.modules (the suite's models/, strategies/, theorems/). The
+# provider reads the second through the cached property `_local_constants`; an empty one
+# leaves the draws a function of the test's source and seed alone, so that a literal added
+# anywhere in the suite moves no claim's draws. Hypothesis before the harvest (the floor,
+# 6.119.4, has no hypothesis.internal.constants_ast) needs nothing.
+_LOCAL_CONSTANTS = "_local_constants"
+#: Whether this Hypothesis harvests literals from local modules at all.
+HARVESTS_LOCAL_LITERALS = importlib.util.find_spec("hypothesis.internal.constants_ast") is not None
+
+
+class LocalLiteralsWarning(UserWarning):
+    """This Hypothesis harvests local literals in a way the adapter cannot switch off."""
+
+
+def _no_local_constants(self):
+    return _NO_CONSTANTS
+
+
+def _installed(descriptor: object) -> bool:
+    """Whether `descriptor` is ours (from this import of the module or an earlier one)."""
+    return hasattr(getattr(descriptor, "fget", None), "harvesting")
+
+
+_providers = None
+_CURRENT = None
+if HARVESTS_LOCAL_LITERALS:
+    from hypothesis.internal.constants_ast import Constants
+
+    _NO_CONSTANTS = Constants()
+    try:
+        from hypothesis.internal.conjecture import providers as _providers
+    except ImportError:  # moved: ignore_local_constants warns
+        pass
+    else:
+        _CURRENT = _providers.HypothesisProvider.__dict__.get(_LOCAL_CONSTANTS)
+#: Hypothesis' own descriptor, which harvests the literals (what the tests compare with).
+_HARVESTING = _CURRENT.fget.harvesting if _installed(_CURRENT) else _CURRENT
+_no_local_constants.harvesting = _HARVESTING  # type: ignore[attr-defined]
+_IGNORING = property(_no_local_constants)
+
+
+def ignore_local_constants() -> bool:
+    """Make Hypothesis draw without the literals of the suite's own modules (process-wide:
+    every profile, every phase); idempotent. True if they are now off (or this Hypothesis
+    never harvests them); False, after a LocalLiteralsWarning that names this adapter, if
+    this Hypothesis harvests them in a way it does not know (update it, see above)."""
+    if not HARVESTS_LOCAL_LITERALS:
+        return True
+    provider = getattr(_providers, "HypothesisProvider", None)
+    if not _installed(getattr(provider, "__dict__", {}).get(_LOCAL_CONSTANTS)):
+        cache = getattr(_providers, "CONSTANTS_CACHE", None)
+        if not isinstance(_HARVESTING, cached_property) or cache is None:
+            warnings.warn(
+                "attention-theorems: this Hypothesis has no HypothesisProvider."
+                f"{_LOCAL_CONSTANTS} cached property, so the literals of the suite's modules "
+                "still steer its draws (a new literal anywhere moves every claim's draws); "
+                "update ignore_local_constants in theorems/framework/hypothesis_compat.py",
+                LocalLiteralsWarning,
+                stacklevel=2,
+            )
+            return False
+        setattr(provider, _LOCAL_CONSTANTS, _IGNORING)
+    # The permitted constants are cached per (choice type, constraints), for every provider at
+    # once: forget any entry computed with local literals before this call.
+    _providers.CONSTANTS_CACHE.cache.clear()
+    return True
+
+
+# At import: the claims plugin and the registry import this module before any test runs, so
+# every Hypothesis test of a run (claims and unit tests, every profile) draws without them.
+ignore_local_constants()
