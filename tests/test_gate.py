@@ -5,6 +5,7 @@ the sign of the softmax-gradient term flipped, the gate fails naming the claim.
 """
 
 import json
+import shlex
 import types
 from pathlib import Path
 
@@ -153,7 +154,8 @@ def test_the_lock_wins_for_a_pinned_refutation(inner, monkeypatch):
     [
         (LOCK.replace("T-FLIP       holds     2306.13596\n", ""),
          "claim T-FLIP: not in the lock theorems/verdicts.lock (this run says holds); pin it "
-         "with `python -m theorems lock --update`*"),
+         "with `python -m theorems lock --update --lock theorems/verdicts.lock "
+         "--from reports/claims.json` once the verdict is the one you mean"),
         (LOCK + "T-GONE holds\n",
          "lock line 5: T-GONE names no claim (renamed or deleted?); remove the line or run*"),
         (LOCK + "T-CONJ refuted\n",
@@ -178,7 +180,7 @@ def test_c_a_malformed_lock_names_every_bad_line(inner):
             "malformed verdict lock */theorems/verdicts.lock:",
             "  line 5: T-HOLDS is pinned twice (lines 2 and 5)",
             "  line 6: unknown verdict 'passes' for T-NEW (choose one of holds, refuted, "
-            "inconclusive, vacuous, error)",
+            "inconclusive, vacuous, error; or not-run, nothing pinned)",
             "  line 7: expected 'CLAIM-ID VERDICT [PAPER]', got 'T-LONELY'",
             "  line 8: 't-lower' is not a claim id (e.g. MM-SVM-MARGIN)",
         ]
@@ -296,7 +298,7 @@ def test_parse_collects_every_problem_with_its_line():
     assert err.value.problems == [
         "line 3: MM-A is pinned twice (lines 2 and 3)",
         "line 4: unknown verdict 'maybe' for MM-B (choose one of holds, refuted, inconclusive, "
-        "vacuous, error)",
+        "vacuous, error; or not-run, nothing pinned)",
         "line 5: expected 'CLAIM-ID VERDICT [PAPER]', got 'bad'",
     ]
     lock = locks.parse("# profile: dev\nMM-A holds two words\n")
@@ -311,7 +313,9 @@ def test_render_and_update_round_trip():
     ]
     old = locks.parse("MM-A refuted p\nMM-B holds p\nMM-GONE holds p\n")
     known = {"MM-A": "holds", "MM-B": "holds", "MM-C": "refuted", "MM-CONJ": "unknown"}
-    rows, changes = locks.update(old, claims, known=known, order=["MM-A", "MM-B", "MM-C"])
+    done = locks.update(old, claims, known=known, order=["MM-A", "MM-B", "MM-C"])
+    rows, changes = done.rows, done.changes
+    assert not done.kept and not done.problems
     assert rows == [("MM-A", "holds", "p"), ("MM-B", "holds", "p"), ("MM-C", "refuted", "p")]
     assert changes == [
         "~ MM-A: refuted -> holds", "+ MM-C: refuted", "- MM-GONE: names no claim, removed",
@@ -345,6 +349,241 @@ def test_lock_command_checks_and_updates(tmp_path, capsys):
     lock.write_text("T-A holds\nT-A holds\n")
     assert cli.main(args) == 2
     assert "T-A is pinned twice" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the lock in use
+
+OTHER_LOCK_HINT = (
+    "to accept these verdicts on purpose: python -m theorems lock --update --lock mine.lock "
+    "--from reports/claims.json, and commit mine.lock"
+)
+
+
+def test_a_gate_failing_under_verdict_lock_names_that_lock_and_its_hint_rewrites_it(
+    inner, pytester, monkeypatch, tmp_path, capsys
+):
+    from theorems.framework import cli
+
+    monkeypatch.setenv("FLIP", "1")
+    mine = LOCK.replace("T-HOLDS      holds     2306.13596\n", "")
+    (pytester.path / "mine.lock").write_text(mine)
+    # theorems/verdicts.lock (LOCK) is there too: not the lock in use, and must stay as it is.
+    result, report, path = inner(LOCK, "--verdict-lock", "mine.lock")
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*= verdict gate FAILED: 2 problems (mine.lock) =*",
+            "claim T-HOLDS: not in the lock mine.lock (this run says holds); pin it with "
+            "`python -m theorems lock --update --lock mine.lock --from reports/claims.json` "
+            "once the verdict is the one you mean",
+            "claim T-FLIP: lock says holds, this run says refuted",
+            OTHER_LOCK_HINT,
+        ]
+    )
+    (hint,) = [line for line in result.outlines if line.startswith("to accept these")]
+    assert "verdicts.lock" not in hint
+    # Following the hint, where pytest ran, rewrites mine.lock and nothing else. (The CLI's
+    # defaults are pointed at an empty folder: a hint without --lock/--from fails, and never
+    # rewrites this checkout's lock.)
+    monkeypatch.setattr(cli, "REPO_ROOT", tmp_path / "no-checkout")
+    monkeypatch.chdir(path)
+    checkout_lock = (path / "theorems" / "verdicts.lock").read_text()
+    argv = shlex.split(hint.removeprefix("to accept these verdicts on purpose: ").split(",")[0])
+    assert argv[:3] == ["python", "-m", "theorems"]
+    assert cli.main(argv[3:]) == 0
+    assert "+ T-HOLDS: holds" in capsys.readouterr().out
+    assert locks.read(path / "mine.lock").verdict("T-FLIP") == "refuted"
+    assert (path / "theorems" / "verdicts.lock").read_text() == checkout_lock
+    assert verdicts(report)["T-FLIP"] == "refuted"
+
+
+def _state(tmp_path, lock_path, report_path):
+    from theorems.framework import session
+
+    state = session.RunState(report_path, "run", tmp_path / "run", "main", False)
+    state.lock_path, state.lock, state.bases = lock_path, locks.read(lock_path), (tmp_path,)
+    state.summary = dict.fromkeys(
+        ("claims", "holds", "refuted_as_expected", "unexpected", "inconclusive", "vacuous"), 0
+    )
+    state.summary["error"] = 0
+    return state
+
+
+def test_every_gate_hint_names_the_lock_and_the_report_in_use(tmp_path):
+    from theorems.framework import session
+
+    lock = tmp_path / "locks" / "mine.lock"
+    lock.parent.mkdir()
+    lock.write_text("T-A holds p\nT-GONE holds p\n")
+    report = tmp_path / "out" / "claims.json"
+    claims = [
+        {"id": "T-A", "verdict": "refuted", "expected": "holds"},
+        {"id": "T-NEW", "verdict": "holds", "expected": "holds"},
+    ]
+    state = _state(tmp_path, lock, report)
+    session.run_gate(state, claims, [], None)
+    command = "python -m theorems lock --update --lock locks/mine.lock --from out/claims.json"
+    assert session.update_command(state) == command
+    text = "\n".join(line for _, line, _ in session.summary_lines(state, verbose=False))
+    assert f"pin it with `{command}` once" in text  # T-NEW
+    assert f"remove the line or run `{command}`" in text  # T-GONE, once the lock is complete
+    assert f"to accept these verdicts on purpose: {command}, and commit locks/mine.lock" in text
+    assert "verdicts.lock" not in text
+    # No lock at that path: the note says how to create that one.
+    lock.unlink()
+    state = _state(tmp_path, lock, report)
+    session.run_gate(state, claims, [], None)
+    assert state.gate_lines == [
+        f"verdict gate not applied: no lock at locks/mine.lock (create it with `{command}` "
+        "after a full run)"
+    ]
+
+
+def test_update_command_adds_lock_and_from_only_where_they_are_not_the_defaults(tmp_path):
+    root = tmp_path / "checkout"
+    default = (root / locks.DEFAULT_LOCK, root / "reports" / "claims.json")
+    assert locks.update_command(*default, root=root) == "python -m theorems lock --update"
+    assert locks.update_command(
+        root / locks.DEFAULT_LOCK, tmp_path / "run 2" / "claims.json", cwd=tmp_path, root=root
+    ) == "python -m theorems lock --update --from 'run 2/claims.json'"  # fmt: skip
+    assert locks.update_command(Path("../caller/c.lock"), None, root=root) == (
+        "python -m theorems lock --update --lock ../caller/c.lock"
+    )  # fmt: skip
+    assert locks.update_command(Path("/elsewhere/c.lock"), cwd=tmp_path, root=root) == (
+        "python -m theorems lock --update --lock /elsewhere/c.lock"
+    )  # fmt: skip
+
+
+def test_lock_update_with_lock_rewrites_that_file_only(tmp_path, monkeypatch, capsys):
+    from theorems.framework import cli
+
+    checkout = tmp_path / "checkout"  # the CLI's defaults: a lock and a report that must stay
+    (checkout / "theorems").mkdir(parents=True)
+    (checkout / "reports").mkdir()
+    (checkout / "theorems" / "verdicts.lock").write_text("T-A refuted p\n")
+    (checkout / "reports" / "claims.json").write_text('{"claims": []}')
+    monkeypatch.setattr(cli, "REPO_ROOT", checkout)
+    report = tmp_path / "claims.json"
+    claims = [{"id": "T-A", "verdict": "holds", "paper": "p", "expected": "holds"}]
+    report.write_text(json.dumps({"profile": "ci", "claims": claims}))
+    mine = tmp_path / "mine.lock"
+    mine.write_text("T-A refuted p\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["lock", "--update", "--lock", "mine.lock", "--from", str(report)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "~ T-A: refuted -> holds", "mine.lock: 1 claims pinned, 1 changed",
+    ]  # fmt: skip
+    assert locks.read(mine).verdict("T-A") == "holds"
+    assert (checkout / "theorems" / "verdicts.lock").read_text() == "T-A refuted p\n"
+    # The rewritten lock's own header says how to rewrite it: with --lock, never the
+    # checkout's command alone.
+    text = mine.read_text()
+    assert "rewrite it with: python -m theorems lock --update --lock <this file>" in text
+    assert "rewrite it with: python -m theorems lock --update\n" not in text
+
+
+DATA_SKIP = {
+    "id": "T-DATA", "paper": "p", "kind": "experiment", "statement": "s", "provenance": "[V]",
+    "expected": "holds", "reason": "no data: set T_DATA", "runs_only_with": "data on disk",
+    "nodeid": "test_claims.py::test_data",
+}  # fmt: skip
+
+
+def test_lock_update_records_a_claim_not_run_here_and_it_never_passes_unseen(
+    tmp_path, monkeypatch, capsys
+):
+    """EMB-REAL without its data: `lock --update` on a full report succeeds, writing the claim
+    as not-run (or keeping its pin), and a run that gives it a verdict fails the gate."""
+    from theorems.framework import cli
+
+    checkout = tmp_path / "checkout"
+    lock = checkout / "theorems" / "verdicts.lock"  # the checkout's: the claims are known
+    monkeypatch.setattr(cli, "REPO_ROOT", checkout)
+    known = {"T-A": "holds", "T-DATA": "holds", "T-CONJ": "unknown"}
+    monkeypatch.setattr(cli, "_known_claims", lambda: (known, list(known), None))
+    report = tmp_path / "claims.json"
+
+    def write(claims, skipped):
+        report.write_text(json.dumps({"profile": "ci", "claims": claims, "skipped": skipped}))
+
+    def lock_cli(*extra):
+        status = cli.main(["lock", *extra, "--from", str(report), "--lock", str(lock)])
+        return status, capsys.readouterr().out.splitlines()
+
+    a = {"id": "T-A", "verdict": "holds", "paper": "p", "expected": "holds"}
+    write([a], [DATA_SKIP])
+    status, out = lock_cli("--update")
+    assert status == 0, out
+    assert out == [
+        "+ T-A: holds",
+        "+ T-DATA: not-run (not run here: no data: set T_DATA)",
+        f"{lock}: 1 claims pinned, 1 recorded as not run, 2 changed",
+    ]
+    pinned = locks.read(lock)
+    assert pinned.entries["T-DATA"].verdict == "not-run" and pinned.verdict("T-DATA") is None
+    assert "\nT-DATA  not-run       p\n" in lock.read_text()
+    # The same report against the new lock: matches, the line noted as not checked.
+    status, out = lock_cli()
+    assert status == 0, out
+    assert (
+        "note: claim T-DATA not run (no data: set T_DATA): lock line 10 (not-run) not checked"
+        in out
+    )
+    # Rewritten again without the data: said so, still not-run.
+    assert lock_cli("--update") == (
+        0,
+        [
+            "= T-DATA: not run here (no data: set T_DATA), still not-run",
+            f"{lock}: 1 claims pinned, 1 recorded as not run, 0 changed",
+        ],
+    )
+    # With the data, the claim runs: not-run pins nothing, so its verdict fails the gate...
+    write([a, {**a, "id": "T-DATA"}], [])
+    status, out = lock_cli()
+    assert status == 1
+    assert (
+        f"claim T-DATA: lock line 10 of {lock} records it as not run, nothing pinned (this run "
+        f"says holds); pin it with `python -m theorems lock --update --lock {lock} --from "
+        f"{report}` once the verdict is the one you mean"
+    ) in out
+    assert not locks.gate(pinned, [a, {**a, "id": "T-DATA"}], known=known).ok
+    # ... until it is pinned on purpose; and a later run without the data keeps that pin.
+    assert lock_cli("--update")[1][0] == "~ T-DATA: not-run -> holds"
+    write([a], [DATA_SKIP])
+    assert lock_cli("--update") == (
+        0,
+        [
+            "= T-DATA: not run here (no data: set T_DATA), pin kept (holds)",
+            f"{lock}: 2 claims pinned, 0 changed",
+        ],
+    )
+    assert locks.read(lock).verdict("T-DATA") == "holds"
+
+
+def test_lock_update_fails_on_a_skip_that_declares_nothing_and_on_a_missing_claim():
+    vanished = {**DATA_SKIP, "id": "T-VANISHES", "runs_only_with": None, "reason": "oops"}
+    old = locks.parse("T-A holds p\nT-VANISHES holds p\n")
+    known = {"T-A": "holds", "T-VANISHES": "holds", "T-DATA": "holds", "T-B": "holds"}
+    skipped = [vanished, {**DATA_SKIP, "id": "T-DATA"}]
+    done = locks.update(old, [], known=known, order=list(known), skipped=skipped)
+    assert done.rows == [
+        ("T-A", "holds", "p"),
+        ("T-VANISHES", "holds", "p"),
+        ("T-DATA", "not-run", "p"),
+    ]
+    assert done.problems == [
+        "! T-VANISHES: skipped (oops) without declaring what it needs (runs_only_with): pin "
+        "kept (holds), and the gate fails on it while it gives no verdict",
+        "! T-B: not in the report, so not pinned (run the full suite first)",
+    ]
+    done = locks.update(None, [], known=known, skipped=[vanished], unfinished=["T-DATA"])
+    assert done.rows == [] and done.problems == [
+        "! T-VANISHES: skipped (oops) without declaring what it needs (runs_only_with), so not "
+        "pinned",
+        "! T-A: not in the report, so not pinned (run the full suite first)",
+        "! T-DATA: did not finish in the report, so not pinned (run the full suite first)",
+        "! T-B: not in the report, so not pinned (run the full suite first)",
+    ]
 
 
 # --------------------------------------------------------------------------- the proof

@@ -23,7 +23,9 @@ Every problem with an instance is one line on stderr naming the field, and exit 
 
 `lock` compares a report (default reports/claims.json) with the verdict lock (default
 theorems/verdicts.lock) and prints the differences (exit 1 if any); `lock --update` rewrites
-the lock from the report after a deliberate change.
+the lock from the report after a deliberate change (a claim the report did not run for want
+of what it declares it needs, e.g. EMB-REAL without its data, keeps its pin, or gets a
+`not-run` line; exit 1 only for a claim left unpinned).
 
 `explain` prints one claim's statement, provenance, verdict in the last report, lock pin,
 counterexample and how to replay it (exit 2 for an unknown id, with the nearest ids).
@@ -155,6 +157,9 @@ def cmd_lock(args: argparse.Namespace) -> int:
         claims = report["claims"]
         if not isinstance(claims, list) or not all("id" in c and "verdict" in c for c in claims):
             raise KeyError("claims")
+        skipped = report.get("skipped") or []  # claims that ran no example, with the reason
+        if not isinstance(skipped, list) or not all("id" in s for s in skipped):
+            raise KeyError("skipped")
     except FileNotFoundError:
         return _error(f"{report_path}: no report; run `python -m pytest theorems/` first", 2)
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -169,7 +174,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
     if lock_path.resolve().parent == (REPO_ROOT / "theorems").resolve():
         known, order, why = _known_claims()
     else:  # a lock of another checkout: this one's claims say nothing about it
-        known, order, why = None, [c["id"] for c in claims], None
+        known, order, why = None, [c["id"] for c in [*claims, *skipped]], None
     if why:
         print(f"note: {why}; lock lines of claims not in the report are kept", file=sys.stderr)
     incomplete = report.get("incomplete") or {}
@@ -181,36 +186,52 @@ def cmd_lock(args: argparse.Namespace) -> int:
             f"({incomplete.get('reason')}); lock lines of claims not in it are kept",
             file=sys.stderr,
         )
+    command = locks.update_command(lock_path, report_path)  # what every hint says to run
     if args.update:
-        rows, changes = locks.update(lock, claims, known=known, order=order)
-        text = locks.render(rows, report.get("profile"))
+        done = locks.update(
+            lock,
+            claims,
+            known=known,
+            order=order,
+            skipped=skipped,
+            unfinished=incomplete.get("not_finished", []),
+        )
+        mine = lock_path.resolve() == (REPO_ROOT / locks.DEFAULT_LOCK).resolve()
+        text = locks.render(
+            done.rows, report.get("profile"), header=locks.HEADER if mine else locks.OTHER_HEADER
+        )
         try:
             lock_path.parent.mkdir(parents=True, exist_ok=True)
             lock_path.write_text(text, encoding="utf-8")
         except OSError as exc:
             return _error(f"{lock_path}: cannot write the lock: {exc.strerror or exc}", 2)
-        for line in changes:
+        for line in [*done.changes, *done.kept, *done.problems]:
             print(line)
-        pinned = {r[0] for r in rows}
-        unpinned = [i for i in order if known and known[i] != "unknown" and i not in pinned]
-        for claim_id in unpinned:
-            print(f"! {claim_id}: not in the report, so not pinned (run the full suite first)")
-        print(f"{lock_path}: {len(rows)} claims pinned, {len(changes)} changed")
-        return 1 if unpinned else 0
+        not_run = sum(r[1] == locks.NOT_RUN for r in done.rows)
+        recorded = f", {not_run} recorded as not run" if not_run else ""
+        print(
+            f"{lock_path}: {len(done.rows) - not_run} claims pinned{recorded}, "
+            f"{len(done.changes)} changed"
+        )
+        return 1 if done.problems else 0
     if lock is None:
-        return _error(f"{lock_path}: no verdict lock; create it with `{locks.UPDATE_COMMAND}`", 2)
+        return _error(f"{lock_path}: no verdict lock; create it with `{command}`", 2)
     reported = {c["id"] for c in claims}
-    not_run = set(known or {}) - reported
+    unfinished = set(incomplete.get("not_finished", []))
+    skips = {s["id"]: s for s in skipped if s["id"] not in reported | unfinished}
+    not_run = set(known or {}) - reported - set(skips)
     result = locks.gate(
         lock,
         claims,
         known=known,
-        collected=reported,
+        collected=reported | set(skips),  # a skipped claim was collected, and gave no verdict
         partial=bool(not_run) or bool(incomplete),
+        optional={i: s.get("reason", "") for i, s in skips.items() if s.get("runs_only_with")},
         # A report of a run that did not finish never matches the lock as a full one.
         unfinished={i: incomplete.get("reason", "") for i in incomplete.get("not_finished", [])},
         collection_errors=incomplete.get("collection_errors"),
         profile=report.get("profile"),
+        command=command,
     )
     for problem in result.problems:
         print(problem)
@@ -285,7 +306,10 @@ def main(argv: list[str] | None = None) -> int:
         "lock", help="compare a report with the verdict lock, or rewrite the lock (--update)"
     )
     p_lock.add_argument(
-        "--update", action="store_true", help="rewrite the lock from the report's verdicts"
+        "--update",
+        action="store_true",
+        help="rewrite the lock from the report's verdicts (a claim not run there keeps its pin, "
+        "or is recorded as not-run)",
     )
     p_lock.add_argument(
         "--from",

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from theorems.framework import REPO_ROOT
-from theorems.framework.lock import DEFAULT_LOCK, LockError
+from theorems.framework.lock import DEFAULT_LOCK, NOT_RUN, LockError
 from theorems.framework.lock import read as read_lock
 from theorems.framework.replay import DEFAULT_STORE
 
@@ -62,6 +62,9 @@ def _pinned(lock_path: Path, claim_id: str) -> str:
         return f"unreadable lock ({exc})"
     if lock is None:
         return f"no lock at {lock_path}"
+    entry = lock.entries.get(claim_id)
+    if entry is not None and entry.verdict == NOT_RUN:
+        return f"nothing ({NOT_RUN}: not run where the lock was made)"
     return lock.verdict(claim_id) or "not pinned"
 
 

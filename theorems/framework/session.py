@@ -162,6 +162,13 @@ def save_counterexamples(state: RunState, claims: list[dict], replays: dict) -> 
             state.saved.append(saved)
 
 
+def update_command(state: RunState) -> str:
+    """The command that rewrites the lock this run is judged against from the report it wrote
+    (`--lock`/`--from` when they are not the checkout's), as typed where pytest was run."""
+    cwd = state.bases[0] if state.bases else None
+    return locks.update_command(state.lock_path, state.report_path, cwd=cwd)
+
+
 def run_gate(
     state: RunState, claims: list[dict], skipped: list[dict], collection: dict | None
 ) -> None:
@@ -178,7 +185,7 @@ def run_gate(
         state.gate = locks.GateResult(problems=[state.lock_error])
         return
     if state.lock is None:
-        create = f"create it with `{locks.UPDATE_COMMAND}` after a full run"
+        create = f"create it with `{update_command(state)}` after a full run"
         if under_ci() and known:
             state.gate = locks.GateResult(problems=[f"no verdict lock at {where}: {create}"])
         else:
@@ -202,6 +209,7 @@ def run_gate(
         optional={s["id"]: s["reason"] for s in skipped if s["runs_only_with"]},
         profile=current_profile(),
         where=where,
+        command=update_command(state),
     )
 
 
@@ -283,7 +291,7 @@ def summary_lines(state: RunState, verbose: bool) -> list[tuple[str, str, bool]]
         for problem in gate.problems:
             for line in problem.splitlines():
                 write(line, red=line.startswith(RED))
-        write(f"to accept these verdicts on purpose: {locks.UPDATE_COMMAND}, and commit {where}")
+        write(f"to accept these verdicts on purpose: {update_command(state)}, and commit {where}")
     for note in gate.notes:
         write(f"attention-theorems: note: {note}")
     return out
