@@ -28,6 +28,12 @@ The SVMs (``models.normsvm.norm_svm``, certified) are solved at the SELECTED tok
 training run (``selected``), not at the top-score tokens (``opt``), as the official code does;
 each SVM says at which selection it was solved (``alpha``). A solver failure is reported in
 the SVM's ``status`` and ``reason``, never raised.
+
+An instance that float64 no longer represents (``models.precision``: two tokens of an input
+closer than float64 resolves at their magnitude, keys or scores that overflow) is not trained
+at all: the answer keeps its fields, with ``training`` (and ``training_lp``) and every SVM
+"inconclusive" with the reason "precision: …", null for everything computed, and a top-level
+``status`` "inconclusive" and ``reason`` that only this answer has.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import time
 import numpy as np
 import torch
 
+from models import precision
 from models.cross import MACHINE_EPS, CrossProblem, correlation, kq_ngd, md, random_factors
 from models.dynamics import converge
 from models.selection import has_unique_opt
@@ -249,6 +256,31 @@ def _train_md(problem: CrossProblem, p: float, svms: _SVMs) -> tuple[np.ndarray,
     }
 
 
+def _imprecise(param: str, p, reason: str, t0: float) -> dict:
+    """The answer for an instance float64 does not represent: nothing trained or solved, every
+    run and SVM "inconclusive" for precision, every computed field null."""
+    none = ("inconclusive", reason)
+    out = {
+        "model": "cross",
+        "param": param,
+        "opt": None,
+        "opt_unique": None,
+        "selected": None,
+        "selected_is_opt": None,
+        "training": {"status": "inconclusive", "reason": reason, "W": None},
+        "svms_at": None,
+        "svm_fro": _svm_json(none, None),
+        "svm_nuc": _svm_json(none, None),
+        "corr_fro": None,
+        "corr_nuc": None,
+    }
+    if p is not None:
+        out["training_lp"] = {"status": "inconclusive", "reason": reason, "W": None}
+        out["svm_lp"] = _svm_json(none, None, rank=False)
+        out["corr_lp"] = None
+    return out | {"status": "inconclusive", "reason": reason, "seconds": time.perf_counter() - t0}
+
+
 def predict_cross(X, Z, y, v, param: str = "W", loss: str = "logistic", p=None) -> dict:
     """The top-score tokens, the trained W (or KQᵀ), the tokens it selects, the Frobenius and
     nuclear attention SVMs at that selection and the correlation of the trained matrix with
@@ -256,6 +288,9 @@ def predict_cross(X, Z, y, v, param: str = "W", loss: str = "logistic", p=None) 
     if param not in ("W", "KQ"):
         raise ValueError(f"param: expected 'W' or 'KQ', got {param!r}")
     t0 = time.perf_counter()
+    reason = precision.cross(X, Z, v)
+    if reason:
+        return _imprecise(param, p, reason, t0)
     problem = CrossProblem(X, Z, y, v, loss)
     svms = _SVMs(problem, None if p is None else float(p))
     scores = problem.scores.numpy()

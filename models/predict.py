@@ -4,14 +4,22 @@ This is the computation behind ``python -m theorems check INSTANCE.json``: the C
 file and calls one of these with float64 tensors. Every field is plain JSON (lists, floats,
 strings); ``seconds`` times the whole decision (tracing the flow, every SVM solve and the final
 certificate), not process start or the predictions computed beside it.
+
+An instance that float64 no longer represents (``models.precision``: a token difference below
+float64's resolution, E⁰ absorbed by the step η0·∇, keys that overflow) gets no certificate:
+the answer keeps its fields, with ``status`` "inconclusive", ``reason`` "precision: …", each SVM
+``{"p": null, "status": "inconclusive", "reason": …}`` and null for everything computed from
+the dynamics.
 """
 
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 
+from models import precision
 from models.attention import PromptProblem, cosine, one_minus_cos
 from models.dynamics import converge
 from models.selection import global_opt, has_unique_opt, local_optimality, support_sets
@@ -31,8 +39,32 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+#: The fields of each answer, in order (the precision answer has the same ones).
+PROMPT_FIELDS = tuple(
+    "model opt opt_unique svm_global selected locally_optimal locally_optimal_reason "
+    "svm_selected status reason one_minus_cos cos_to_global p_norm loss loss_floor seconds".split()
+)
+EMBEDDING_FIELDS = tuple(
+    "model alpha shift bound max_error selected svm status reason one_minus_cos p_norm "
+    "seconds".split()
+)
+
+
+def _imprecise(model: str, fields, svms, reason: str, t0: float, **known) -> dict:
+    """The answer for an instance float64 does not represent: "inconclusive" for precision,
+    each SVM without a point, every other computed field null (``known`` fills data facts)."""
+    out = dict.fromkeys(fields) | {"model": model} | known
+    for name in svms:
+        out[name] = {"p": None, "status": "inconclusive", "reason": reason}
+    return out | {"status": "inconclusive", "reason": reason, "seconds": time.perf_counter() - t0}
+
+
 def predict_prompt(X, y, v, W=None, loss="logistic", p0=None) -> dict:
     """Global optimum, its ATT-SVM, and where gradient flow from p0 goes (spec maxmargin §2)."""
+    t0 = time.perf_counter()
+    reason = precision.prompt(X, v, W, p0)
+    if reason:
+        return _imprecise("prompt", PROMPT_FIELDS, ("svm_global", "svm_selected"), reason, t0)
     problem = PromptProblem.from_data(X, y, v, W, loss)
     scores = problem.scores.numpy()
     opt = global_opt(scores)
@@ -65,10 +97,19 @@ def predict_prompt(X, y, v, W=None, loss="logistic", p0=None) -> dict:
 
 def predict_embedding(sequences, y, E0, v, eta0) -> dict:
     """One gradient step on E from p = 0, then gradient flow on `<cls>` (spec embeddings §3)."""
-    from models.embedding import EmbeddingProblem, one_step
+    from models.embedding import EmbeddingProblem, average_signed_frequency, one_step
 
+    t0 = time.perf_counter()
     problem = EmbeddingProblem(sequences=sequences, y=y, E=E0, v=v)
-    step = one_step(problem, float(eta0))
+    reason = precision.embedding_scores(problem.E, problem.v)
+    if not reason:
+        step = one_step(problem, float(eta0))
+        grad = problem.grad_E(torch.zeros(problem.dim, dtype=problem.E.dtype))
+        reason = precision.embedding(problem.sequences, problem.E, float(eta0), grad, step.E1)
+    if reason:
+        alpha = average_signed_frequency(problem.sequences, problem.y, problem.vocab_size)
+        known = {"alpha": alpha.tolist(), "bound": 11 * float(eta0) * problem.dim**-0.25}
+        return _imprecise("embedding", EMBEDDING_FIELDS, ("svm",), reason, t0, **known)
     frozen = EmbeddingProblem(sequences=problem.sequences, y=problem.y, E=step.E1, v=problem.v)
     flow_problem = frozen.prompt_problem()
     outcome = converge(flow_problem, None)

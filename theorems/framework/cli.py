@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -99,7 +100,23 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _out_problem(out: str) -> str | None:
+    """Why `--out FILE` could not be written, or None: checked before anything is computed."""
+    path = Path(out)
+    if path.is_dir():
+        return f"--out {out}: is a directory, not a file"
+    folder = path.parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        return f"--out {out}: the folder {folder} {what}"
+    if not os.access(path if path.exists() else folder, os.W_OK):
+        return f"--out {out}: not writable"
+    return None
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    if args.out is not None and (problem := _out_problem(args.out)):
+        return _error(problem, 2)
     try:
         model, fields = load_instance(args.instance)
     except InstanceError as exc:
@@ -116,8 +133,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     from theorems.framework.evidence import to_jsonable
 
     text = json.dumps(to_jsonable(result), indent=2, allow_nan=False, ensure_ascii=False)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    if args.out is not None:
+        try:
+            Path(args.out).write_text(text + "\n", encoding="utf-8")
+        except OSError as exc:
+            return _error(f"--out {args.out}: cannot write: {exc.strerror or exc}", 2)
     else:
         print(text)
     return 0

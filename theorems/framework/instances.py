@@ -154,7 +154,59 @@ def encode_arguments(arguments: Mapping[str, Any] | None) -> dict:
     return {"unrepresentable": bad} if bad else {"args": encoded}
 
 
+class _TooLarge:
+    """A number of an instance file that float64 cannot hold (an integer of hundreds of digits,
+    a literal like 1e400): the JSON reader keeps it as this marker, so that the error names
+    its field instead of a conversion failing far from it."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        digits = sum(c.isdigit() for c in self.text)
+        return self.text if len(self.text) <= 24 else f"{self.text[:12]}… ({digits} digits)"
+
+
+def _parse_int(text: str) -> int | _TooLarge:
+    if len(text) < 300:  # surely within float64's range
+        return int(text)
+    try:  # int() refuses more than sys.get_int_max_str_digits() digits (4300 by default)
+        value = int(text)
+        float(value)
+    except (ValueError, OverflowError):
+        return _TooLarge(text)
+    return value
+
+
+def _parse_float(text: str) -> float | _TooLarge:
+    value = float(text)
+    return _TooLarge(text) if math.isinf(value) else value  # JSON's own infinity is a constant
+
+
+def _too_large(value: Any) -> bool:
+    """A number that float64 cannot hold: a marker of the reader, or a huge Python int."""
+    if isinstance(value, _TooLarge):
+        return True
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            return True
+    return False
+
+
+def _huge(value: Any) -> str:
+    """The message for a number float64 cannot hold."""
+    if isinstance(value, _TooLarge):
+        shown = repr(value)
+    else:  # a Python int; str() refuses those of more than 4300 digits
+        shown = f"an integer of about {round(value.bit_length() * math.log10(2))} digits"
+    return f"a number too large for float64 ({shown})"
+
+
 def _kind(value: Any) -> str:
+    if isinstance(value, _TooLarge):
+        return f"the number {value!r}"
     return {list: "a list", dict: "an object", str: "a string", bool: "a boolean"}.get(
         type(value), "null" if value is None else f"the number {value!r}"
     )
@@ -185,6 +237,8 @@ def _array(field: str, value: Any, ndim: int, *, integer: bool = False) -> tuple
         shape.append(length)
         level = below
     for path, leaf in level:
+        if _too_large(leaf):
+            raise InstanceError(field, f"{_huge(leaf)} at {path}")
         # JSON booleans are ints to Python; they are never valid numbers here.
         if isinstance(leaf, bool) or not isinstance(leaf, (int, float)):
             raise InstanceError(field, f"non-numeric value {_kind(leaf)} at {path}")
@@ -236,6 +290,8 @@ def _validate_embedding(doc: dict) -> None:
     eta0 = doc.get("eta0")
     if eta0 is None:
         raise InstanceError("eta0", "missing")
+    if _too_large(eta0):
+        raise InstanceError("eta0", _huge(eta0))
     if isinstance(eta0, bool) or not isinstance(eta0, (int, float)):
         raise InstanceError("eta0", f"must be a number, got {_kind(eta0)}")
     if not (math.isfinite(eta0) and eta0 > 0):
@@ -262,6 +318,8 @@ def _validate_cross(doc: dict) -> None:
     p = doc.get("p")
     if p is None:
         return
+    if _too_large(p):
+        raise InstanceError("p", _huge(p))
     if isinstance(p, bool) or not isinstance(p, (int, float)):
         raise InstanceError("p", f"the ℓp exponent must be a number, got {_kind(p)}")
     if not (math.isfinite(p) and p > 1):
@@ -277,10 +335,14 @@ def _read(path: str | Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise InstanceError(None, f"{path}: cannot read: {exc}") from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float)
     except json.JSONDecodeError as exc:
         raise InstanceError(
             None, f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    except RecursionError:
+        raise InstanceError(
+            None, f"{path}: malformed instance file: arrays or objects nested too deep"
         ) from None
 
 
