@@ -415,7 +415,11 @@ def converge(
         rows (the flow's force between tied tokens vanishes with their score gap)."""
         key = sel.tobytes()
         if key not in cache:
-            tied = tied_tokens(scores, sel)
+            # A tied token with the selected token's very key shares its mass for ever: no
+            # direction separates them, and ATT-SVM(sel) rightly stays infeasible.
+            tied = tied_tokens(scores, sel) & (keys != keys[np.arange(len(sel)), sel][:, None]).any(
+                -1
+            )
             tied = tied if tied.any() else None
             sol = att_svm(problem.keys, sel, free=tied)
             unit = sol.x / np.linalg.norm(sol.x) if sol.ok and sol.norm > 0 else None
