@@ -299,6 +299,14 @@ def _claim(item: pytest.Item) -> ClaimInfo | None:
     return claim_of(getattr(item, "obj", None)) if isinstance(item, pytest.Function) else None
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # The replay profile decides saved counterexamples and pinned examples only (the numerics
+    # matrix, .ci/numerics_matrix.py): a claim that is not a Hypothesis test has none.
+    if current_profile() == "replay" and _claim(item) is not None:
+        if not getattr(item.obj, "is_hypothesis_test", False):
+            pytest.skip("the replay profile runs saved counterexamples and @examples only")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     info = _claim(item)

@@ -20,7 +20,9 @@ PROFILE_ENV = "ATTN_HYPOTHESIS_PROFILE"
 DEFAULT_PROFILE = "ci"
 
 
-PROFILES = ("dev", "ci", "ci-random", "nightly", "debug")
+PROFILES = ("dev", "ci", "ci-random", "nightly", "debug", "numerics", "replay")
+#: Generated examples per claim under the numerics profile (besides its explicit ones).
+NUMERICS_EXAMPLES = 2
 
 
 DATABASE_ENV = "ATTN_HYPOTHESIS_DB"
@@ -232,7 +234,7 @@ _DATABASE_ERROR: str | None = None
 
 
 def register_profiles() -> None:
-    """Register the four profiles (idempotent: re-registering replaces them).
+    """Register the profiles (idempotent: re-registering replaces them).
 
     nightly: 20x the ci budgets, every phase (target() included), not derandomized, and the
     example database of ATTN_HYPOTHESIS_DB (see `database_from_env`). At scale: one shared
@@ -290,6 +292,20 @@ def register_profiles() -> None:
         max_examples=1,
         verbosity=Verbosity.verbose,
         phases=(Phase.explicit, Phase.reuse, Phase.generate),
+    )
+    # The numerics matrix (.ci/numerics_matrix.py): ci's derandomized draws, cut to each
+    # claim's saved counterexample, its pinned examples and its first NUMERICS_EXAMPLES
+    # generated ones, unshrunk, so that the same examples are decided in every environment.
+    settings.register_profile(
+        "numerics",
+        parent=settings.get_profile("ci"),
+        max_examples=NUMERICS_EXAMPLES,
+        phases=(Phase.explicit, Phase.generate),
+    )
+    # The numerics matrix in CI: the saved counterexamples and pinned @examples alone (the
+    # plugin skips the claims that are not Hypothesis tests, which have none).
+    settings.register_profile(
+        "replay", parent=settings.get_profile("ci"), max_examples=1, phases=(Phase.explicit,)
     )
 
 
@@ -364,5 +380,9 @@ def scaled_examples(examples: int, profile: str | None = None) -> int:
     if profile == "nightly":
         return 20 * examples
     if profile == "debug":
+        return 1
+    if profile == "numerics":
+        return min(examples, NUMERICS_EXAMPLES)
+    if profile == "replay":
         return 1
     return examples  # ci, ci-random, and any profile we do not know
