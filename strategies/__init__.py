@@ -9,6 +9,8 @@ Cross-attention (arXiv 2308.16898, 2410.14581): ``official_cross_instances``,
 ``prescribed_score_instances``, ``equal_nonopt_cross_instances``, ``nostat_instances``,
 ``local_opt_cross_instances``, ``with_random_init``, ``cross_cone_inits``.
 Every instance names the assumptions it was built to satisfy (``ASSUMPTIONS``).
+Metamorphic twins (the same instance restated: permuted, rotated, sign-flipped):
+``twins_of``, ``TWINS``, ``Twin`` (strategies.twins).
 """
 
 from strategies.cross import (
@@ -70,6 +72,7 @@ from strategies.prompt import (
     local_opt_instances,
     loss_comparison_instance,
 )
+from strategies.twins import TWINS, Twin, twins_of
 
 __all__ = [
     # instances and assumptions
@@ -127,4 +130,8 @@ __all__ = [
     "local_opt_cross_instances",
     "with_random_init",
     "cross_cone_inits",
+    # metamorphic twins (issue 21)
+    "Twin",
+    "TWINS",
+    "twins_of",
 ]
