@@ -42,7 +42,8 @@ def _finite(x: float) -> float | None:
 #: The fields of each answer, in order (the precision answer has the same ones).
 PROMPT_FIELDS = tuple(
     "model opt opt_unique svm_global selected locally_optimal locally_optimal_reason "
-    "svm_selected status reason one_minus_cos cos_to_global p_norm loss loss_floor seconds".split()
+    "svm_selected tie_sharing status reason one_minus_cos cos_to_global p_norm loss loss_floor "
+    "seconds".split()
 )
 EMBEDDING_FIELDS = tuple(
     "model alpha shift bound max_error selected svm status reason one_minus_cos p_norm "
@@ -84,6 +85,9 @@ def predict_prompt(X, y, v, W=None, loss="logistic", p0=None) -> dict:
         "locally_optimal": bool(local.locally_optimal),
         "locally_optimal_reason": local.reason,
         "svm_selected": _svm_json(outcome.svm),
+        # the selected tokens tie in score with others: svm_selected is then the tie-sharing
+        # SVM (no rows for the tied tokens), and this says whether it differs from ATT-SVM(sel)
+        "tie_sharing": outcome.tie_sharing,
         "status": outcome.status,
         "reason": outcome.reason,
         "one_minus_cos": _finite(outcome.one_minus_cos),
