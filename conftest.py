@@ -1,5 +1,9 @@
 """Root conftest: Hypothesis profiles, torch determinism, and the claims plugin.
 
+A run outside the checkout (a conjecture in a researcher's folder) loads this file too, as a
+plugin, through the suite's pytest11 entry point (attention_theorems/pytest_plugin.py), so
+that it runs as a run in the checkout does; keep it free of assumptions about the rootdir.
+
 Profiles (theorems.framework.profiles): dev, ci (default), ci-random, nightly, debug, chosen
 by ATTN_HYPOTHESIS_PROFILE; Hypothesis' --hypothesis-profile overrides it. A random profile's seed
 is ATTN_HYPOTHESIS_SEED, or drawn here and printed at the end of the run.

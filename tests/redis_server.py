@@ -7,12 +7,15 @@ waited for) on exit, also when the test fails.
         server.kill()                                # a server dying mid-run
 
 `started` is `running` for a test: without `redis-server` on PATH it fails under CI (CI
-installs it) and skips elsewhere, saying why.
+installs it) and skips elsewhere, saying why. `require_client` does the same for the redis
+client, the `scale` extra (`pip install -e ".[scale]"`; requirements.lock, which CI installs,
+has it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import socket
@@ -113,14 +116,29 @@ def running(directory: Path) -> Iterator[RedisServer]:
         server.kill()
 
 
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
 def require() -> None:
     """Fail under CI, skip elsewhere, when redis-server is not installed."""
     reason = missing_reason()
     if reason is None:
         return
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+    if _under_ci():
         pytest.fail(f"{reason}; CI installs it (.ci/run)")
     pytest.skip(reason)
+
+
+CLIENT_MISSING = 'the redis client is not installed (the scale extra: pip install -e ".[scale]")'
+
+
+def require_client() -> None:
+    """Skip (pytest.importorskip) when the redis client is not installed; fail under CI, which
+    installs it from requirements.lock."""
+    if _under_ci() and importlib.util.find_spec("redis") is None:
+        pytest.fail(f"{CLIENT_MISSING}; CI installs it (requirements.lock)")
+    pytest.importorskip("redis", reason=CLIENT_MISSING)
 
 
 @contextlib.contextmanager

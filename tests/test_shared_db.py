@@ -29,7 +29,13 @@ def _own_notes(monkeypatch):
 
 
 @pytest.fixture
-def redis(tmp_path):
+def redis_client():
+    """The redis client (the `scale` extra): skipped, saying why, when it is not installed."""
+    redis_server.require_client()
+
+
+@pytest.fixture
+def redis(tmp_path, redis_client):
     """A redis-server of this test's own (tests/redis_server.py), killed after it."""
     with redis_server.started(tmp_path / "redis") as server:
         yield server
@@ -194,7 +200,7 @@ def test_a_redis_down_at_start_or_dying_mid_run_costs_no_verdict(tmp_path, redis
 # --------------------------------------------------------------------------- at start
 
 
-def test_a_closed_port_is_left_out_with_one_line_on_stderr(capsys):
+def test_a_closed_port_is_left_out_with_one_line_on_stderr(capsys, redis_client):
     url = redis_server.closed_port_url()
     assert profiles.database_from_env(url) is None  # Hypothesis' default applies
     assert profiles.database_from_env(url) is None  # checked once per process
@@ -204,7 +210,7 @@ def test_a_closed_port_is_left_out_with_one_line_on_stderr(capsys):
     assert err[0].endswith("the run goes on without that database")
 
 
-def test_the_other_entries_stay_when_a_redis_is_down(tmp_path, capsys):
+def test_the_other_entries_stay_when_a_redis_is_down(tmp_path, capsys, redis_client):
     db = profiles.database_from_env(f"{redis_server.closed_port_url()},{tmp_path / 'db'}")
     assert type(db).__name__ == "DirectoryBasedExampleDatabase"
     assert "is unreachable" in capsys.readouterr().err

@@ -1,7 +1,4 @@
-from models.selection import support_sets
-from models.svm import att_svm
-from strategies import equal_nonopt_instances
-from theorems import claim, evidence, given
+from attention_theorems import att_svm, claim, equal_nonopt_instances, evidence, given, support_sets
 
 
 @claim(

@@ -183,7 +183,52 @@ def _register(info: ClaimInfo) -> None:
     REGISTRY[info.id] = info
 
 
-def _count_examples(inner: Callable, given: tuple[str, ...], replayed: dict) -> Callable:
+class ClaimNotJudged(BaseException):
+    """pytest ran a claim while the claims plugin was not active: no verdict can be given.
+
+    A BaseException, as pytest's own outcomes are: Hypothesis lets it through at the first
+    example instead of shrinking it into a "falsifying example" it is not."""
+
+
+NOT_JUDGED = (
+    "claim {id} ran without the attention-theorems claims plugin, so it has no verdict: a pass "
+    "or a failure here would mean nothing, and no report is written. Run it with the plugin: "
+    "install the suite with `pip install -e <its checkout>`, whose pytest entry point "
+    "`attention_theorems` activates the plugin for files that import attention_theorems, and "
+    "run `python -m pytest FILE` (add `-p attention_theorems` where plugin autoloading is off; "
+    "drop any `-p no:attention_theorems` or `-p no:theorems.framework.plugin`); in the "
+    "checkout, `python -m pytest theorems/ -k {id}`. See docs/conjectures.md."
+)
+
+
+def _require_plugin(claim_id: str, name: str) -> None:
+    """Fail the claim `claim_id` (test function `name`) if pytest runs it as a test item
+    while the claims plugin is not active (it makes every claim item's call an evidence
+    collection). A call from other code, such as a unit test of the framework running a
+    claim by hand, is left alone: pytest is then running another test."""
+    __tracebackhide__ = True
+    if evidence.current() is not None:
+        return
+    running = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    if running and running.rsplit("::", 1)[-1].split("[", 1)[0] == name:
+        raise ClaimNotJudged(NOT_JUDGED.format(id=claim_id))
+
+
+def _judged_only(fn: Callable, claim_id: str) -> Callable:
+    """A claim that is not a Hypothesis test, failing when run without the claims plugin."""
+
+    @functools.wraps(fn)
+    def judged(*args, **kwargs):
+        __tracebackhide__ = True
+        _require_plugin(claim_id, fn.__name__)
+        return fn(*args, **kwargs)
+
+    return judged
+
+
+def _count_examples(
+    inner: Callable, given: tuple[str, ...], replayed: dict, claim_id: str
+) -> Callable:
     # Hypothesis calls `inner_test` once per example; the context manager classifies each
     # run (passed / rejected / raised / inconclusive) without branching here. The example's
     # @given arguments go along, for the counterexample store; `replayed` holds the saved
@@ -192,6 +237,7 @@ def _count_examples(inner: Callable, given: tuple[str, ...], replayed: dict) -> 
     @functools.wraps(inner)
     def counted(*args, **kwargs):
         __tracebackhide__ = True  # pytest: show the claim's frames, not this one
+        _require_plugin(claim_id, inner.__name__)
         arguments = {name: kwargs[name] for name in given if name in kwargs}
         saved = replayed.get("arguments")
         explicit = bool(saved) and all(arguments.get(k) is v for k, v in saved.items())
@@ -330,9 +376,12 @@ def claim(
                 raise ClaimRegistrationError(f"@claim({id!r}): {exc}") from None
             given, replayed = _given_names(fn), {}
             if not getattr(hypothesis_compat.inner_test(fn), "__attn_counted__", False):
-                counted = _count_examples(hypothesis_compat.inner_test(fn), given, replayed)
+                inner = hypothesis_compat.inner_test(fn)
+                counted = _count_examples(inner, given, replayed, info.id)
                 hypothesis_compat.set_inner_test(fn, counted)
             fn = _add_replay(fn, info, given, replayed)
+        else:
+            fn = _judged_only(fn, info.id)
         fn.__claim__ = info
         return pytest.mark.claim(id)(fn)
 
