@@ -17,7 +17,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORK = REPO_ROOT / "theorems" / "framework"
 #: The order of theorems/framework/__init__.py's list: each module imports only those above it.
 ORDER = (
-    "instances", "profiles", "hypothesis_compat", "evidence", "verdicts", "replay", "registry",
+    "instances", "profiles", "hypothesis_compat", "evidence", "verdicts", "replay", "twins",
+    "registry",
     "records", "lock", "session", "plugin", "explain", "cli", "figures",
 )  # fmt: skip
 

@@ -9,6 +9,7 @@ Modules, each importing only those above it:
 - `evidence`: what a claim body records; the failure guard around each example.
 - `verdicts`: the verdict words and rules (judge one item, merge items, as expected).
 - `replay`: the counterexample store.
+- `twins`: metamorphic twins, an example decided again on its instance restated.
 - `registry`: the `@claim` decorator and the registry of claims.
 - `records`: per-item records, their merge, the claims.json document.
 - `lock`: the verdict lock and the gate.

@@ -55,6 +55,8 @@ class InconclusiveExample(RejectedExample):
 
 
 _REJECTIONS = (UnsatisfiedAssumption, RejectedExample)
+#: What ends an example undecided: a rejection (Hypothesis' or ours) or an inconclusive one.
+REJECTIONS = _REJECTIONS
 #: The prefix of a failure reported while an example was drawn, before its body ran.
 DRAWING = "while drawing the instance:"
 _FAILED_KIND = {True: "rejected", False: "raised"}
@@ -73,7 +75,14 @@ def _worse(ratio: float, than: float) -> bool:
 class Collector:
     """The evidence of one claim item (one pytest test call)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, targets: bool = True) -> None:
+        #: whether slacks become Hypothesis targets (off for a twin's run: theorems.twins)
+        self.targets = targets
+        #: metamorphic twins (theorems.framework.twins): examples decided again on their
+        #: twins, "twin: outcome" counts, and the disagreements found
+        self.twins_checked = 0
+        self.twins_run: Counter[str] = Counter()
+        self.twin_disagreements: list[str] = []
         self.rejections: Counter[str] = Counter()
         self.inconclusive: Counter[str] = Counter()
         self.worst_slack: dict[str, dict[str, float]] = {}
@@ -205,7 +214,7 @@ class Collector:
         self.premise_met += int(outcome != "rejected" and bool(self._premise))
         # An assume() in the body, not routed through reject(), is a rejection too.
         self.rejections["assume()"] += int(outcome == "rejected" and self._stopped is None)
-        for label, ratio in self._targets.items():
+        for label, ratio in self._targets.items() if self.targets else ():
             hypothesis.target(ratio, label=label)
 
     def snapshot(self) -> dict[str, Any]:
@@ -222,6 +231,11 @@ class Collector:
             "counterexample": self.counterexample,
             "counterexample_nonfinite": self.counterexample_nonfinite,
             "replay": self.replay(),
+            "twins": {
+                "examples": self.twins_checked,
+                "runs": dict(sorted(self.twins_run.items())),
+                "disagreements": list(self.twin_disagreements),
+            },
         }
 
 
@@ -239,6 +253,11 @@ def _instance_of(arguments: dict[str, Any] | None) -> Any:
 
 
 _active: Collector | None = None
+
+
+def active() -> Collector | None:
+    """The collector of the claim being run, or None outside a claim."""
+    return _active
 
 
 @contextlib.contextmanager

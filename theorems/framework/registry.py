@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from theorems.framework import REPO_ROOT, evidence, hypothesis_compat
+from theorems.framework import REPO_ROOT, evidence, hypothesis_compat, twins
 from theorems.framework.profiles import run_seed, scaled_examples
 from theorems.framework.verdicts import EXPECTED, ID_PATTERN, KINDS, PROVENANCE_TAGS, order_key
 
@@ -241,9 +241,15 @@ def _count_examples(
         arguments = {name: kwargs[name] for name in given if name in kwargs}
         saved = replayed.get("arguments")
         explicit = bool(saved) and all(arguments.get(k) is v for k, v in saved.items())
-        with evidence.example(arguments, explicit):
-            _check_replay(arguments)
-            return inner(*args, **kwargs)
+        try:
+            with evidence.example(arguments, explicit):
+                _check_replay(arguments)
+                result = inner(*args, **kwargs)
+        except BaseException as exc:
+            twins.recheck(inner, args, kwargs, given, exc)
+            raise
+        twins.recheck(inner, args, kwargs, given, None)
+        return result
 
     counted.__attn_counted__ = True
     return counted

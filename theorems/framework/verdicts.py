@@ -166,6 +166,10 @@ def judge(
     example it touched into an inconclusive one. What is left to decide: a counterexample
     (refuted), too few examples meeting the premise (vacuous), too many undecided ones
     (inconclusive), a broken claim or strategy (error), or support (holds)."""
+    if collector.twin_disagreements:
+        # A conclusion that flips on the same instance restated is no verdict (issue 21).
+        text = "\n".join(collector.twin_disagreements)
+        return "error", trim(text), collector.twin_disagreements[0]
     snap = collector.snapshot()
     rejected, undecided = sum(snap["rejections"].values()), sum(snap["inconclusive"].values())
     premise = snap["premise"]

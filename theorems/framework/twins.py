@@ -1,0 +1,112 @@
+"""Metamorphic twins in the framework: an example decided again on the twins of its instance.
+
+A twin (``strategies.twins``) is the same mathematical instance in other coordinates or
+another order: a permutation of the inputs or of the tokens, a sign flip of labels and
+tokens, a rotation of the embedding space that fixes v. Where the theory decides a claim,
+the claim's body must reach the same conclusion on every twin; a conclusion that flips
+hinged on rounding or on an index convention, and is no verdict.
+
+``ATTN_TWINS=K`` (default 0, off): the first K examples of every claim that end decided (the
+saved counterexample first, since Hypothesis replays it first) are run again, body and all,
+on each twin of their one instance argument, with the evidence of the twin runs kept apart.
+An example that holds on one side and is refuted on the other is a disagreement: the
+claim's verdict is ``error``, naming the twin (``verdicts.judge``). An example left
+undecided on either side (inconclusive, rejected) is no evidence either way, and so is a
+twin the body cannot use (an exception other than an assertion: a meta entry the twin had
+to drop, say); both are counted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from theorems.framework import evidence
+
+TWINS_ENV = "ATTN_TWINS"
+
+
+def budget() -> int:
+    """How many examples of each claim are decided again on their twins (ATTN_TWINS)."""
+    text = os.environ.get(TWINS_ENV, "").strip() or "0"
+    try:
+        k = int(text)
+    except ValueError:
+        raise ValueError(f"{TWINS_ENV}={text!r} is not a number of examples") from None
+    if k < 0:
+        raise ValueError(f"{TWINS_ENV}={text!r}: expected 0 or more examples")
+    return k
+
+
+def outcome(exc: BaseException | None) -> str:
+    """holds, refuted (an assertion failed), undecided (inconclusive or rejected) or error."""
+    if exc is None:
+        return "holds"
+    if isinstance(exc, AssertionError):
+        return "refuted"
+    if isinstance(exc, evidence.REJECTIONS):
+        return "undecided"
+    return "error"
+
+
+def _instance_argument(kwargs: dict, given: tuple[str, ...]) -> tuple[str, list] | None:
+    """The one @given argument that has twins, with them; None if there is not exactly one."""
+    from strategies.twins import TWINS
+
+    found = [
+        name
+        for name in given
+        if any(isinstance(kwargs.get(name), cls) for cls in TWINS)  # the known families
+    ]
+    if len(found) != 1:
+        return None
+    from strategies.twins import twins_of
+
+    return found[0], twins_of(kwargs[found[0]])
+
+
+def recheck(
+    inner: Callable, args: tuple, kwargs: dict, given: tuple[str, ...], exc: BaseException | None
+) -> None:
+    """Decide the example again on each twin of its instance (see the module docstring) and
+    record what was run and any disagreement in the claim's collector."""
+    collector = evidence.active()
+    if collector is None or collector.twins_checked >= budget():
+        return
+    original = outcome(exc)
+    if original not in ("holds", "refuted"):
+        return
+    found = _instance_argument(kwargs, given)
+    if found is None:
+        return
+    collector.twins_checked += 1
+    name, twins = found
+    for twin in twins:
+        got = _decide(inner, args, {**kwargs, name: twin.instance})
+        # The twin's machinery failures reached the claim's watch of the whole call too: they
+        # are not failures of the next example's drawing.
+        collector.unseen_failures()
+        collector.twins_run[f"{twin.name}: {got}"] += 1
+        if got in ("holds", "refuted") and got != original:
+            collector.twin_disagreements.append(
+                f"metamorphic twin {twin.name!r} of {name} disagrees: the claim {original} on "
+                f"the instance and is {got} on its twin" + (f" ({twin.note})" if twin.note else "")
+            )
+
+
+def _decide(inner: Callable, args: tuple, kwargs: dict[str, Any]) -> str:
+    """Run the body on a twin under a collector of its own: its evidence, slacks and
+    Hypothesis targets stay out of the claim's."""
+    scratch = evidence.Collector(targets=False)
+    with evidence.collecting(scratch):
+        try:
+            with evidence.example():
+                inner(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - any failure of the twin is classified
+            return outcome(exc)
+        except BaseException as exc:  # Hypothesis' rejection is a BaseException
+            if isinstance(exc, evidence.REJECTIONS):
+                return "undecided"
+            raise
+    return "holds"
