@@ -255,11 +255,6 @@ def _instance_of(arguments: dict[str, Any] | None) -> Any:
 _active: Collector | None = None
 
 
-def active() -> Collector | None:
-    """The collector of the claim being run, or None outside a claim."""
-    return _active
-
-
 @contextlib.contextmanager
 def collecting(collector: Collector) -> Iterator[Collector]:
     """Route evidence calls to `collector` for the duration of a claim's test call, and watch

@@ -71,7 +71,7 @@ def recheck(
 ) -> None:
     """Decide the example again on each twin of its instance (see the module docstring) and
     record what was run and any disagreement in the claim's collector."""
-    collector = evidence.active()
+    collector = evidence.current()
     if collector is None or collector.twins_checked >= budget():
         return
     original = outcome(exc)
