@@ -389,7 +389,12 @@ def _map_meta(meta: dict, name: str, rules: dict) -> tuple[dict, tuple[str, ...]
         if key == "twin":
             continue
         rule = rules.get(key, _KEEP if key in _INVARIANT else None)
-        new = value if rule is _KEEP else (rule(value) if rule is not None else _DROP)
+        try:
+            new = value if rule is _KEEP else (rule(value) if rule is not None else _DROP)
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError):
+            # the key means something else for this instance's strategy (joint instances'
+            # "support" is a flag per input, not a token list per input): not mappable
+            new = _DROP
         if new is _DROP:
             dropped.append(key)
         else:
@@ -947,6 +952,26 @@ def flip_labels_and_head(inst: EmbeddingInstance) -> Twin:
 # ---- registry --------------------------------------------------------------------------------
 
 #: The twin functions of each instance class, in the order ``twins_of`` lists them.
+#: Twins that only reorder (inputs, tokens, sequences, positions, vocabulary ids): valid for
+#: a claim whose body draws further points (a random W or p) in the instance's coordinates.
+REORDERINGS = (
+    "permute-inputs",
+    "permute-tokens",
+    "permute-sequences",
+    "permute-positions",
+    "relabel-tokens",
+)
+#: Twins that move coordinates by a sign: valid where the geometry is only invariant under
+#: signed permutations (ℓp norms, diagonal (K, Q)).
+SIGNED = ("flip-labels-and-tokens", "flip-labels-and-head", "signed-permute-embedding")
+#: Every twin name.
+ALL_TWINS = (*REORDERINGS, *SIGNED, "rotate-embedding")
+#: Where the geometry is invariant under signed permutations only (ℓp norms, diagonal K, Q).
+NOT_ROTATED = (*REORDERINGS, *SIGNED)
+#: Where the head is not odd (a nonlinear head h: h(−x) ≠ −h(x)), so a sign flip of labels
+#: and tokens is another problem; rotations fixing v keep Xv, and with it h(Xv).
+NOT_FLIPPED = (*REORDERINGS, "signed-permute-embedding", "rotate-embedding")
+
 TWINS: dict[type, tuple[Callable[[Any], Twin | None], ...]] = {
     PromptInstance: (
         permute_inputs,

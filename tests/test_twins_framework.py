@@ -76,3 +76,17 @@ def test_off_by_default_and_a_bad_setting_is_a_clear_error(monkeypatch):
     monkeypatch.setenv(twins.TWINS_ENV, "many")
     with pytest.raises(ValueError, match="ATTN_TWINS"):
         twins.budget()
+
+
+def test_the_report_says_what_the_twins_ran(monkeypatch):
+    """claims.json carries the twin runs and disagreements of a claim (merged over items)."""
+    from theorems.framework.records import merge_records
+
+    collector, _ = _run(monkeypatch, 1, lambda inst: None)
+    base = {"item": "a", "id": "T", "paper": "p", "kind": "lemma", "statement": "s",
+            "provenance": "[D]", "expected": "holds", "verdict": "holds", "reason": "",
+            "budget": 5, "error": None, "figures": [], "note": "", "nodeid": "n",
+            "module": "m", "line": 1, "replay": {}, "falsifying_example": None}  # fmt: skip
+    (claim,) = merge_records([{**base, **collector.snapshot()}])
+    assert claim["twins"]["examples"] == 1 and claim["twins"]["disagreements"] == []
+    assert sum(claim["twins"]["runs"].values()) >= 4

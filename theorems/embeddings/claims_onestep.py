@@ -35,6 +35,7 @@ from strategies import (
     single_relevant_token_instances,
 )
 from strategies.combinators import SEEDS, random_points, seeded
+from strategies.twins import REORDERINGS
 from theorems.embeddings import plots
 from theorems.embeddings.common import (
     ONE_STEP_DATA,
@@ -477,6 +478,7 @@ STEP_REL_TOL = 1e-9
     data (d ∈ {64, 256}) with p⁰ of norm in [0.1, 10] (not only p⁰ = 0), one_step's
     E¹ − E⁰ equals −η0·∇_E L(E⁰, p⁰), with ∇_E taken by torch autograd of
     L(E, p) = (1/n) Σ ℓ(y_i f(X_i)), to 1e-9 relative.""",
+    twins=REORDERINGS,
 )
 @given(inst=general_frequency_instances(d=st.sampled_from([64, 256])), seed=SEEDS)
 def test_one_step_is_a_gradient_step(inst, seed):

@@ -202,6 +202,14 @@ def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list
                 ),
             }
         )
+    for claim, group in zip(claims, groups.values(), strict=True):
+        twins = [r["twins"] for r in group if r.get("twins", {}).get("examples")]
+        if twins:  # theorems.framework.twins ran (ATTN_TWINS): what, and what disagreed
+            claim["twins"] = {
+                "examples": sum(t["examples"] for t in twins),
+                "runs": _sum_counts(t["runs"] for t in twins),
+                "disagreements": [d for t in twins for d in t["disagreements"]],
+            }
     claims.sort(key=lambda c: c.pop("_order"))
     for claim in claims if not keep_replay else ():
         claim.pop("_replay")

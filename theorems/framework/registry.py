@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from theorems.framework import REPO_ROOT, evidence, hypothesis_compat, twins
+from theorems.framework import REPO_ROOT, evidence, hypothesis_compat
+from theorems.framework import twins as twins_module
 from theorems.framework.profiles import run_seed, scaled_examples
 from theorems.framework.verdicts import EXPECTED, ID_PATTERN, KINDS, PROVENANCE_TAGS, order_key
 
@@ -57,6 +58,9 @@ class ClaimInfo:
     # For a reading refuted as read (expected "refuted", not a control): the ids of the
     # narrowest variants of it that hold. The report leads with these pairs.
     variants: tuple[str, ...] = ()
+    # The metamorphic twins under which the statement is invariant (theorems.framework.twins):
+    # None for every twin of the instance's family.
+    twins: tuple[str, ...] | None = None
     # Where the claim is defined; filled by the decorator.
     module: str = ""
     qualname: str = ""
@@ -246,9 +250,9 @@ def _count_examples(
                 _check_replay(arguments)
                 result = inner(*args, **kwargs)
         except BaseException as exc:
-            twins.recheck(inner, args, kwargs, given, exc)
+            twins_module.recheck(inner, args, kwargs, given, exc, REGISTRY[claim_id].twins)
             raise
-        twins.recheck(inner, args, kwargs, given, None)
+        twins_module.recheck(inner, args, kwargs, given, None, REGISTRY[claim_id].twins)
         return result
 
     counted.__attn_counted__ = True
@@ -305,6 +309,7 @@ def claim(
     note: str = "",
     runs_only_with: str = "",
     variant: str | Iterable[str] = (),
+    twins: str | Iterable[str] | None = None,
 ) -> Callable[[Callable], Callable]:
     """Register a pytest test function as a claim. Apply it outermost (above @given).
 
@@ -321,7 +326,15 @@ def claim(
     ``variant``: on a reading of a paper that the suite refutes as read (``expected="refuted"``,
     not a control), the id (or ids) of the narrowest variant that holds; the report shows the
     two side by side at its top.
+
+    ``twins``: the metamorphic twins under which the statement is invariant (default: every
+    twin of its instance's family; ``strategies.twins.REORDERINGS`` for a body that draws
+    further points in the instance's coordinates). See theorems.framework.twins.
     """
+    try:
+        twin_names = twins_module.validate(twins)
+    except ValueError as exc:
+        raise ClaimRegistrationError(f"@claim({id!r}): {exc}") from None
     if expected is None:  # a conjecture's verdict is what the run finds; the rest must hold
         expected = "unknown" if kind == "conjecture" else "holds"
     figures, variants = _validate(
@@ -369,6 +382,7 @@ def claim(
             note=note or _note_of(target),
             runs_only_with=runs_only_with.strip(),
             variants=variants,
+            twins=twin_names,
             module=getattr(fn, "__module__", "") or "",
             qualname=qualname,
             file=file,

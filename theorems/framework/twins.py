@@ -50,9 +50,24 @@ def outcome(exc: BaseException | None) -> str:
     return "error"
 
 
+def validate(names) -> tuple[str, ...] | None:
+    """A claim's ``twins=``: None (every twin of its instance family), or the names of the
+    twins under which its statement is invariant (``strategies.twins``: REORDERINGS, SIGNED,
+    ALL_TWINS); ValueError naming an unknown one."""
+    if names is None:
+        return None
+    from strategies.twins import ALL_TWINS
+
+    names = (names,) if isinstance(names, str) else tuple(names)
+    unknown = sorted(set(names) - set(ALL_TWINS))
+    if unknown:
+        raise ValueError(f"twins: unknown twin(s) {unknown}; known: {', '.join(ALL_TWINS)}")
+    return names
+
+
 def _instance_argument(kwargs: dict, given: tuple[str, ...]) -> tuple[str, list] | None:
     """The one @given argument that has twins, with them; None if there is not exactly one."""
-    from strategies.twins import TWINS
+    from strategies.twins import TWINS, twins_of
 
     found = [
         name
@@ -61,28 +76,38 @@ def _instance_argument(kwargs: dict, given: tuple[str, ...]) -> tuple[str, list]
     ]
     if len(found) != 1:
         return None
-    from strategies.twins import twins_of
-
     return found[0], twins_of(kwargs[found[0]])
 
 
 def recheck(
-    inner: Callable, args: tuple, kwargs: dict, given: tuple[str, ...], exc: BaseException | None
+    inner: Callable,
+    args: tuple,
+    kwargs: dict,
+    given: tuple[str, ...],
+    exc: BaseException | None,
+    allowed: tuple[str, ...] | None = None,
 ) -> None:
-    """Decide the example again on each twin of its instance (see the module docstring) and
-    record what was run and any disagreement in the claim's collector."""
+    """Decide the example again on each twin of its instance that the claim allows (None:
+    all; see the module docstring) and record what was run and any disagreement in the
+    claim's collector."""
     collector = evidence.current()
-    if collector is None or collector.twins_checked >= budget():
+    if collector is None or collector.twins_checked >= budget() or allowed == ():
         return
     original = outcome(exc)
     if original not in ("holds", "refuted"):
         return
-    found = _instance_argument(kwargs, given)
+    try:
+        found = _instance_argument(kwargs, given)
+    except Exception as err:  # noqa: BLE001 - a twin that cannot be built is no evidence
+        collector.twins_run[f"not built: {type(err).__name__}: {err}"[:120]] += 1
+        return
     if found is None:
         return
     collector.twins_checked += 1
     name, twins = found
     for twin in twins:
+        if allowed is not None and twin.name not in allowed:
+            continue
         got = _decide(inner, args, {**kwargs, name: twin.instance})
         # The twin's machinery failures reached the claim's watch of the whole call too: they
         # are not failures of the next example's drawing.

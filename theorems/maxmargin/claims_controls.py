@@ -39,6 +39,7 @@ from strategies import (
 )
 from strategies.combinators import SEEDS, random_points, seeded, with_init
 from strategies.instances import PromptInstance
+from strategies.twins import REORDERINGS
 from theorems import claim, evidence
 from theorems.maxmargin.common import (
     CONE_SCAN,
@@ -237,6 +238,7 @@ def test_f5_nonlocal_attracts(cone):
     statement="(Wrong: the descent lemma without equal non-optimal scores) For general scores "
     "with ATT-SVM(opt) feasible, ⟨∇L(p), p^mm(opt)⟩ < 0 for every p.",
     examples=100,
+    twins=REORDERINGS,
 )
 @given(inst=global_opt_instances(), seed=SEEDS)
 def test_descent_general_scores(inst, seed):
@@ -362,6 +364,7 @@ def _straddling_scores(n: int, T: int):
     "and the target 1 strictly inside the range of the scores (one input, keys in general "
     "position), gradient flow still has ‖p(t)‖ → ∞.",
     examples=100,
+    twins=REORDERINGS,
 )
 @given(
     inst=st.integers(2, 3).flatmap(
@@ -408,6 +411,7 @@ def test_f9_square_loss_diverges(inst, seed):
     "stays above a tenth of σ₂/σ₁ of W(0) (n ∈ {1, 2} inputs of T ≥ 3 tokens whose differences "
     "x_iopt − x_it span ≥ 2 dimensions, so that the limit's left factor q^mm is a direction).",
     examples=100,
+    twins=REORDERINGS,
 )
 @given(inst=equal_nonopt_instances(n=st.integers(1, 2), T=st.integers(3, 5)), seed=SEEDS)
 def test_f13_w_full_rank(inst, seed):
@@ -465,6 +469,7 @@ def test_f14_rate(inst):
     "engine never reports convergence to p^mm(opt): a run either converges to the certified "
     "SVM of another selection, or is classified infeasible/inconclusive.",
     examples=100,
+    twins=REORDERINGS,
 )
 @given(inst=infeasible_instances(n=st.integers(1, 3)), seed=SEEDS)
 def test_f11_infeasible_is_classified(inst, seed):

@@ -49,6 +49,7 @@ from strategies.combinators import (
     with_init,
 )
 from strategies.instances import PromptInstance
+from strategies.twins import REORDERINGS
 from theorems import claim, evidence, saved_arguments
 from theorems.maxmargin.common import (
     CONE_GRID,
@@ -94,6 +95,7 @@ def _record(inst: PromptInstance) -> None:
     "(γ_it = γ_i^- < γ_i,opt for t ≠ opt_i) and ATT-SVM(opt) is feasible, then "
     "⟨∇L(p), p^mm⟩ < 0 for every p ∈ R^d: p^mm is a global descent direction.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(
     inst=st.one_of(
@@ -434,6 +436,7 @@ def test_gd_limit_ignores_the_scale_of_v_single_input(inst, log_c):
     "R_i is the score range of input i and M0, M1 bound |ℓ'|, |ℓ''| on the score range (the "
     "keys/scores form of the paper's ‖v‖‖W‖²‖X‖³ + ‖v‖²‖W‖²‖X‖⁴ constant).",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(
     inst=st.sampled_from(LOSSES).flatmap(lambda loss: decoupled_instances(loss=loss)),
@@ -519,6 +522,7 @@ def test_gd_correlation_increasing(inst):
     "problem whose keys are the tokens x_it, evaluated at q = Wp; in particular the gradient "
     "has rank one.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=decoupled_instances(), seed=SEEDS)
 def test_w_gradient_rank_one(inst, seed):
@@ -547,6 +551,7 @@ def test_w_gradient_rank_one(inst, seed):
     statement="The W-SVM min ‖W‖_F s.t. (x_iα_i − x_it)ᵀWp ≥ 1 has the solution "
     "W^mm = q^mm pᵀ/‖p‖², where q^mm is ATT-SVM(α) with keys x_it; W^mm is rank one.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=generic_instances(n=st.integers(1, 3), T=st.integers(2, 4)), seed=SEEDS)
 def test_w_svm_closed_form(inst, seed):
@@ -570,6 +575,7 @@ def test_w_svm_closed_form(inst, seed):
     "gives W(t)/‖W(t)‖_F → W^mm/‖W^mm‖_F = q^mm pᵀ/(‖q^mm‖‖p‖), a rank-one matrix: "
     "σ₂(W)/σ₁(W) → 0.",
     examples=100,
+    twins=REORDERINGS,
 )
 @given(inst=equal_nonopt_instances(n=1), seed=SEEDS)
 def test_w_converges_to_rank_one_svm(inst, seed):
@@ -602,6 +608,7 @@ def test_w_converges_to_rank_one_svm(inst, seed):
     "gives W(t)/‖W(t)‖_F → W^mm(opt)/‖W^mm(opt)‖_F = q^mm pᵀ/(‖q^mm‖‖p‖). The limit is "
     "decided by the prompt flow q = Wp (keys x_it) from where 1000 steps of W-NGD stopped.",
     examples=100,
+    twins=REORDERINGS,
 )
 @example(**saved_arguments("MM-W-CONVERGE-MULTI"))
 @given(inst=equal_nonopt_instances(n=st.integers(2, 4)), seed=SEEDS)
@@ -632,6 +639,7 @@ def test_w_converges_multi_input(inst, seed):
     "and W(t)/‖W(t)‖_F → W^mm(α̂)/‖W^mm(α̂)‖_F = q^mm(α̂)pᵀ/(‖q^mm(α̂)‖‖p‖), a rank-one matrix. "
     "The limit is decided by the prompt flow q = Wp from where 1000 steps of W-NGD stopped.",
     examples=100,
+    twins=REORDERINGS,
 )
 @given(inst=global_opt_instances(n=st.integers(1, 4)), seed=SEEDS)
 def test_w_converges_to_its_selection(inst, seed):
@@ -677,6 +685,7 @@ EQUIV_STEPS = 200
     "(keys x_it) with step η‖p‖² from q(0) = W(0)p give q(t) = W(t)p at every step (200 "
     "steps at η = 1/(L_p‖p‖²), relative error ≤ 1e-9).",
     examples=100,
+    twins=REORDERINGS,
 )
 @given(inst=decoupled_instances(), seed=SEEDS)
 def test_w_gd_is_prompt_gd(inst, seed):
@@ -712,6 +721,7 @@ GRADIENT_REL_TOL = 1e-9
     "loss) at p with 0.1 ≤ ‖p‖ ≤ 10, the engine's log-space ∇L(p) equals the gradient of "
     "L(p) = (1/n) Σ ℓ(y_i vᵀX_iᵀ softmax(X_i W p)) taken by torch autograd, to 1e-9 relative.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=decoupled_instances(), loss=st.sampled_from(LOSSES), seed=SEEDS)
 def test_engine_gradient_is_the_loss_gradient(inst, loss, seed):

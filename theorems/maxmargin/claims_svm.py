@@ -40,6 +40,7 @@ from strategies import (
 from strategies.combinators import SEEDS, generic_instances, random_points, seeded, with_alpha
 from strategies.instances import PromptInstance
 from strategies.prompt import decoupled_data
+from strategies.twins import REORDERINGS
 from theorems import claim, evidence
 from theorems.maxmargin.common import directional_derivative
 
@@ -149,6 +150,7 @@ def least_distance_nnls(A: np.ndarray, b: np.ndarray) -> np.ndarray:
     "and Lawson–Hanson least-distance NNLS on the constraints in shuffled order) return the "
     "same point.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=generic_instances(), seed=SEEDS)
 def test_svm_unique(inst, seed):
@@ -183,6 +185,7 @@ def socp_max_margin(A: np.ndarray) -> float:
     statement="When ATT-SVM(α) is feasible, 1/‖p^mm(α)‖ = max over unit u of min over i and "
     "t ≠ α_i of (k_iα_i − k_it)ᵀu, attained at u = p^mm(α)/‖p^mm(α)‖.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=generic_instances(), seed=SEEDS)
 def test_svm_margin(inst, seed):
@@ -214,6 +217,7 @@ def test_svm_margin(inst, seed):
     statement="Shifting every key of input i by the same vector c_i (k_it → k_it + c_i) leaves "
     "the softmax, the loss L(p), the gradient direction and ATT-SVM(α) unchanged.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=generic_instances(), seed=SEEDS)
 def test_key_shift_invariance(inst, seed):
@@ -256,6 +260,7 @@ def random_orthogonal(gen: torch.Generator, d: int) -> torch.Tensor:
     "maps the gradient-descent path likewise: GD (η = 1/L_p) from Q p(0) on the rotated keys "
     "visits Q p(t).",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=generic_instances(), seed=SEEDS)
 def test_orthogonal_equivariance(inst, seed):
@@ -292,6 +297,7 @@ def test_orthogonal_equivariance(inst, seed):
     statement="For every p, Y_i f(X_i) = Σ_t s_it γ_it ≤ max_t γ_it: attention can at best put "
     "all its mass on the optimal token.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=decoupled_instances(), seed=SEEDS)
 def test_output_bounded_by_best_score(inst, seed):
@@ -314,6 +320,7 @@ def test_output_bounded_by_best_score(inst, seed):
     "ATT-SVM is feasible, inf_p L(p) = (1/n) Σ_i ℓ(γ_i,opt_i) and the infimum is not attained: "
     "L(p) exceeds it at every finite p, and L(R·p^mm) − inf L ≤ T·range(γ)·max|ℓ'|·e^{−R} → 0.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(
     inst=st.sampled_from(["logistic", "exponential", "correlation"]).flatmap(
@@ -551,6 +558,7 @@ def all_support_instances(draw, loss: str):
     "whatever the non-optimal scores: each input's covariance is s_opt(γ_opt − γ̄) > 0. "
     "Checked at 20 random p per instance, ‖p‖ log-uniform in [0.1, 10] (spec §2.1 Check).",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=st.sampled_from(LOSSES).flatmap(all_support_instances), seed=SEEDS)
 def test_descent_when_every_token_is_support(inst, seed):

@@ -19,6 +19,7 @@ from models.cross import correlation, md
 from models.normsvm import CONIC_TOL, entrywise_norm
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import official_cross_instances, with_random_init
+from strategies.twins import NOT_ROTATED, REORDERINGS
 from theorems import claim, evidence
 from theorems.mirror.common import (
     OFFICIAL_SHAPE,
@@ -83,6 +84,7 @@ def _converged_to_own(result, p: float) -> np.ndarray:
     "(p ∈ {1.5, 3}, official budget) from W(0) ~ N(0, 1) on the official (6, 8, 10) instances "
     "ends with corr(W_MD, W^mm_α̂) ≥ 0.99, W^mm_α̂ the Frobenius SVM at its selection α̂.",
     examples=10,
+    twins=NOT_ROTATED,
 )
 @given(inst=OFFICIAL, p=st.sampled_from((1.5, 3.0)))
 def test_md_same_limit_as_gd(inst, p):
@@ -108,6 +110,7 @@ def test_md_same_limit_as_gd(inst, p):
     "budget) from W(0) ~ N(0, 1) on the official (6, 8, 10) instances ends with "
     "corr(W_MD-p, W^mm_α̂(ℓq)) ≥ 0.99.",
     examples=10,
+    twins=NOT_ROTATED,
 )
 @given(inst=OFFICIAL, pq=st.sampled_from(OTHER_Q_PAIRS))
 def test_md_converges_to_other_q(inst, pq):
@@ -136,6 +139,7 @@ def test_md_converges_to_other_q(inst, pq):
     "Ux and every query by Vz (U, V orthogonal) maps W^mm(ℓp) to U W^mm(ℓp) Vᵀ, i.e. U W^mm Vᵀ "
     "(feasible for the rotated data) has the rotated problem's optimal ℓp norm.",
     examples=30,
+    twins=REORDERINGS,
 )
 @given(inst=SMALL, seed=SEEDS, p=st.sampled_from((1.5, 3.0)))
 def test_lp_svm_rotates(inst, seed, p):
@@ -167,6 +171,7 @@ def test_lp_svm_rotates(inst, seed, p):
     "p ≠ 2 keeps the row space of W in span{z_i}: ‖W(k)(I − P_Z)‖_F ≤ 1e-10·‖W(k)‖_F at every "
     "step, P_Z the projector onto the span of the queries (n < d).",
     examples=20,
+    twins=NOT_ROTATED,
 )
 @given(
     inst=official_cross_instances(n=st.integers(1, 4), T=st.integers(2, 6), d=st.integers(5, 8)),
@@ -204,6 +209,7 @@ def test_md_row_space(inst, p):
     "N(0, σ²), σ ≤ 0.05; p ∈ {1.75, 2}, official budgets) ends with corr(W, W^mm_α̂(ℓp)) ≥ 0.999, "
     "as the log-space run does.",
     examples=4,
+    twins=NOT_ROTATED,
 )
 @given(p=st.sampled_from((1.75, 2.0)), noise=st.floats(0.0, 0.05), seed=SEEDS)
 def test_naive_joint_md_converges(p, noise, seed):

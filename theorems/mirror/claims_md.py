@@ -31,6 +31,7 @@ from models.normsvm import CONIC_TOL
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import official_cross_instances, with_random_init
 from strategies.instances import CrossInstance
+from strategies.twins import NOT_ROTATED, REORDERINGS
 from theorems import claim, evidence, saved_arguments
 from theorems.mirror import plots
 from theorems.mirror.common import (
@@ -120,6 +121,7 @@ def _rel(A, B) -> float:
     "the identity and ‖·‖_{p*} = ‖·‖_F, so md(p = 2) and W-NGD (lr 0.1, from the same W(0)) "
     "produce the same iterates step for step.",
     examples=15,
+    twins=NOT_ROTATED,
 )
 @given(inst=with_random_init(SMALL, scale=1.0))
 def test_md_p2_is_ngd(inst):
@@ -159,6 +161,7 @@ def _definition(A: np.ndarray, B: np.ndarray, p: float) -> float:
     "Â = A/‖A‖_p and B̂ = B/‖B‖_p: it equals that definition, is ≥ 0, is 0 when B is a positive "
     "multiple of A and > 0 when B's direction differs.",
     examples=100,
+    twins=REORDERINGS,
 )
 @given(
     seed=SEEDS,
@@ -225,6 +228,7 @@ def zero_coordinate_queries(draw):
     "then W(k)[:, k] = 0 at every step (∇L = (1/n)Σ_i ℓ'_i (Σ_t c_it x_it) z_iᵀ has those "
     "columns zero, and the dual and primal maps act entrywise).",
     examples=20,
+    twins=NOT_ROTATED,
 )
 @given(data=zero_coordinate_queries(), p=st.floats(1.2, 4.0))
 def test_md_zero_columns(data, p):
@@ -283,6 +287,7 @@ DIR_STATEMENT = (
     statement=DIR_STATEMENT + ".",
     expected="refuted",
     examples=4,
+    twins=NOT_ROTATED,
 )
 @example(**saved_arguments("MD-DIR"))
 @given(inst=OFFICIAL)
@@ -310,6 +315,7 @@ def test_md_directional_convergence(inst):
     "on).",
     examples=4,
     min_premise=3,
+    twins=NOT_ROTATED,
 )
 @given(inst=OFFICIAL)
 def test_md_directional_convergence_settled(inst):
@@ -336,6 +342,7 @@ def test_md_directional_convergence_settled(inst):
     "instances with the official budgets, argmax over q ∈ {1.75, 2, 3} of corr(W_MD-p, "
     "W^mm_α̂(ℓq)) is q = p.",
     examples=6,
+    twins=NOT_ROTATED,
 )
 @given(inst=OFFICIAL, p=st.sampled_from(PS))
 def test_md_own_p_closest(inst, p):
@@ -393,6 +400,7 @@ MONOTONE_STATEMENT = (
     statement=MONOTONE_STATEMENT + ".",
     expected="refuted",
     examples=6,
+    twins=NOT_ROTATED,
 )
 @example(**saved_arguments("MD-BREGMAN-MONOTONE"))
 @given(inst=OFFICIAL, p=st.sampled_from(PS))
@@ -422,6 +430,7 @@ def test_bregman_eventually_monotone(inst, p):
     "spec §3.5 (every token scoring at least α̂_i's score has margin ≥ 1.1 at W^mm_α̂(ℓp)).",
     examples=6,
     min_premise=4,
+    twins=NOT_ROTATED,
 )
 @given(inst=OFFICIAL, p=st.sampled_from(PS))
 def test_bregman_eventually_monotone_local(inst, p):
@@ -537,6 +546,7 @@ def _joint_official_instance() -> CrossInstance:
     "(f_i = vᵀX_iᵀS(X_i W z_i) vanishes identically in W at v = 0), so at step 1 of joint "
     "normalised ℓp-MD from W(0) = 0 only v moves: W(1) = 0 and v(1) ≠ 0.",
     examples=20,
+    twins=NOT_ROTATED,
 )
 @given(inst=SMALL, p=st.floats(1.2, 4.0))
 @example(inst=_joint_official_instance(), p=1.75)
@@ -587,6 +597,7 @@ def test_joint_selection_matches_notebook(p):
     "every query by Vz (U, V orthogonal) maps W^mm(ℓ2) to U W^mm(ℓ2) Vᵀ with the same optimal "
     "value (solved on the ℓp power-cone path with p = 2).",
     examples=20,
+    twins=REORDERINGS,
 )
 @given(inst=SMALL, seed=SEEDS)
 def test_lp2_svm_rotates(inst, seed):

@@ -25,6 +25,7 @@ from models.selection import local_optimality
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import official_cross_instances
 from strategies.instances import INDEPENDENT_QUERIES, CrossInstance
+from strategies.twins import REORDERINGS
 from theorems import claim, evidence, saved
 from theorems.tfsvm import plots_svm
 from theorems.tfsvm.common_svm import (
@@ -117,6 +118,7 @@ def _rel(a, b) -> float:
     "code writes it (X_i W z_i, then the softmax, then vᵀX_iᵀ·), and the log-space gradient "
     "∇L(W) = e^M·G̃ equals autograd of the official loss, at ‖W‖_F ∈ {0.1, 1, 10}.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=official_cross_instances(loss=st.sampled_from(LOSSES)), seed=SEEDS)
 def test_vectorised_model_is_the_official_model(inst, seed):
@@ -383,6 +385,7 @@ def test_hull_selection_is_infeasible(inst):
     "factorization K = UΣ^{1/2}, Q = VΣ^{1/2} attains it, and every factorization K = "
     "UΣ^{1/2}R, Q = VΣ^{1/2}R^{-T} (R random invertible) gives at least ‖W‖_⋆.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(d=st.integers(1, 8), r=st.integers(1, 8), seed=SEEDS)
 def test_balanced_factorization_is_nuclear_norm(d, r, seed):
@@ -443,6 +446,7 @@ def _rotated(inst: CrossInstance, U: np.ndarray, V: np.ndarray) -> CrossInstance
     statement="Orthogonal equivariance of the Frobenius SVM: replacing every token by Ux and "
     "every query by Vz (U, V orthogonal) maps W^mm to U W^mm Vᵀ.",
     examples=30,
+    twins=REORDERINGS,
 )
 @given(inst=WIDE, seed=SEEDS)
 def test_frobenius_svm_rotates(inst, seed):
@@ -465,6 +469,7 @@ def test_frobenius_svm_rotates(inst, seed):
     "query by Vz (U, V orthogonal) leaves the optimal value ‖W^mm_⋆‖_⋆ and the rank of the "
     "solution unchanged (values and ranks, not matrices: the optimum may be non-unique).",
     examples=20,
+    twins=REORDERINGS,
 )
 @given(inst=SMALL, seed=SEEDS)
 def test_nuclear_svm_rotates(inst, seed):
@@ -524,6 +529,7 @@ def test_svms_scale(inst, log_c, which):
     "leaves the softmax at every W, the optimal tokens, the Frobenius SVM W^mm and the nuclear "
     "optimal value unchanged (the outputs move by vᵀb_i, so the loss changes).",
     examples=20,
+    twins=REORDERINGS,
 )
 @given(inst=SMALL, seed=SEEDS, scale=st.floats(0.1, 3.0))
 def test_per_input_shift(inst, seed, scale):
@@ -589,6 +595,7 @@ def test_orthonormal_queries_decouple(inst):
     "softmax(X_i Q Kᵀ X_iᵀ); and the attention SVM computed with these queries has smallest "
     "margin exactly 1 when its margins are read from the self-attention matrix X_i W^mmᵀ X_iᵀ.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=WIDE, seed=SEEDS)
 def test_self_attention_is_cross_attention(inst, seed):

@@ -33,6 +33,7 @@ from strategies.cross import (
     random_W,
     with_random_init,
 )
+from strategies.twins import REORDERINGS
 from theorems import claim, evidence
 from theorems.tfsvm import plots_wgd
 from theorems.tfsvm.common_wgd import (
@@ -242,6 +243,7 @@ def test_norm_grows(inst):
     "Att-SVM(opt) is feasible, then ⟨∇L(W), W^mm⟩ < 0 for every W; quantitatively "
     "−⟨∇L(W), W^mm⟩ ≥ (1/n) Σ_i |ℓ'_i| (γ_i⁺ − γ_i⁻) s_i,opt (1 − s_i,opt) > 0.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=equal_nonopt_cross_instances(), seed=SEEDS)
 def test_geq_descent_lemma(inst, seed):

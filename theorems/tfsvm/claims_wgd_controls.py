@@ -26,6 +26,7 @@ from strategies.cross import (
     prescribed_score_instances,
     with_random_init,
 )
+from strategies.twins import REORDERINGS
 from theorems import claim, evidence
 from theorems.tfsvm.common_wgd import (
     assert_limit,
@@ -152,6 +153,7 @@ def test_f7_small_r0(inst):
     "on the SVM ray W = R·W^mm/‖W^mm‖ with the smallest top-two logit gap in [5, 60], "
     "cos(naive ∇L, exact ∇L) ≥ 0.99.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=official_cross_instances(n=6, T=8, d=10), gap=st.floats(*F11_GAPS), seed=SEEDS)
 def test_f11_naive_direction(inst, gap, seed):
@@ -256,6 +258,7 @@ def test_f19_gd_rate(inst):
     "uniformly in [0, 1] (prescribed-score generator) with Att-SVM(opt) feasible, "
     "⟨∇L(W), W^mm⟩ < 0 for every W.",
     examples=50,
+    twins=REORDERINGS,
 )
 @given(inst=prescribed_score_instances(), seed=SEEDS)
 def test_geq_lemma_random_scores(inst, seed):
