@@ -968,9 +968,10 @@ SIGNED = ("flip-labels-and-tokens", "flip-labels-and-head", "signed-permute-embe
 ALL_TWINS = (*REORDERINGS, *SIGNED, "rotate-embedding")
 #: Where the geometry is invariant under signed permutations only (ℓp norms, diagonal K, Q).
 NOT_ROTATED = (*REORDERINGS, *SIGNED)
-#: Where the head is not odd (a nonlinear head h: h(−x) ≠ −h(x)), so a sign flip of labels
-#: and tokens is another problem; rotations fixing v keep Xv, and with it h(Xv).
-NOT_FLIPPED = (*REORDERINGS, "signed-permute-embedding", "rotate-embedding")
+#: Twins that keep every coordinate axis where it is (a diagonal parametrization, diagonal
+#: (K, Q), stays diagonal only under these: a one-sided signed permutation of the queries,
+#: which signed-permute-embedding makes when v has no zero coordinate, does not).
+SAME_AXES = (*REORDERINGS, "flip-labels-and-tokens", "flip-labels-and-head")
 
 TWINS: dict[type, tuple[Callable[[Any], Twin | None], ...]] = {
     PromptInstance: (

@@ -42,7 +42,7 @@ from strategies import (
     loss_comparison_instance,
 )
 from strategies.instances import SVM_FEASIBLE, UNIQUE_OPT, PromptInstance
-from strategies.twins import NOT_FLIPPED
+from strategies.twins import REORDERINGS
 from theorems import claim, evidence, saved, saved_arguments
 from theorems.maxmargin.common import key_problem, rp_tol, safe_cap
 
@@ -663,7 +663,7 @@ NL_STATEMENT = (
     "Checked at R = c·‖p^mm‖, c ∈ {5, 20, 200, 1000} (tokens in R², n ≤ 3, T ≤ 4): ‖p_R‖ = R "
     "at every c and 1 − cos(p_R, p^mm(ψ-opt)) ≤ 25/c² at every c ≥ 20.",
     examples=20,
-    twins=NOT_FLIPPED,
+    twins=REORDERINGS,
 )
 @given(inst=convex_head_instances())
 def test_nonlinear_head_reg_path(inst):
@@ -700,7 +700,7 @@ def test_nonlinear_head_reg_path(inst):
     "c ∈ {5, 20, 200, 1000}, ‖p_R‖ = R at every c and 1 − cos(p_R, p^mm(ψ-opt)) ≤ 25/c² at every "
     "c ≥ 20 (n ≤ 4, T ≤ 4, at least one input of each label).",
     examples=20,
-    twins=NOT_FLIPPED,
+    twins=REORDERINGS,
 )
 @given(inst=mixed_label_head_instances())
 def test_nonlinear_head_reg_path_mixed_labels(inst):
@@ -761,7 +761,7 @@ NL_CROSSING = PromptInstance(
     + "1 − cos(p_R, p^mm(ψ-opt)) at R = 20‖p^mm‖ is no larger than at R = 5‖p^mm‖ (up to "
     "1e-12).",
     examples=20,
-    twins=NOT_FLIPPED,
+    twins=REORDERINGS,
 )
 @example(inst=NL_CROSSING)
 @given(inst=convex_head_instances())
@@ -795,7 +795,7 @@ def test_nonlinear_head_monotone(inst):
     "‖p_R‖ = R at R = 10 and R = 100 (so that p_R/R could converge to an SVM direction); "
     "random Gaussian tokens in R², n ≤ 3, T ≤ 4.",
     examples=20,
-    twins=NOT_FLIPPED,
+    twins=REORDERINGS,
 )
 @given(inst=gaussian_head_instances())
 def test_f10_concave_head_diverges(inst):

@@ -31,7 +31,7 @@ from models.kqpath import (
 )
 from strategies.combinators import SEEDS
 from strategies.cross import official_cross_instances
-from strategies.twins import NOT_ROTATED
+from strategies.twins import SAME_AXES
 from theorems import claim, evidence
 from theorems.tfsvm import plots_kq
 from theorems.tfsvm.common_kq import (
@@ -375,7 +375,7 @@ def _diagonal_run(inst, seed: int) -> tuple[np.ndarray, object, object]:
     expected="refuted",
     examples=12,
     min_premise=6,
-    twins=NOT_ROTATED,
+    twins=SAME_AXES,
 )
 @given(inst=diagonal_instances(), seed=SEEDS)
 @example(inst=official_instance(*DIAG_DIMS, seed=DIAG_DEAD[0], loss=DIAG_LOSS), seed=DIAG_DEAD[1])
