@@ -361,17 +361,22 @@ class Outcome:
     def converged(self) -> bool:
         return self.status == "converged"
 
+    def tied_margins(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(inputs, tokens, margins): each tied token's margin (k_iα_i − k_it)ᵀx in the SVM
+        solution x (empty when nothing ties or the SVM has no solution)."""
+        if self.tied is None or not self.svm.ok:
+            return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
+        keys = self.trajectory.problem._np[0]
+        i, t = np.nonzero(self.tied)
+        return i, t, (keys[i, self.selected[i]] - keys[i, t]) @ self.svm.x
+
     @property
     def tie_sharing(self) -> bool:
         """Whether the limit is the tie-sharing SVM and not ATT-SVM(selected): some tied token
         is at margin < 1 from the selected one in ``svm.x`` (the tie-sharing SVM has no row for
         it), so ATT-SVM(selected), which has one, has another solution."""
-        if self.tied is None or not self.svm.ok:
-            return False
-        keys = self.trajectory.problem._np[0]
-        i, t = np.nonzero(self.tied)
-        rows = keys[i, self.selected[i]] - keys[i, t]
-        return bool((rows @ self.svm.x).min() < 1.0 - TIE_MARGIN_TOL)
+        margins = self.tied_margins()[2]
+        return bool(margins.size and margins.min() < 1.0 - TIE_MARGIN_TOL)
 
 
 def converge(
@@ -417,9 +422,8 @@ def converge(
         if key not in cache:
             # A tied token with the selected token's very key shares its mass for ever: no
             # direction separates them, and ATT-SVM(sel) rightly stays infeasible.
-            tied = tied_tokens(scores, sel) & (keys != keys[np.arange(len(sel)), sel][:, None]).any(
-                -1
-            )
+            own_key = keys[np.arange(len(sel)), sel][:, None]
+            tied = tied_tokens(scores, sel) & (keys != own_key).any(-1)
             tied = tied if tied.any() else None
             sol = att_svm(problem.keys, sel, free=tied)
             unit = sol.x / np.linalg.norm(sol.x) if sol.ok and sol.norm > 0 else None

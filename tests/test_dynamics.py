@@ -379,7 +379,10 @@ def test_converge_does_not_call_a_stationary_point_on_the_svm_ray_converged():
     flat = PromptProblem(problem.keys, torch.full((2, 3), 0.5, dtype=DTYPE), "logistic")
     out = converge(flat, 60 * torch.as_tensor(pmm_of(flat)))
     assert out.trajectory.stop.startswith("stationary point")
-    assert out.one_minus_cos <= 1e-12  # the snapshot alone would pass
+    # every token ties, so the engine's target is the tie-sharing SVM (0, no direction); the
+    # snapshot alone would pass against p^mm(0) itself
+    full = att_svm(flat.keys, out.selected)
+    assert one_minus_cos(out.p, torch.as_tensor(full.x)) <= 1e-12
     assert out.status == "inconclusive" and not out.converged
     assert out.reason
 
@@ -599,6 +602,7 @@ def test_a_flow_whose_selection_ties_converges_to_the_tie_sharing_svm():
     i, t = np.nonzero(out.tied)
     margins = (problem.keys.numpy()[i, out.selected[i]] - problem.keys.numpy()[i, t]) @ out.svm.x
     assert margins.min() < 0.9
+    np.testing.assert_allclose(out.tied_margins()[2], margins, rtol=1e-12)
     full = att_svm(problem.keys, out.selected)
     assert full.ok and one_minus_cos(out.p, torch.as_tensor(full.x)) > 1e-2
 

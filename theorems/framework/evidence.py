@@ -54,9 +54,8 @@ class InconclusiveExample(RejectedExample):
     """inconclusive() outside a Hypothesis test: the numerics could not decide."""
 
 
-_REJECTIONS = (UnsatisfiedAssumption, RejectedExample)
 #: What ends an example undecided: a rejection (Hypothesis' or ours) or an inconclusive one.
-REJECTIONS = _REJECTIONS
+REJECTIONS = (UnsatisfiedAssumption, RejectedExample)
 #: The prefix of a failure reported while an example was drawn, before its body ran.
 DRAWING = "while drawing the instance:"
 _FAILED_KIND = {True: "rejected", False: "raised"}
@@ -64,7 +63,7 @@ _FAILED_KIND = {True: "rejected", False: "raised"}
 
 def _outcome(exc_type: type[BaseException] | None) -> str:
     # One line on purpose: see Collector.end.
-    return "passed" if exc_type is None else _FAILED_KIND[issubclass(exc_type, _REJECTIONS)]
+    return "passed" if exc_type is None else _FAILED_KIND[issubclass(exc_type, REJECTIONS)]
 
 
 def _worse(ratio: float, than: float) -> bool:
@@ -350,7 +349,7 @@ def _failure_of(watch, exc, collector) -> failures.Failure | None:
         return None  # Ctrl-C and Hypothesis' own control flow pass through
     if watch.failures:
         return watch.failures[0]
-    if exc is not None and isinstance(exc, _REJECTIONS):
+    if exc is not None and isinstance(exc, REJECTIONS):
         return None  # a rejection with no failure before it stays a rejection
     if exc is not None:
         found = failures.from_exception(exc)

@@ -97,9 +97,7 @@ def limit_name(out: Outcome, svm: str) -> str:
 def tie_sharing_message(out: Outcome, target: str) -> str:
     """Why a flow certified to the tie-sharing SVM did not converge to ``target``: the tied
     token with the smallest margin in the limit direction."""
-    keys = out.trajectory.problem._np[0]
-    i, t = np.nonzero(out.tied)
-    margins = (keys[i, out.selected[i]] - keys[i, t]) @ out.svm.x
+    i, t, margins = out.tied_margins()
     j = int(np.argmin(margins))
     return (
         f"gradient flow converged to the tie-sharing SVM of {out.selected.tolist()} "
