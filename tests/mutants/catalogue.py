@@ -105,8 +105,8 @@ MUTANTS: list[dict[str, str]] = [
     {
         "id": "M08-svm-att-constraints-index-set",
         "file": "models/svm.py",
-        "old": "    i_idx, t_idx = np.nonzero(np.arange(T)[None, :] != alpha[:, None])\n",
-        "new": "    i_idx, t_idx = np.nonzero(np.arange(T)[None, :] > alpha[:, None])\n",
+        "old": "    constrained = np.arange(T)[None, :] != alpha[:, None]\n",
+        "new": "    constrained = np.arange(T)[None, :] > alpha[:, None]\n",
         "category": "off-by-one index set",
         "fault": "ATT-SVM(α) only constrains the tokens after α_i (t > α_i) instead of every "
         "t ≠ α_i, so tokens before the selected one may out-score it.",
