@@ -129,9 +129,5 @@ def _decide(inner: Callable, args: tuple, kwargs: dict[str, Any]) -> str:
             with evidence.example():
                 inner(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - any failure of the twin is classified
-            return outcome(exc)
-        except BaseException as exc:  # Hypothesis' rejection is a BaseException
-            if isinstance(exc, evidence.REJECTIONS):
-                return "undecided"
-            raise
+            return outcome(exc)  # rejections (Hypothesis' and ours) are Exceptions too
     return "holds"
