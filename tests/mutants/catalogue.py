@@ -29,6 +29,13 @@ MODULES = (
     "heads.py",
     "embedding.py",
     "predict.py",
+    "cross.py",
+    "cross_predict.py",
+    "normsvm.py",
+    "kqpath.py",
+    "mirror_joint.py",
+    "nonlinear_head.py",
+    "kernels.py",
 )
 
 MUTANTS: list[dict[str, str]] = [
@@ -301,5 +308,128 @@ MUTANTS: list[dict[str, str]] = [
         "category": "wrong index set",
         "fault": "`check` reports whether the global optimum is locally optimal instead of "
         "whether the selection gradient flow reached is.",
+    },
+    # ---------------------------------------------------------------- cross.py
+    {
+        "id": "M29-cross-kq-grad-Q-untransposed",
+        "file": "models/cross.py",
+        "old": "        uQ = _factor_step(M, G.T @ K, Q, penalty)\n",
+        "new": "        uQ = _factor_step(M, G @ K, Q, penalty)\n",
+        "category": "wrong derivative",
+        "fault": "The (K, Q) chain rule takes ∇_Q L(KQᵀ) = G K instead of Gᵀ K (the transpose "
+        "of G = ∇L(W) is dropped; identical only when G is symmetric).",
+    },
+    {
+        "id": "M30-cross-polyak-squared-gradient-norm",
+        "file": "models/cross.py",
+        "old": "        length = math.exp(min(log_gap - (M + math.log(nG)), 700.0))\n",
+        "new": "        length = math.exp(min(log_gap - 2.0 * (M + math.log(nG)), 700.0))\n",
+        "category": "wrong power",
+        "fault": "The Polyak step moves (L − L*)/‖∇L‖² along the UNIT direction ∇L/‖∇L‖ "
+        "(i.e. (L − L*)/‖∇L‖³·∇L) instead of (L − L*)/‖∇L‖²·∇L: the step length has the "
+        "gradient norm squared where it should be to the first power.",
+    },
+    # ---------------------------------------------------------------- cross_predict.py
+    {
+        "id": "M31-cross_predict-kq-settles-on-fro",
+        "file": "models/cross_predict.py",
+        "old": '    W, status, reason, steps, history = _settle(problem, advance, (K0, Q0), "nuc", svms)\n',
+        "new": '    W, status, reason, steps, history = _settle(problem, advance, (K0, Q0), "fro", svms)\n',
+        "category": "wrong norm",
+        "fault": "The (K, Q) run is declared settled on its correlation with the Frobenius SVM "
+        "instead of the nuclear SVM its implicit bias targets (the ‖K‖² + ‖Q‖² geometry is "
+        "the nuclear norm's).",
+    },
+    # ---------------------------------------------------------------- normsvm.py
+    {
+        "id": "M32-normsvm-nuclear-objective-frobenius",
+        "file": "models/normsvm.py",
+        "old": "        return cp.normNuc(W)\n",
+        "new": '        return cp.norm(cp.vec(W, order="C"), 2)\n',
+        "category": "wrong norm",
+        "fault": "The nuclear attention SVM minimises the Frobenius norm ‖W‖_F instead of the "
+        "nuclear norm ‖W‖_⋆ (the two agree only where the optimum is rank one).",
+    },
+    {
+        "id": "M33-normsvm-rank-absolute-threshold",
+        "file": "models/normsvm.py",
+        "old": "    return int(np.count_nonzero(sigma > rel * sigma[0]))\n",
+        "new": "    return int(np.count_nonzero(sigma > rel))\n",
+        "category": "wrong threshold",
+        "fault": "The rank counts σ_k > 1e-6 (absolute) instead of σ_k > 1e-6·σ_1 (spec F12: "
+        "never absolute), so it is not scale invariant: a tiny SVM reads rank 0, a huge "
+        "iterate's rounding noise counts as rank.",
+    },
+    # ---------------------------------------------------------------- kqpath.py
+    {
+        "id": "M34-kqpath-factors-unbalanced",
+        "file": "models/kqpath.py",
+        "old": "    return U * r, Vt.T * r\n",
+        "new": "    return U * s, Vt.T\n",
+        "category": "wrong factorisation",
+        "fault": "The 'balanced' factors K = UΣ, Q = V still multiply to W but put all of Σ in "
+        "K, so ½(‖K‖² + ‖Q‖²) = ½(Σσ_k² + rank) instead of the least energy ‖W‖_⋆.",
+    },
+    {
+        "id": "M35-kqpath-diag-chain-rule-swapped",
+        "file": "models/kqpath.py",
+        "old": "        gk, gq = g * q, g * k\n",
+        "new": "        gk, gq = g * k, g * q\n",
+        "category": "wrong derivative",
+        "fault": "Diagonal (K, Q)-NGD takes ∇_k = ∇_w ⊙ k and ∇_q = ∇_w ⊙ q instead of "
+        "∇_k = ∇_w ⊙ q and ∇_q = ∇_w ⊙ k (the chain rule of w = k ⊙ q with the factors swapped).",
+    },
+    # ---------------------------------------------------------------- mirror_joint.py
+    {
+        "id": "M36-mirror_joint-W-l2-potential",
+        "file": "models/mirror_joint.py",
+        "old": "            W = primal_map(theta_W, p)\n",
+        "new": "            W = theta_W\n",
+        "category": "wrong potential",
+        "fault": "Joint mirror descent maps W's dual variable back with the ℓ2 potential "
+        "(W = θ_W) instead of ℓp's inverse map sign(θ)|θ|^{1/(p−1)}: W takes ℓ_{p*}-normalised "
+        "gradient steps (the ℓ2 geometry) while v keeps the ℓp one.",
+    },
+    {
+        "id": "M37-mirror_joint-v-svm-drops-label",
+        "file": "models/mirror_joint.py",
+        "old": "    tokens[:, 0] = y[:, None] * X[np.arange(n), alpha]\n",
+        "new": "    tokens[:, 0] = X[np.arange(n), alpha]\n",
+        "category": "dropped sign",
+        "fault": "The ℓp head SVM asks x_{iα_i}ᵀv ≥ 1 instead of Y_i x_{iα_i}ᵀv ≥ 1: the "
+        "label is dropped, so negative inputs are asked to score positive.",
+    },
+    # ---------------------------------------------------------------- nonlinear_head.py
+    {
+        "id": "M38-nonlinear_head-lambda-grad-factor",
+        "file": "models/nonlinear_head.py",
+        "old": "        return (u * V.unsqueeze(-2)).sum(-1) - lam * (u * u).sum(-1), V.unsqueeze(-2) - 2 * lam * u\n",
+        "new": "        return (u * V.unsqueeze(-2)).sum(-1) - lam * (u * u).sum(-1), V.unsqueeze(-2) - lam * u\n",
+        "category": "dropped factor",
+        "fault": "The λ head's gradient ∇ψ(u) = v − 2λu loses the 2 of ∇‖u‖² = 2u, so the "
+        "exact (log-space) W-gradient of the λ head is wrong whenever λ ≠ 0.",
+    },
+    # ---------------------------------------------------------------- kernels.py
+    {
+        "id": "M39-kernels-selection-runner-up",
+        "file": "models/kernels.py",
+        "old": "                best, second, top = t, top, acc\n",
+        "new": "                best, top = t, acc\n",
+        "category": "off-by-one index",
+        "fault": "The selection kernel does not demote the old top logit to runner-up when a "
+        "later token overtakes it, so the lead of the top logit over the runner-up is "
+        "overestimated (+∞ when the top is the last token to rise) and the flow tracer "
+        "declares a selection saturated before it is.",
+    },
+    # ---------------------------------------------------------------- nonlinear_head.py (W_dir)
+    {
+        "id": "M40-nonlinear_head-dir-margin-sign",
+        "file": "models/nonlinear_head.py",
+        "old": "                rows.append(-diff)\n",
+        "new": "                rows.append(diff)\n",
+        "category": "dropped sign",
+        "fault": "W_dir's margin row for a selected token τ₂ against an earlier non-selected "
+        "t₁ reads (k_{it₁} − k_{iτ₂})·w ≥ 1 instead of (k_{iτ₂} − k_{it₁})·w ≥ 1: the "
+        "non-selected token is asked to beat the selected one.",
     },
 ]
