@@ -641,3 +641,31 @@ def test_a_loss_the_kernels_do_not_know_takes_the_uncompiled_path_to_the_same_gr
         assert np.allclose(vec_p, vec_c, rtol=0, atol=1e-12)
         (u_c, g_c), (u_p, g_p) = compiled.flow_field_np(p), plain.flow_field_np(p)
         assert np.allclose(u_p, u_c, rtol=0, atol=1e-12) and g_p == pytest.approx(g_c, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_selection_kernel_reads_the_top_token_and_its_lead_over_the_runner_up(seed):
+    """kernels.selection (the flow tracer's saturation test): per input the top-logit token
+    (ties: lowest index) and, over all inputs, min_i (top logit − second-largest logit), read
+    against a sort of the logits. Rows are drawn with the top token at every position (in
+    particular after the runner-up), plus an exact tie (lead 0) and T = 1 (lead +∞)."""
+    from models import kernels
+
+    rng = np.random.default_rng(seed)
+    n, T, d = 6, 5, 3
+    keys = rng.normal(size=(n, T, d))
+    p = rng.normal(size=d) * 3.0
+    r = np.empty(n, dtype=np.int64)
+    lead = kernels.selection(keys, p, r)
+    logits = keys @ p
+    np.testing.assert_array_equal(r, logits.argmax(axis=1))
+    ordered = np.sort(logits, axis=1)
+    assert lead == pytest.approx(float((ordered[:, -1] - ordered[:, -2]).min()), abs=1e-12)
+    # a hand case: the runner-up comes first, the top token last
+    p2 = np.array([1.0])
+    increasing = np.array([[[0.0], [1.0], [2.0]], [[-1.0], [3.0], [3.5]]])
+    assert kernels.selection(increasing, p2, np.empty(2, dtype=np.int64)) == pytest.approx(0.5)
+    tie = np.array([[[1.0], [2.0], [2.0]]])
+    r1 = np.empty(1, dtype=np.int64)
+    assert kernels.selection(tie, p2, r1) == 0.0 and r1.tolist() == [1]
+    assert kernels.selection(np.ones((2, 1, 1)), p2, np.empty(2, dtype=np.int64)) == math.inf

@@ -284,6 +284,28 @@ def test_w_fin_and_w_dir_meet_their_constraints_and_are_least_norm():
     np.testing.assert_allclose(w_dir, w.value, atol=1e-6)
 
 
+def test_w_dir_does_not_depend_on_where_the_selected_tokens_sit():
+    """W_dir's polyhedron is a property of the SET 𝒪_i, not of the token order: with a
+    non-selected token before a selected one, W_dir still gives the selected tokens equal
+    logits that beat every non-selected one by ≥ 1 (its definition), and reversing each
+    input's token order (keys and 𝒪 together) leaves the least-norm point unchanged."""
+    p = _random_problem(6, n=3, T=4, d=4)
+    keys = p.keys
+    sel = np.array([[0, 1, 1, 0], [0, 0, 1, 0], [0, 1, 0, 1]], dtype=bool)
+    A_dir, b_dir = dir_system(keys, sel)
+    sol = solve_margin_qp(A_dir, b_dir)
+    assert sol.ok, sol.reason
+    a_dir = keys @ sol.x
+    for i in range(3):
+        on, off = a_dir[i][sel[i]], a_dir[i][~sel[i]]
+        assert np.ptp(on) < 1e-9
+        assert on.min() - off.max() >= 1 - 1e-9
+    A_rev, b_rev = dir_system(keys[:, ::-1], sel[:, ::-1])
+    rev = solve_margin_qp(A_rev, b_rev)
+    assert rev.ok, rev.reason
+    np.testing.assert_allclose(rev.x, sol.x, atol=1e-8)
+
+
 def _hand_case(R: float, c: float, E: np.ndarray) -> tuple[NonlinearHeadProblem, np.ndarray]:
     """n = 1, T = 3, d = 2, z = e₁, x₀ = (1, 1), x₁ = (1, −1), x₂ = (−1, 0): only W's first
     column w acts (a_t = x_tᵀw). With 𝒪 = {0, 1}: W_dir's w minimises ‖w‖ subject to

@@ -315,6 +315,19 @@ def test_norm_helpers():
     assert rank_rel(np.zeros((3, 3))) == 0
 
 
+@pytest.mark.parametrize("scale", [1e-12, 1e-7, 1.0, 1e6, 1e12])
+def test_rank_is_relative_to_sigma_1_so_scale_free(scale):
+    """Spec §1.8 / F12: rank = #{σ_k > 1e-6·σ_1}, never an absolute threshold, so
+    rank(cW) = rank(W) for every c > 0 (σ_k(cW) = c·σ_k(W)). A rank-two SVM of tiny norm is
+    still rank two, and the 1e-8·σ_1 rounding noise of a huge iterate is not rank."""
+    rng = np.random.default_rng(7)
+    U, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+    V, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+    for sigma, want in [((1.0, 0.5, 0.0, 0.0), 2), ((1.0, 1e-3, 1e-8, 0.0), 2), ((1.0,) * 4, 4)]:
+        W = scale * (U * np.array(sigma)) @ V.T
+        assert rank_rel(W) == want, (scale, sigma)
+
+
 BAD = [
     ({"X": np.zeros((2, 3))}, "X"),
     ({"Z": np.zeros((2, 5))}, "Z"),
