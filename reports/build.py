@@ -239,6 +239,17 @@ def witness_text(claim: dict, limit: int = 360) -> str:
     return clip(text, limit) if text else ""
 
 
+def robustness_text(claim: dict) -> str:
+    """What the counterexample did on its twins (theorems.framework.twins.robustness)."""
+    found = claim.get("robustness")
+    if not found or not found["twins"]:
+        return ""
+    outcomes = ", ".join(f"{twin} {got}" for twin, got in found["twins"].items())
+    if found["holds_on"]:
+        return f"fragile (holds on {', '.join(found['holds_on'])}): {outcomes}"
+    return f"robust: {outcomes}"
+
+
 def why_text(claim: dict) -> str:
     """Why a claim needs attention, in one line."""
     if claim["error"]:
@@ -423,6 +434,10 @@ def details_html(claim: dict) -> str:
         )
     if claim.get("verdict") == "vacuous" and claim.get("reason"):
         parts.append(f'<p class="reasons">vacuous: {esc(claim["reason"])}</p>')
+    if robustness_text(claim):
+        parts.append(
+            f'<p class="reasons">counterexample on its twins: {esc(robustness_text(claim))}</p>'
+        )
     found = counterexample_json(claim)
     if found:
         parts.append(fold("minimal counterexample", f"<pre>{esc(found)}</pre>"))
@@ -743,6 +758,7 @@ def md_details(claim: dict) -> list[str]:
     facts = {
         "vacuous": claim.get("reason", "") if claim.get("verdict") == "vacuous" else "",
         "inconclusive": counts_text(claim["inconclusive"]),
+        "counterexample on its twins": robustness_text(claim),
         "rejected": counts_text(claim["rejections"]),
         "metrics": "; ".join(metric_items(claim)),
     }

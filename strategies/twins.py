@@ -372,7 +372,8 @@ _INVARIANT = frozenset(
     (
         "min_gap margin margin_gap method p0_norm variant figure C C_values losses tight "
         "hull_weights local_inits notebook_objective K flagged_pairs weak_boost S n T sigma "
-        "clip n_stop stop_shrink level_counts levels positive_occurrences negative_occurrences"
+        "beaten_by clip n_stop stop_shrink level_counts levels positive_occurrences "
+        "negative_occurrences"
     ).split()
 )
 

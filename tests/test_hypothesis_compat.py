@@ -65,6 +65,41 @@ def test_with_budget_sets_the_example_count_and_calls_the_shrunk_example_last():
     assert calls[-1] == 5
 
 
+def test_is_final_example_marks_the_reported_examples_only():
+    """The shrunk failing example's last run and an explicit @example are final; the search's
+    and the shrinker's runs are not. Outside a test nothing is final."""
+    from hypothesis import example
+    from hypothesis.control import current_build_context
+
+    calls = []
+
+    @given(x=st.integers(0, 10))
+    def failing(x):
+        # The flag the adapter reads exists: a Hypothesis without it fails here, by name.
+        assert hasattr(current_build_context(), "is_final")
+        calls.append((x, compat.is_final_example()))
+        assert x < 5
+
+    with pytest.raises(AssertionError):
+        compat.with_budget(failing, 50)()
+    assert calls[-1] == (5, True)  # the shrunk counterexample, replayed last
+    assert [x for x, final in calls if final] == [5]
+    assert any(x >= 5 for x, final in calls[:-1])  # failing runs before it were not final
+    assert not compat.is_final_example()
+
+    calls.clear()
+
+    @example(x=7)  # a saved counterexample, replayed as an explicit example
+    @given(x=st.integers(0, 10))
+    def saved(x):
+        calls.append((x, compat.is_final_example()))
+        assert x < 5
+
+    with pytest.raises(AssertionError):
+        compat.with_budget(saved, 50)()
+    assert calls == [(7, True)]
+
+
 def test_with_budget_refuses_a_test_that_has_its_own_settings():
     @settings(max_examples=3)
     @given(x=st.integers())

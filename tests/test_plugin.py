@@ -196,7 +196,8 @@ def test_claim_expected_to_hold_that_is_false_fails_with_a_header(mixed):
     result, report, _ = mixed
     result.stdout.fnmatch_lines(
         [
-            "claim T-WRONG: verdict refuted, expected holds (a counterexample was found)",
+            "claim T-WRONG: verdict refuted, expected holds (a counterexample was found; "
+            "it has no twins to replay it on)",
             "*assert 10 < 10*",
         ]
     )

@@ -90,3 +90,64 @@ def test_the_report_says_what_the_twins_ran(monkeypatch):
     (claim,) = merge_records([{**base, **collector.snapshot()}])
     assert claim["twins"]["examples"] == 1 and claim["twins"]["disagreements"] == []
     assert sum(claim["twins"]["runs"].values()) >= 4
+
+
+def test_a_counterexample_that_holds_on_a_twin_is_fragile_not_a_refutation(monkeypatch):
+    """'Some label is −1' fails on the instance (every label +1) and holds on its sign-flipped
+    twin, the same problem restated: the counterexample refutes only in one representation,
+    so the claim is inconclusive, naming the twin, with ATTN_TWINS off (issue 21)."""
+    fixed = st.just(_fixed())
+
+    def some_label_negative(inst):
+        assert not bool((inst.y > 0).all()), "some label is -1"
+
+    collector, (verdict, _, reason) = _run(monkeypatch, 0, some_label_negative, fixed)
+    assert verdict == "inconclusive", reason
+    assert reason.startswith("fragile counterexample: refuted on the instance")
+    assert "flip-labels-and-tokens" in reason
+    assert collector.robustness["twins"]["flip-labels-and-tokens"] == "holds"
+    assert collector.snapshot()["robustness"] == collector.robustness
+
+
+def test_a_robust_counterexample_refutes_on_every_twin_and_only_it_is_replayed(monkeypatch):
+    """A counterexample that every twin refutes is a refutation; only the example Hypothesis
+    reports (the shrunk one, replayed last) is decided on its twins, not the shrinker's."""
+    built = []
+    original = twins._instance_argument
+
+    def counting(kwargs, given):
+        built.append(kwargs)
+        return original(kwargs, given)
+
+    monkeypatch.setattr(twins, "_instance_argument", counting)
+    calls = []
+
+    def wrong(inst):
+        calls.append(inst)
+        assert inst.n != 2, "no instance has two inputs"
+
+    collector, (verdict, _, reason) = _run(monkeypatch, 0, wrong)
+    assert verdict == "refuted", reason
+    outcomes = collector.robustness["twins"]
+    assert len(outcomes) >= 4 and set(outcomes.values()) == {"refuted"}
+    assert collector.robustness["holds_on"] == []
+    assert f"refuted on {len(outcomes)} of its {len(outcomes)} twins too" in reason
+    assert len(built) == 1 and len(calls) > 1 + len(outcomes)  # the shrinker ran too
+
+
+def test_a_claim_without_twins_refutes_as_before_and_says_so(monkeypatch):
+    monkeypatch.setenv(twins.TWINS_ENV, "0")
+    with registry.isolated():
+
+        @claim(id="T-NOTWIN", paper="p", kind="lemma", statement="s", provenance="[D]",
+               examples=5, twins=())  # fmt: skip
+        @given(inst=st.just(_fixed()))
+        def test_x(inst):
+            assert inst.n != 2
+
+        collector = evidence.Collector()
+        with evidence.collecting(collector), pytest.raises(AssertionError) as caught:
+            test_x()
+        verdict, _, reason = verdicts.judge(caught.value, collector, registry.REGISTRY["T-NOTWIN"])
+    assert verdict == "refuted" and collector.robustness is None
+    assert reason == "a counterexample was found; it has no twins to replay it on"

@@ -82,6 +82,9 @@ class Collector:
         self.twins_checked = 0
         self.twins_run: Counter[str] = Counter()
         self.twin_disagreements: list[str] = []
+        #: the reported counterexample decided again on its twins (twins.robustness): the
+        #: outcome per twin, and the twins on which it holds (a fragile counterexample)
+        self.robustness: dict[str, Any] | None = None
         self.rejections: Counter[str] = Counter()
         self.inconclusive: Counter[str] = Counter()
         self.worst_slack: dict[str, dict[str, float]] = {}
@@ -235,6 +238,7 @@ class Collector:
                 "runs": dict(sorted(self.twins_run.items())),
                 "disagreements": list(self.twin_disagreements),
             },
+            "robustness": self.robustness,
         }
 
 

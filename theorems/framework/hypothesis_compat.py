@@ -6,7 +6,8 @@ Public, documented interfaces, with two exceptions: a @given test's ``.hypothesi
 ``_hypothesis_internal_add_digest`` that Hypothesis' own pytest plugin and HypoFuzz set to key a
 test's saved examples by its pytest node id (`key_by_node`), and the standard provider's
 ``_local_constants``, the pool of literals Hypothesis harvests from the suite's own modules
-(`ignore_local_constants`, applied when this module is imported). Nothing here reads
+(`ignore_local_constants`, applied when this module is imported), and the build context's
+``is_final`` (`is_final_example`: the example Hypothesis reports). Nothing here reads
 Hypothesis' printed text; ``tests/test_hypothesis_compat.py`` checks each function against the
 installed Hypothesis, so an upstream change fails a named test rather than a verdict.
 """
@@ -28,6 +29,7 @@ __all__ = [
     "SettingsConflict",
     "ignore_local_constants",
     "inner_test",
+    "is_final_example",
     "is_hypothesis_test",
     "key_by_node",
     "set_inner_test",
@@ -52,6 +54,22 @@ def inner_test(fn: Callable) -> Callable:
 def set_inner_test(fn: Callable, new: Callable) -> None:
     """Wrap the per-example call (Hypothesis documents ``inner_test`` as reassignable)."""
     fn.hypothesis.inner_test = new
+
+
+def is_final_example() -> bool:
+    """Whether the example running now is one Hypothesis reports: an explicit @example (the
+    saved counterexample, replayed) or the shrunk failing example, run once more at the end.
+
+    The third internal: ``current_build_context().is_final``, the flag by which Hypothesis'
+    own ``note()`` decides what to print. Where it is missing (a future Hypothesis), every
+    example counts as final: the framework then checks more examples, never fewer."""
+    from hypothesis.control import current_build_context
+
+    try:
+        context = current_build_context()
+    except InvalidArgument:  # not inside a Hypothesis test
+        return False
+    return bool(getattr(context, "is_final", True))
 
 
 def with_budget(fn: Callable, max_examples: int, seed: int | None = None) -> Callable:

@@ -380,7 +380,9 @@ def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestR
         collector = item.stash.get(_COLLECTOR, None) or evidence.Collector()
         exc = call.excinfo.value if call.excinfo is not None else None
         verdict, error, reason = judge(exc, collector, info)
-        falsifying = falsifying_text(info, collector) if verdict == "refuted" else None
+        # A fragile counterexample (verdicts._refutation) is shown too: it is what to study.
+        fragile = bool(collector.robustness and collector.robustness["holds_on"])
+        falsifying = falsifying_text(info, collector) if verdict == "refuted" or fragile else None
     else:
         return
     state = item.config.stash[_STATE]

@@ -189,6 +189,7 @@ def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list
                 "seconds": round(sum(r["seconds"] for r in group), 6),
                 "counterexample": witness["counterexample"],
                 "falsifying_example": witness["falsifying_example"],
+                "robustness": witness.get("robustness"),
                 "error": "\n".join(errors) or None,
                 "figures": first["figures"],
                 "note": first["note"],

@@ -120,6 +120,44 @@ def recheck(
             )
 
 
+def robustness(
+    inner: Callable,
+    args: tuple,
+    kwargs: dict,
+    given: tuple[str, ...],
+    allowed: tuple[str, ...] | None = None,
+) -> None:
+    """Decide the counterexample Hypothesis reports again on every twin the claim allows, and
+    record the outcomes in the claim's collector (``robustness``; the last reported example's
+    record stands).
+
+    A twin is the same instance in other coordinates or another order, so each twin replays
+    the counterexample under another rounding of every quantity (a rotation perturbs every
+    coordinate at the level of float64's epsilon) while keeping every premise exactly. A
+    counterexample that holds on a twin refutes only under some rounding: it is *fragile*,
+    and `verdicts.judge` makes the claim inconclusive, never refuted, whatever ATTN_TWINS."""
+    collector = evidence.current()
+    if collector is None or allowed == ():
+        return
+    record: dict[str, Any] = {"twins": {}, "holds_on": []}
+    try:
+        found = _instance_argument(kwargs, given)
+    except Exception as err:  # noqa: BLE001 - a twin that cannot be built is no evidence
+        record["twins"][f"not built: {type(err).__name__}: {err}"[:120]] = "undecided"
+        found = None
+    if found is not None:
+        name, twins = found
+        for twin in twins:
+            if allowed is not None and twin.name not in allowed:
+                continue
+            got = _decide(inner, args, {**kwargs, name: twin.instance})
+            collector.unseen_failures()  # the twin's failures are not the next example's
+            record["twins"][twin.name] = got
+            if got == "holds":
+                record["holds_on"].append(twin.name + (f" ({twin.note})" if twin.note else ""))
+    collector.robustness = record
+
+
 def _decide(inner: Callable, args: tuple, kwargs: dict[str, Any]) -> str:
     """Run the body on a twin under a collector of its own: its evidence, slacks and
     Hypothesis targets stay out of the claim's."""

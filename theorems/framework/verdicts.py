@@ -204,7 +204,7 @@ def judge(
     if isinstance(exc, Flaky):  # before the group test: FlakyFailure is an ExceptionGroup
         return "error", _describe(exc), "Hypothesis reports a flaky (non-deterministic) test"
     if all(isinstance(leaf, AssertionError) for leaf in _leaves(exc)):
-        return "refuted", None, "a counterexample was found"
+        return _refutation(collector.robustness)
     if isinstance(exc, evidence.InconclusiveExample):
         return "inconclusive", None, f"the numerics could not decide: {exc.reason}"
     if isinstance(exc, evidence.RejectedExample):
@@ -233,6 +233,30 @@ def judge(
         message = f"the strategy failed to build an instance: {text.splitlines()[0]}"
         return "error", trim(f"{message}\n{text}"), message
     return "error", _describe(exc), f"{type(exc).__name__} raised"
+
+
+def _refutation(robustness: dict | None) -> tuple[str, str | None, str]:
+    """A counterexample is a refutation only if it is robust: on every twin of its instance
+    (the same instance restated, so another rounding; twins.robustness) that decides, it is
+    refuted too. One that holds on a twin is fragile: rounding decides it (issue 21)."""
+    if not robustness or not robustness["twins"]:
+        return "refuted", None, "a counterexample was found; it has no twins to replay it on"
+    outcomes = list(robustness["twins"].values())
+    if robustness["holds_on"]:
+        return (
+            "inconclusive",
+            None,
+            "fragile counterexample: refuted on the instance but it holds on its twin(s) "
+            f"{', '.join(robustness['holds_on'])}: the same instance restated, so rounding "
+            "decides it, and it refutes nothing",
+        )
+    decided, undecided = outcomes.count("refuted"), len(outcomes) - outcomes.count("refuted")
+    return (
+        "refuted",
+        None,
+        f"a counterexample was found; refuted on {decided} of its {len(outcomes)} twins too"
+        + (f" ({undecided} undecided)" if undecided else ""),
+    )
 
 
 def _vacuous_reason(info: ClaimInfo, premise: dict, snap: dict) -> str:

@@ -20,6 +20,7 @@ from models.kqpath import (
     normalized_margin,
 )
 from strategies.combinators import SEEDS
+from strategies.twins import SAME_AXES
 from theorems import claim, evidence
 from theorems.tfsvm.common_kq import (
     DIAG_STEPS,
@@ -228,6 +229,7 @@ def test_c_regpath_other(inst):
     "steps): cos(k ⊙ q, ℓ1-SVM(α̂)) ≥ 0.93, also where that SVM has negative entries (here: "
     "enough that ‖ℓ1⁺‖/‖ℓ1‖ < 0.93).",
     examples=10,
+    twins=SAME_AXES,
 )
 @given(inst=diagonal_instances())
 def test_c_diagonal_equal_init(inst):
