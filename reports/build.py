@@ -109,6 +109,8 @@ def load(claims_json: Path) -> dict:
         if missing:
             name = claim.get("id", f"#{i}")
             raise ValueError(f"{claims_json}: claim {name}: missing field(s): {', '.join(missing)}")
+    for claim in doc["claims"]:  # a claim judged by an earlier run than the report's last
+        claim["_earlier_run"] = claim.get("run") not in (None, doc["generated"])
     return doc
 
 
@@ -158,7 +160,15 @@ def paper_title(paper: str) -> str:
 def meta_line(doc: dict) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v)
     device = f" · torch device {doc['device']}" if doc.get("device") else ""
-    return f"generated {doc['generated']} · profile {doc['profile']}{device} · {versions}"
+    runs = doc.get("runs") or {}
+    earlier = sorted(stamp for stamp in runs if stamp != doc["generated"])
+    added = (
+        f" · with {sum(runs[s]['claims'] for s in earlier)} claims of earlier runs "
+        f"({', '.join(earlier)}; each claim names its run)"
+        if earlier
+        else ""
+    )
+    return f"generated {doc['generated']} · profile {doc['profile']}{device} · {versions}{added}"
 
 
 def number(x) -> str:
@@ -202,6 +212,7 @@ class Top:
 
     readings: list[found.Finding]
     attention: list[dict]
+    conjectures: list[dict]
     diffs: list[tuple[str, found.Diff]]  # (what the baseline is, the diff against it)
     notes: list[str]
 
@@ -220,7 +231,13 @@ def top_of(doc: dict, lock: Path | None, against: tuple[dict, str] | None) -> To
         diffs += [("the verdict lock", diff)] if diff else []
     if against is not None:
         diffs.append(("the earlier report", found.diff_report(claims, *against)))
-    return Top(found.refuted_readings(claims), found.needs_attention(claims), diffs, notes)
+    return Top(
+        found.refuted_readings(claims),
+        found.needs_attention(claims),
+        found.conjectures(claims),
+        diffs,
+        notes,
+    )
 
 
 def clip(text: str, limit: int) -> str:
@@ -248,6 +265,12 @@ def robustness_text(claim: dict) -> str:
     if found["holds_on"]:
         return f"fragile (holds on {', '.join(found['holds_on'])}): {outcomes}"
     return f"robust: {outcomes}"
+
+
+def run_text(claim: dict) -> str:
+    """The earlier run that judged the claim, where the report adds up several runs
+    (records.carry_over); "" for a claim of the report's own run."""
+    return claim["run"] if claim.get("_earlier_run") else ""
 
 
 def why_text(claim: dict) -> str:
@@ -434,6 +457,8 @@ def details_html(claim: dict) -> str:
         )
     if claim.get("verdict") == "vacuous" and claim.get("reason"):
         parts.append(f'<p class="reasons">vacuous: {esc(claim["reason"])}</p>')
+    if run_text(claim):
+        parts.append(f'<p class="reasons">judged by an earlier run: {esc(run_text(claim))}</p>')
     if robustness_text(claim):
         parts.append(
             f'<p class="reasons">counterexample on its twins: {esc(robustness_text(claim))}</p>'
@@ -567,6 +592,32 @@ def readings_html(top: Top) -> str:
     )
 
 
+def conjecture_text(claim: dict) -> str:
+    """A conjecture's finding in one line: its counterexample and what the assertion said,
+    or what it held on."""
+    if claim["verdict"] == "refuted":
+        said = f" — {claim['assertion']}" if claim.get("assertion") else ""
+        return f"counterexample: {witness_text(claim) or '(not recorded)'}{said}"
+    return claim.get("reason") or claim["verdict"]
+
+
+def conjectures_html(top: Top) -> str:
+    if not top.conjectures:
+        return ""
+    rows = "".join(
+        f"<tr><td>{link(c['id'])}</td>"
+        f'<td class="verdict v-{esc(c["verdict"])}">{esc(c["verdict"])}</td>'
+        f"<td>{esc(clip(c['statement'], 300))}</td><td>{esc(clip(conjecture_text(c), 400))}</td>"
+        "</tr>"
+        for c in top.conjectures
+    )
+    head = "".join(f"<th>{c}</th>" for c in ("conjecture", "verdict", "statement", "finding"))
+    return (
+        f'<section id="conjectures"><h2>Conjectures ({len(top.conjectures)})</h2>'
+        f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></section>"
+    )
+
+
 def attention_html(top: Top) -> str:
     if not top.attention:
         body = f'<p class="none">{esc(NO_ATTENTION)}</p>'
@@ -687,8 +738,9 @@ def render_html(doc: dict, folder: Path, top: Top) -> str:
     sections = "".join(paper_html(p, group, folder) for p, group in by_paper(claims))
     sections += not_run_html(skipped)
     not_run = f'<p class="summary">{esc(not_run_line(skipped))}</p>' if skipped else ""
+    conj = '<a href="#conjectures">Conjectures</a>' if top.conjectures else ""
     toc = (
-        '<nav class="toc"><a href="#findings">Readings refuted</a>'
+        f'<nav class="toc"><a href="#findings">Readings refuted</a>{conj}'
         '<a href="#attention">Unexpected or undecided</a><a href="#changes">Verdict changes</a>'
         '<a href="#claims">All claims</a></nav>'
     )
@@ -699,7 +751,7 @@ def render_html(doc: dict, folder: Path, top: Top) -> str:
         "<h1>attention-theorems: claims report</h1>"
         f'<p class="summary">{esc(summary_line(claims))}</p>{not_run}'
         f'<p class="meta">{esc(meta_line(doc))}</p>{toc}'
-        f"{readings_html(top)}{attention_html(top)}{changes_html(top)}"
+        f"{readings_html(top)}{conjectures_html(top)}{attention_html(top)}{changes_html(top)}"
         f'<section id="claims"><h2>All claims</h2>{filter_html(claims)}{sections}</section>'
         f"<script>{FILTER_SCRIPT}</script></body></html>\n"
     )
@@ -759,6 +811,7 @@ def md_details(claim: dict) -> list[str]:
         "vacuous": claim.get("reason", "") if claim.get("verdict") == "vacuous" else "",
         "inconclusive": counts_text(claim["inconclusive"]),
         "counterexample on its twins": robustness_text(claim),
+        "judged by an earlier run": run_text(claim),
         "rejected": counts_text(claim["rejections"]),
         "metrics": "; ".join(metric_items(claim)),
     }
@@ -796,6 +849,14 @@ def md_top(top: Top) -> list[str]:
                 )
             lines.append(f"  - holds instead: {text}")
     lines += [NO_READINGS] if not top.readings else []
+    if top.conjectures:
+        lines += ["", f"## Conjectures ({len(top.conjectures)})", ""]
+        lines += ["| conjecture | verdict | statement | finding |", "| --- | --- | --- | --- |"]
+        lines += [
+            f"| {md_link(c['id'])} | **{md(c['verdict'])}** | {md(clip(c['statement'], 300))} "
+            f"| {md(clip(conjecture_text(c), 400))} |"
+            for c in top.conjectures
+        ]
     lines += ["", f"## Unexpected or undecided ({len(top.attention)})", ""]
     if top.attention:
         lines += ["| claim | paper | expected | verdict | why |", "| --- | --- | --- | --- | --- |"]

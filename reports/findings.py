@@ -73,6 +73,13 @@ def refuted_readings(claims: list[dict]) -> list[Finding]:
     ]
 
 
+def conjectures(claims: list[dict]) -> list[dict]:
+    """Every conjecture of the run (kind "conjecture": a user's question, no expectation),
+    refuted ones first: a counterexample to a conjecture is a finding of its own."""
+    found = [c for c in claims if c["kind"] == "conjecture"]
+    return sorted(found, key=lambda c: c["verdict"] != "refuted")
+
+
 def needs_attention(claims: list[dict]) -> list[dict]:
     """Claims whose verdict is not the expected one, or decided nothing (inconclusive,
     vacuous, error), whatever was expected."""

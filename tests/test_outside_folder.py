@@ -204,6 +204,35 @@ def test_a_conjecture_in_its_own_folder_imports_attention_theorems(tmp_path, ins
     assert (folder / "theorems" / "counterexamples" / "OUT-FIRST-TOKEN.json").exists()
 
 
+def test_the_twelve_line_conjecture_runs_in_a_folder_of_its_own_and_its_evidence_travels(
+    tmp_path, installed
+):
+    """docs/examples/claims_gd_conjecture.py (12 lines, tests/test_api.py counts them) copied
+    into a researcher's folder: refuted, and what its assertion said (the 1 − cos values)
+    reaches the terminal, claims.json, the counterexample file and the report's conjectures."""
+    folder = tmp_path / "research"
+    folder.mkdir()
+    example = REPO_ROOT / "docs" / "examples" / "claims_gd_conjecture.py"
+    (folder / "claims_gd_conjecture.py").write_text(example.read_text(encoding="utf-8"))
+    done = _pytest(folder, tmp_path, "claims_gd_conjecture.py", ATTN_HYPOTHESIS_PROFILE="ci")
+    assert done.returncode == 0, done.stdout
+    found = _verdicts(folder / "reports" / "claims.json")["CONJ-GD-ALIGNS"]
+    assert found["verdict"] == "refuted", done.stdout
+    said = found["assertion"]
+    assert said and said.startswith("[") and "AssertionError: " + said in done.stdout
+    saved = json.loads(
+        (folder / "theorems" / "counterexamples" / "CONJ-GD-ALIGNS.json").read_text()
+    )
+    assert saved["counterexample"]["falsifying_example"][-1] == f"AssertionError: {said}"
+
+    from reports import build
+
+    _, md_path = build.build(folder / "reports" / "claims.json", tmp_path / "report")
+    text = md_path.read_text(encoding="utf-8")
+    conjectures = text[text.index("## Conjectures (1)") : text.index("## Unexpected")]
+    assert "CONJ-GD-ALIGNS" in conjectures and said[:40] in conjectures
+
+
 def test_a_package_of_yours_named_like_the_suites_is_one_clear_error(outside, tmp_path):
     """A `models` package of the researcher's, first on sys.path (`python -m pytest` puts the
     current folder there), would stand in for the suite's: a usage error naming both."""

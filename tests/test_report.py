@@ -625,3 +625,65 @@ def test_browser_screenshot_of_the_top_shows_the_findings_first(chromium, claims
     plain = report.build(write_claims(tmp_path / "out", [CLAIMS[1]]), tmp_path / "plain")[0]
     browse(chromium, tmp_path, plain, f"--screenshot={shot}", *flags)
     assert colour_share(shot, FINDING_RGB) < 1e-4 and colour_share(shot, HOLDS_RGB) < 1e-4
+
+
+def test_a_report_of_several_runs_says_which_run_judged_a_claim_and_the_twins(tmp_path):
+    """A report that adds up runs (records.carry_over) names, in its meta line, the earlier
+    runs, and under each claim they judged, that run; a refutation shows its twins."""
+    claims = [
+        record("MM-HOLDS", run="2024-12-31T00:00:00+00:00"),
+        record(
+            "MM-WRONG",
+            verdict="refuted",
+            run="2025-01-01T00:00:00+00:00",
+            robustness={
+                "twins": {"permute-inputs": "refuted", "rotate": "undecided"},
+                "holds_on": [],
+            },
+        ),  # fmt: skip
+    ]
+    path = write_claims(tmp_path, claims)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["runs"] = {"2024-12-31T00:00:00+00:00": {"profile": "ci", "claims": 1},
+                   "2025-01-01T00:00:00+00:00": {"profile": "ci", "claims": 1}}  # fmt: skip
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    html_path, md_path = report.build(path, tmp_path)
+    text = md_path.read_text(encoding="utf-8")
+    assert "with 1 claims of earlier runs (2024-12-31T00:00:00+00:00" in text
+    holds = text[text.index("### MM-HOLDS") :].split("### ")[1]
+    wrong = text[text.index("### MM-WRONG") :].split("### ")[1]
+    assert "judged by an earlier run: 2024-12-31T00:00:00+00:00" in holds
+    assert "earlier run" not in wrong
+    assert "counterexample on its twins: robust: permute-inputs refuted, rotate undecided" in wrong
+    assert "judged by an earlier run" in html_path.read_text(encoding="utf-8")
+
+
+def test_conjectures_get_a_findings_section_with_what_the_assertion_said(tmp_path):
+    claims = [
+        record("MM-HOLDS"),
+        record("CONJ-HOLDS", paper="conjecture", kind="conjecture", expected="unknown"),
+        record(
+            "CONJ-FALSE",
+            paper="conjecture",
+            kind="conjecture",
+            expected="unknown",
+            verdict="refuted",
+            counterexample={"T": 3},
+            falsifying_example="Falsifying example: test_c(\n    inst=Inst(T=3),\n)",
+            assertion="⟨−∇L(0), p^mm⟩ = -0.00437",
+        ),
+    ]
+    html_path, md_path = report.build(write_claims(tmp_path, claims), tmp_path)
+    text = md_path.read_text(encoding="utf-8")
+    section = text[text.index("## Conjectures (2)") : text.index("## Unexpected")]
+    rows = [line for line in section.splitlines() if line.startswith("| [")]
+    assert [row.split("|")[1].strip().split("]")[0] for row in rows] == [
+        "[CONJ-FALSE",
+        "[CONJ-HOLDS",
+    ]  # the refuted one first
+    assert "⟨−∇L(0), p^mm⟩ = -0.00437" in rows[0] and "Inst(T=3)" in rows[0]
+    page = html_path.read_text(encoding="utf-8")
+    assert 'id="conjectures"' in page and "-0.00437" in page
+    (tmp_path / "plain").mkdir()
+    _, md_plain = report.build(write_claims(tmp_path / "plain", [record("MM-HOLDS")]), tmp_path)
+    assert "## Conjectures" not in md_plain.read_text(encoding="utf-8")

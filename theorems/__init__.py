@@ -27,6 +27,7 @@ from theorems.framework.registry import (
     ClaimInfo,
     ClaimRegistrationError,
     claim,
+    conjecture,
 )
 from theorems.framework.replay import saved, saved_arguments
 
@@ -35,6 +36,7 @@ __all__ = [
     "ClaimInfo",
     "ClaimRegistrationError",
     "claim",
+    "conjecture",
     "current_profile",
     "evidence",
     "example",

@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from theorems.framework import evidence
-from theorems.framework.verdicts import VERDICTS, as_expected, merge_verdicts, order_key
+from theorems.framework.verdicts import (
+    VERDICTS,
+    as_expected,
+    assertion_text,
+    merge_verdicts,
+    order_key,
+)
 
 if TYPE_CHECKING:
     import pytest
@@ -88,6 +94,8 @@ def item_record(item, info, collector, verdict, error, falsifying, reason="") ->
         "budget": fields["budget"],
         **collector.snapshot(),
         "falsifying_example": falsifying,
+        # what the failing assertion said, for a refutation (fragile ones too)
+        "assertion": assertion_text(collector.last_body_exception) if falsifying else None,
         "error": error,
         "figures": fields["figures"],
         "note": fields["note"],
@@ -190,6 +198,7 @@ def merge_records(records: Iterable[dict], *, keep_replay: bool = False) -> list
                 "counterexample": witness["counterexample"],
                 "falsifying_example": witness["falsifying_example"],
                 "robustness": witness.get("robustness"),
+                "assertion": witness.get("assertion"),
                 "error": "\n".join(errors) or None,
                 "figures": first["figures"],
                 "note": first["note"],
@@ -277,6 +286,58 @@ def build_report(
         "skipped": list(skipped),
         **extra,
     }
+
+
+def carry_over(report: dict, previous: dict | None, known: dict[str, str] | None) -> dict:
+    """``report`` with the claims of ``previous`` (the report this run replaces) that this run
+    did not judge, so that runs of a few claims add up instead of erasing each other.
+
+    Every claim says which run judged it (``run``: that report's ``generated`` time) and the
+    report lists its runs (``runs``: time -> profile and claim count). Carried over: the
+    claims of a previous report of the same profile (a dev run never mixes with the ci
+    verdicts the lock is made from) that still exist (``known``: the suite's claims; None
+    when unknown, e.g. a run outside the repository: every previous claim is kept), and
+    that this run neither judged nor skipped. The summary counts the merged claims."""
+    stamp = report["generated"]
+    for claim in report["claims"]:
+        claim["run"] = stamp
+    runs = {stamp: {"profile": report["profile"], "claims": len(report["claims"])}}
+    usable = (
+        isinstance(previous, dict)
+        and previous.get("profile") == report["profile"]
+        and isinstance(previous.get("claims"), list)
+    )
+    if usable:
+        here = {c["id"] for c in report["claims"]} | {s["id"] for s in report["skipped"]}
+        kept = [
+            {**c, "run": c.get("run") or previous.get("generated")}
+            for c in previous["claims"]
+            if c.get("id") not in here and (known is None or c.get("id") in known)
+        ]
+        for claim in kept:
+            old = runs.setdefault(claim["run"], {"profile": report["profile"], "claims": 0})
+            old["claims"] += 1
+        if kept:
+            claims = sorted(
+                [*report["claims"], *kept],
+                # reading order (records keep no line: the test's node id stands in)
+                key=lambda c: order_key(c["paper"], c["kind"], c["nodeid"], 0, c["id"]),
+            )
+            merged = build_report(
+                claims, report["profile"], report["skipped"], report.get("incomplete")
+            )
+            report = {**report, "summary": merged["summary"], "claims": claims}
+    return {**report, "runs": dict(sorted(runs.items()))}
+
+
+def read_previous(path: Path) -> dict | None:
+    """The report at ``path`` before this run replaces it; None if there is none or it
+    cannot be read (a report this run cannot read is replaced, not merged)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def skipped_claims(skips: Iterable[dict], claims: Iterable[dict]) -> list[dict]:

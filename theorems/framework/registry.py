@@ -413,6 +413,24 @@ def claim(
     return decorate
 
 
+def conjecture(
+    id: str,
+    statement: str,
+    *,
+    paper: str = "conjecture",
+    provenance: str = "[U]",
+    **options,
+) -> Callable[[Callable], Callable]:
+    """``@claim`` for a conjecture, in one line: its id and statement, what a question of
+    one's own needs. The kind is "conjecture" (expected verdict "unknown": reported, never
+    gated), the provenance "[U]" (unverified) and the paper "conjecture" unless named;
+    ``options`` are ``claim``'s (``examples=``, ``min_premise=``, ...)."""
+    return claim(
+        id=id, paper=paper, kind="conjecture", statement=statement, provenance=provenance,
+        **options,
+    )  # fmt: skip
+
+
 def _paper_of(claim_id: str, paper: str | None, fn: Callable) -> str:
     """The claim's paper: given, or the ``PAPER`` of its module or of the nearest package
     above it (a per-paper sub-package sets it once in its ``__init__``)."""

@@ -138,9 +138,26 @@ def falsifying_text(info: ClaimInfo, collector: evidence.Collector) -> str | Non
     name = info.qualname.rsplit(".", 1)[-1]
     lines = [f"    {key}={_repr(value)}," for key, value in arguments.items()]
     where = " (the saved counterexample, replayed)" if collector.counterexample_is_replay else ""
+    # What the failing assertion said (the value a conjecture's message carries, say): the
+    # evidence of the refutation, kept with the example wherever it goes.
+    said = assertion_text(collector.last_body_exception)
+    said_lines = [f"AssertionError: {said}"] if said else []
     # Object reprs carry memory addresses, which differ between runs.
-    text = "\n".join([f"Falsifying example{where}: {name}(", *lines, ")"])
+    text = "\n".join([f"Falsifying example{where}: {name}(", *lines, ")", *said_lines])
     return trim(_ADDRESS.sub("", text))
+
+
+def assertion_text(exc: BaseException | None) -> str | None:
+    """What the failing assertion said: the message of `assert x, msg` (without the
+    explanation pytest's rewriting appends, which names objects by address), or pytest's
+    `assert ...` line where there is no message; None when there is no assertion."""
+    leaves = [leaf for leaf in _leaves(exc) if isinstance(leaf, AssertionError)] if exc else []
+    text = str(leaves[0]).strip() if leaves else ""
+    if "\nassert " in text:  # "msg\nassert <expr>\n +  where ...": the message alone
+        text = text.split("\nassert ", 1)[0].strip()
+    elif text.startswith("assert "):  # no message: pytest's first line, "assert 10 < 10"
+        text = text.splitlines()[0]
+    return trim(_ADDRESS.sub("", text), 1000) if text else None
 
 
 def _repr(value: Any) -> str:
