@@ -3,8 +3,8 @@ end to end (the verdict gate, the conjecture walkthrough, xdist on real claims).
 
 The copy holds models/, strategies/, theorems/ without the claim modules (claims_*.py and
 test_*.py: their suite is slow, and a test adds the few claims it needs), the report
-builder's code, conftest.py and pyproject.toml; never the real verdict lock, counterexamples
-or generated reports.
+builder's code, conftest.py and pyproject.toml; never the real verdict lock, claim index,
+counterexamples or generated reports.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _IGNORE = shutil.ignore_patterns(
-    "__pycache__", "*.pyc", "claims_*.py", "test_*.py", "counterexamples", "verdicts.lock"
+    "__pycache__",
+    "*.pyc",
+    "claims_*.py",
+    "test_*.py",
+    "counterexamples",
+    "verdicts.lock",
+    "claims.index.json",
 )
 # Variables of the outer run that must not leak into the copy's runs.
 _CLEAR = (
@@ -34,6 +40,7 @@ _CLEAR = (
     "ATTN_COUNTEREXAMPLES",
     "ATTN_FIGURES_DIR",
     "ATTN_DEVICE",
+    "ATTN_NO_INDEX",
 )
 
 

@@ -157,7 +157,8 @@ def test_check_prints_the_prediction(tmp_path, capsys, doc):
 
 @pytest.fixture
 def throwaway_claims(monkeypatch):
-    """Two registered claims, and no import of the real claim modules."""
+    """Two registered claims, and no import of the real claim modules (nor their index)."""
+    monkeypatch.setenv("ATTN_NO_INDEX", "1")
     monkeypatch.setattr(cli, "import_claim_modules", lambda root=None: [])
     with registry.isolated():
         registry.REGISTRY.clear()

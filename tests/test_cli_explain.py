@@ -30,8 +30,9 @@ def _report(tmp_path: Path) -> Path:
 def test_explain_prints_statement_verdict_pin_counterexample_and_replay(tmp_path, capsys):
     assert cli.main(["explain", REFUTED, "--from", str(_report(tmp_path))]) == 0
     out = capsys.readouterr().out
-    from theorems.framework.registry import REGISTRY
+    from theorems.framework.explain import _registered
 
+    REGISTRY = _registered()  # the claim index's, or the imported registry's
     info = REGISTRY[REFUTED]
     assert out.startswith(f"{REFUTED}  ({info.paper}, {info.kind}, provenance {info.provenance})")
     assert info.statement in out
@@ -110,3 +111,14 @@ def test_report_names_a_malformed_report_and_exits_2(tmp_path, capsys):
     bad.write_text("{}", encoding="utf-8")
     assert cli.main(["report", "--from", str(bad)]) == 2
     assert "missing top-level field" in capsys.readouterr().err
+
+
+def test_report_without_a_report_says_how_to_make_one(tmp_path, capsys):
+    missing = tmp_path / "reports" / "claims.json"
+    assert cli.main(["report", "--from", str(missing)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()  # one line, no traceback, no raw [Errno 2]
+    assert line.startswith(f"error: no report at {missing}: ")
+    assert "python -m pytest theorems/" in line and "Errno" not in line
+    assert not (tmp_path / "reports").exists()  # nothing written

@@ -11,13 +11,15 @@ Modules, each importing only those above it:
 - `replay`: the counterexample store.
 - `twins`: metamorphic twins, an example decided again on its instance restated.
 - `registry`: the `@claim` decorator and the registry of claims.
+- `claim_index`: theorems/claims.index.json, the registry's claims with the hashes of their
+  sources, read by `list` and `explain` instead of importing the claim modules.
 - `records`: per-item records, their merge, the claims.json document.
 - `lock`: the verdict lock and the gate.
 - `session`: the run's state, the accounting of what did not finish, the gate over the
   merged report, the closing summary.
 - `plugin`: the pytest hooks that run all of the above.
 - `explain`: one claim on one page (statement, verdict, lock pin, counterexample, replay).
-- `cli`: `python -m theorems list | check | lock | explain | report`.
+- `cli`: `python -m theorems list | check | lock | explain | report | index`.
 - `figures`: the shared look of the figures claims draw.
 """
 

@@ -5,6 +5,7 @@
     python -m theorems lock [--update] [--from REPORT] [--lock PATH]
     python -m theorems explain ID [--from REPORT]
     python -m theorems report [--from REPORT] [--out DIR] [--against OLD.json]
+    python -m theorems index [--check]
 
 Instance files (all arrays as nested lists):
     prompt:    {"model": "prompt", "X": n×T×d, "y": n (±1), "v": d,
@@ -31,7 +32,14 @@ of what it declares it needs, e.g. EMB-REAL without its data, keeps its pin, or 
 counterexample and how to replay it (exit 2 for an unknown id, with the nearest ids).
 `report` rebuilds reports/index.html and reports/claims.md from the report without
 rerunning anything, and prints how its verdicts differ from the verdict lock and, with
-`--against OLD.json`, from an earlier report (the pages list the same at their top).
+`--against OLD.json`, from an earlier report (the pages list the same at their top); without
+a report it says how to make one (exit 2).
+
+`list` and `explain` read the claim index theorems/claims.index.json instead of importing
+the claim modules while it matches the claim sources on disk (theorems/framework/
+claim_index.py); otherwise they import them, with a note on stderr. `index` rebuilds it
+(`lock --update` does too); `index --check` exits 1 when it differs from a fresh build.
+`ATTN_NO_INDEX=1` ignores it.
 """
 
 from __future__ import annotations
@@ -69,17 +77,19 @@ def _cut(text: str, width: int) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from theorems.framework import profiles, registry
+    from theorems.framework import claim_index, profiles, registry
 
     try:
         if profiles.current_profile() not in profiles.PROFILES:  # keep a loaded one
             profiles.load_profile()
-        failed = import_claim_modules()
+        indexed = claim_index.fresh(REPO_ROOT)  # None: stale (said on stderr) or turned off
+        failed = import_claim_modules() if indexed is None else []
     except registry.ClaimRegistrationError as exc:
         return _error(str(exc), 2)
     except ValueError as exc:  # a bad ATTN_HYPOTHESIS_PROFILE
         return _error(str(exc), 2)
-    claims = [c for c in registry.ordered(registry.REGISTRY.values())]
+    found = registry.REGISTRY if indexed is None else indexed
+    claims = registry.ordered(found.values())
     if args.paper:
         claims = [c for c in claims if c.paper == args.paper]
     if args.json:
@@ -225,6 +235,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
             lock_path.write_text(text, encoding="utf-8")
         except OSError as exc:
             return _error(f"{lock_path}: cannot write the lock: {exc.strerror or exc}", 2)
+        if mine and why is None:  # the claims were imported: rebuild the claim index too
+            _write_index()
         for line in [*done.changes, *done.kept, *done.problems]:
             print(line)
         not_run = sum(r[1] == locks.NOT_RUN for r in done.rows)
@@ -275,10 +287,58 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_index() -> None:
+    """Rewrite the claim index from the claims imported in this process (`lock --update`)."""
+    from theorems.framework import claim_index, registry
+
+    try:
+        if claim_index.write(registry.REGISTRY.values(), REPO_ROOT):
+            print(f"note: rewrote the claim index {claim_index.INDEX_PATH}", file=sys.stderr)
+    except OSError as exc:
+        print(
+            f"note: could not write the claim index: {exc}; run `{claim_index.REBUILD}`",
+            file=sys.stderr,
+        )
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from theorems.framework import claim_index, registry
+
+    try:
+        claims, failed = claim_index.collect(REPO_ROOT)
+    except (registry.ClaimRegistrationError, ValueError) as exc:
+        return _error(str(exc), 2)
+    if failed:
+        for name, reason in failed:
+            print(f"error: could not import {name}: {reason}", file=sys.stderr)
+        return _error(f"{claim_index.INDEX_PATH} not written: a claim module failed to import", 1)
+    shown = claim_index.INDEX_PATH.as_posix()
+    if args.check:
+        problem = claim_index.check(claims, REPO_ROOT)
+        if problem:
+            return _error(problem, 1)
+        print(f"{shown} is up to date")
+        return 0
+    try:
+        changed = claim_index.write(claims, REPO_ROOT)
+    except OSError as exc:
+        return _error(f"{shown}: cannot write: {exc.strerror or exc}", 2)
+    count = len(claim_index.read(REPO_ROOT)[0] or {})
+    print(f"{shown}: {count} claims, {'rewritten' if changed else 'unchanged'}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from reports.build import changes_lines, prepare, write
 
     report = Path(args.report)
+    if not report.exists():
+        return _error(
+            f"no report at {report}: make one by running the claims "
+            "(`python -m pytest theorems/ -n auto`, the README's command 1), or name one with "
+            "--from REPORT",
+            2,
+        )
     against = Path(args.against) if args.against else None
     try:
         doc, top = prepare(report, against=against)
@@ -320,6 +380,15 @@ def main(argv: list[str] | None = None) -> int:
         "--against", metavar="OLD.json", help="an earlier claims.json: show what changed since"
     )
     p_report.set_defaults(run=cmd_report)
+    p_index = sub.add_parser(
+        "index", help="rebuild theorems/claims.index.json, what list and explain read"
+    )
+    p_index.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 when the index differs from a fresh build",
+    )
+    p_index.set_defaults(run=cmd_index)
     from theorems.framework.lock import DEFAULT_LOCK
 
     p_lock = sub.add_parser(

@@ -4,8 +4,9 @@ What the claim says (statement, paper, kind, provenance, what is expected), what
 said (verdict, reason, examples, worst slack against each bound, the counterexample), what the
 lock pins, and how to replay it: the pytest node to run, and for a saved counterexample the
 instance file that `python -m theorems check` reads and the `@example` line that keeps it in
-the claim. Nothing is rerun: the registry gives the statement, `reports/claims.json` (or
-`--from`) the verdict, `theorems/verdicts.lock` the pin.
+the claim. Nothing is rerun: the registry gives the statement (through the claim index
+while it is fresh: theorems.framework.claim_index), `reports/claims.json` (or `--from`) the
+verdict, `theorems/verdicts.lock` the pin.
 """
 
 from __future__ import annotations
@@ -30,10 +31,14 @@ class UnknownClaim(LookupError):
 
 
 def _registered() -> dict:
-    from theorems.framework import profiles, registry
+    """Every claim by id: from the claim index while it is fresh, else by importing them."""
+    from theorems.framework import claim_index, profiles, registry
 
     if profiles.current_profile() not in profiles.PROFILES:
         profiles.load_profile()
+    indexed = claim_index.fresh(REPO_ROOT)
+    if indexed is not None:
+        return indexed
     registry.import_claim_modules()
     return dict(registry.REGISTRY)
 
