@@ -24,6 +24,7 @@ _NORMAL = [
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d|Z)?"), "<DATE>"),
     (re.compile(r"@reproduce_failure\([^)]*\)"), "@reproduce_failure(<BLOB>)"),
     (re.compile(r"\bin \d+(\.\d+)?s\b"), "in <T>s"),
+    (re.compile(r"\b\d+(\.\d+)? s\b"), "<T> s"),  # a claim's seconds (its closing line)
     (re.compile(r"-?\d+\.\d{4,}(e[-+]?\d+)?"), "<F>"),  # long decimals: platform digits
     (re.compile(r"={3,}"), "==="),
     (re.compile(r"\s+"), " "),

@@ -19,7 +19,7 @@ FRAMEWORK = REPO_ROOT / "theorems" / "framework"
 ORDER = (
     "instances", "profiles", "hypothesis_compat", "evidence", "verdicts", "replay", "twins",
     "registry", "claim_index",
-    "records", "lock", "session", "plugin", "explain", "cli", "figures",
+    "records", "lock", "session", "progress", "plugin", "explain", "cli", "figures",
 )  # fmt: skip
 
 

@@ -286,8 +286,9 @@ def test_verbose_lines_user_properties_and_after_report(mixed):
     result, _, path = mixed
     result.stdout.fnmatch_lines(
         [
-            "*claim T-CONTROL: refuted (expected refuted, as expected)",
-            "*claim T-WRONG: refuted (expected holds, UNEXPECTED)",
+            # then its examples, worst slack and seconds (theorems.framework.progress)
+            "*claim T-CONTROL: refuted (expected refuted, as expected) — * examples*, * s",
+            "*claim T-WRONG: refuted (expected holds, UNEXPECTED) — * s",
         ]
     )
     assert (path / "reports" / "rendered.txt").read_text() == "claims.json"

@@ -17,6 +17,7 @@ Modules, each importing only those above it:
 - `lock`: the verdict lock and the gate.
 - `session`: the run's state, the accounting of what did not finish, the gate over the
   merged report, the closing summary.
+- `progress`: what a run prints as it goes (the plan, long claims, each claim's evidence).
 - `plugin`: the pytest hooks that run all of the above.
 - `explain`: one claim on one page (statement, verdict, lock pin, counterexample, replay).
 - `cli`: `python -m theorems list | check | lock | explain | report | index`.

@@ -29,6 +29,8 @@ that did not finish, or a module that failed to collect, fails the run and the g
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import os
 import shutil
 import time
@@ -42,7 +44,7 @@ import pytest
 from _pytest._code.code import TerminalRepr
 from hypothesis import settings
 
-from theorems.framework import evidence, hypothesis_compat, replay
+from theorems.framework import evidence, hypothesis_compat, progress, replay
 from theorems.framework import lock as locks
 from theorems.framework.profiles import (
     current_profile,
@@ -89,6 +91,7 @@ LOCK_ENV = "ATTN_VERDICT_LOCK"
 NO_GATE_ENV = "ATTN_NO_GATE"
 
 _COLLECTOR = pytest.StashKey[evidence.Collector]()
+_HEADER_SHOWN = pytest.StashKey[bool]()
 _AFTER_REPORT: list[Callable[[Path], Any]] = []
 
 
@@ -270,6 +273,7 @@ def known_claims(root: Path) -> tuple[dict[str, str] | None, str | None]:
     return known, None
 
 
+@pytest.hookimpl(tryfirst=True)  # under xdist, before the worker sends its collection
 def pytest_collection_finish(session: pytest.Session) -> None:
     state = session.config.stash.get(_STATE, None)
     if state is None:
@@ -289,7 +293,68 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         for item in session.items
         if (info := _claim(item))
     }
-    write_json(state.run_dir / f"{state.worker}.items.json", {"items": items})
+    # "plan": what the xdist controller, which collects nothing, prints at the start.
+    plan = _plan(session.items)
+    write_json(state.run_dir / f"{state.worker}.items.json", {"items": items, "plan": plan})
+
+
+def _plan(items: list[pytest.Item]) -> dict[str, Any]:
+    """The claims collected and their example budgets (progress.plan); a claim that is not a
+    Hypothesis test is one example."""
+    return progress.plan(
+        (info.id, info.budget if getattr(item.obj, "is_hypothesis_test", False) else 1)
+        for item in items
+        if (info := _claim(item))
+    )
+
+
+def _header_lines(config: pytest.Config, plan: dict[str, Any]) -> list[str]:
+    """What a claims run prints at its start: the profile and the claims' example budgets,
+    the verdict gate and its lock. Nothing under -qq, nor when no claim was collected."""
+    state = config.stash.get(_STATE, None)
+    if state is None or not plan.get("claims") or config.getoption("verbose") < -1:
+        return []
+    gate = progress.gate_text(
+        state.gate_on, state.gate_off, state.relative(state.lock_path), state.lock,
+        state.lock_error,
+    )  # fmt: skip
+    return [
+        f"{progress.PREFIX} {progress.profile_text()}; {progress.plan_text(plan)}",
+        f"{progress.PREFIX} {gate}",
+    ]
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """The start of a run without xdist: after pytest's "collected N items"."""
+    state = config.stash.get(_STATE, None)
+    if state is None or state.is_worker:
+        return []
+    return _header_lines(config, _plan(items))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids) -> None:
+    """The start of an xdist run, once: from the plan the first worker wrote when it
+    collected (pytest_collection_finish runs there before the worker reports its
+    collection)."""
+    config = node.config
+    state = config.stash.get(_STATE, None)
+    if state is None or config.stash.get(_HEADER_SHOWN, False):
+        return
+    path = state.run_dir / f"{node.workerinput['workerid']}.items.json"
+    try:
+        plan = json.loads(path.read_text(encoding="utf-8")).get("plan") or {}
+    except (OSError, ValueError):
+        return  # no claim collected there (or unreadable): maybe the next worker's
+    config.stash[_HEADER_SHOWN] = True
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    lines = _header_lines(config, plan)
+    if reporter is None or not lines:
+        return
+    reporter.ensure_newline()
+    reporter.write("\n")  # xdist's status line was rewritten in place, without a newline
+    for line in lines:
+        reporter.write_line(line)
 
 
 # --------------------------------------------------------------------------- running a claim
@@ -312,10 +377,16 @@ def pytest_runtest_call(item: pytest.Item):
     info = _claim(item)
     if info is None:
         return (yield)
-    collector = item.stash[_COLLECTOR] = evidence.Collector()
     # A Hypothesis test counts its examples through the registry's inner_test wrapper; any
     # other claim is one example, bracketed here.
     is_hypothesis = getattr(item.obj, "is_hypothesis_test", False)
+    if is_hypothesis and progress.enabled(item.config.getoption("verbose")):
+        # A line every ATTN_PROGRESS_SECONDS while the claim runs (at example boundaries).
+        emit = functools.partial(_progress_line, item.config)
+        ticker = progress.Ticker(info.id, info.budget, emit, progress.interval())
+        collector = item.stash[_COLLECTOR] = progress.TimedCollector(ticker)
+    else:
+        collector = item.stash[_COLLECTOR] = evidence.Collector()
     collector.is_hypothesis = bool(is_hypothesis)
     if is_hypothesis and not settings.default.derandomize:
         # The examples HypoFuzz saved for this claim are under its node id (docs/scale-out.md).
@@ -329,6 +400,26 @@ def pytest_runtest_call(item: pytest.Item):
                 return (yield)
     finally:
         collector.seconds = time.perf_counter() - start
+
+
+def _progress_line(config: pytest.Config, text: str) -> None:
+    """Print a progress line now, from inside a claim's test call: pytest's capture is
+    suspended for it (as for live logging). Without xdist it goes to the terminal reporter;
+    in an xdist worker, whose terminal output nobody reads, to the worker's real stderr,
+    which is the controller's: it reaches the terminal while the claim runs."""
+    state = config.stash.get(_STATE, None)
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    suspended = capman.global_and_fixture_disabled() if capman else contextlib.nullcontext()
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    with suspended:
+        if (state is not None and state.is_worker) or reporter is None:
+            # Under xdist in pytest's dots mode, the line may follow a dot, as a claim's
+            # closing line does.
+            worker = f"[{state.worker}] " if state is not None and state.is_worker else ""
+            os.write(2, f"{worker}{text}\n".encode())
+        else:
+            reporter.ensure_newline()
+            reporter.write_line(text)
 
 
 class _ClaimRepr(TerminalRepr):
@@ -403,6 +494,8 @@ def _judge_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestR
     ]
     if target != info.expected:  # the lock pins another verdict, and decides
         props += [("pinned", target), ("as_pinned", ok)]
+    if report.when == "call":  # examples, worst slack, seconds: the claim's closing line
+        props += progress.evidence_props(collector)
     item.user_properties.extend(props)
     if report.user_properties is not item.user_properties:
         report.user_properties = [*report.user_properties, *props]
@@ -437,8 +530,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 class _Terminal:
-    """A line per claim as it finishes (unless -q); registered on the controller only,
-    because pytest_runtest_logreport receives the report but not the config."""
+    """A line per claim as it finishes (unless -q): its verdict, then its examples, worst
+    slack and seconds; registered on the controller only, because pytest_runtest_logreport
+    receives the report but not the config."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
@@ -459,7 +553,9 @@ class _Terminal:
         else:
             mark = "as expected" if props["as_expected"] else "UNEXPECTED"
             shown = f"expected {props['expected']}, {mark}"
-        reporter.write_line(f"    claim {props['claim']}: {props['verdict']} ({shown})")
+        done = progress.evidence_text(props)
+        line = f"    claim {props['claim']}: {props['verdict']} ({shown})"
+        reporter.write_line(f"{line} — {done}" if done else line)
 
 
 def _collect_error(report: pytest.CollectReport) -> str:
