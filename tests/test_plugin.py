@@ -186,6 +186,9 @@ def test_control_is_refuted_and_passes_with_the_shrunk_counterexample(mixed):
     assert (c["verdict"], c["as_expected"], c["expected"]) == ("refuted", True, "refuted")
     assert c["counterexample"] == {"x": 10}
     assert "Falsifying example" in c["falsifying_example"] and "x=10" in c["falsifying_example"]
+    # What the failing assertion said travels with the example (a conjecture's value, say).
+    assert c["assertion"] == "assert 10 < 10"
+    assert c["falsifying_example"].endswith(")\nAssertionError: assert 10 < 10")
     assert c["note"] == "x < 10 is false"
     result.stdout.fnmatch_lines(
         ["*::test_control PASSED*", "*claim T-CONTROL: refuted as expected*"]
@@ -251,8 +254,11 @@ def test_non_hypothesis_claim_is_one_example(mixed):
 def test_report_schema(mixed):
     report = mixed[1]
     assert set(report) == {
-        "generated", "profile", "versions", "device", "summary", "claims", "skipped", "lock"
+        "generated", "profile", "versions", "device", "summary", "claims", "skipped", "lock",
+        "runs",
     }  # fmt: skip
+    assert report["runs"] == {report["generated"]: {"profile": "ci", "claims": 10}}
+    assert {c["run"] for c in report["claims"]} == {report["generated"]}
     assert report["skipped"] == []
     assert report["profile"] == "ci"
     assert report["device"] == "cpu"  # ATTN_DEVICE unset: the torch work ran on CPU
@@ -307,7 +313,9 @@ def test_xdist_gives_the_same_report_as_a_serial_run(mixed, inner):
     result.stdout.fnmatch_lines(["*— out/a.json"])
 
     def content(report):
-        return [{k: v for k, v in c.items() if k != "seconds"} for c in report["claims"]]
+        return [
+            {k: v for k, v in c.items() if k not in ("seconds", "run")} for c in report["claims"]
+        ]
 
     assert content(parallel) == content(mixed[1])
     assert parallel["summary"] == mixed[1]["summary"]
@@ -322,6 +330,54 @@ def test_a_crash_keeps_the_evidence_already_flushed(inner, monkeypatch, pytester
     (worker_file,) = (path / "env" / ".evidence").glob("*/main.json")
     (record,) = json.loads(worker_file.read_text())["records"]
     assert record["id"] == "T-HOLDS" and record["verdict"] == "holds"
+
+
+def test_runs_add_up_in_the_report_and_each_claim_names_its_run(inner):
+    """A run of one claim keeps the other claims of the report it replaces (same profile),
+    each with the run that judged it; --fresh-report starts anew."""
+    import time
+
+    _, first, _ = inner(HOLDS + CONTROL, "-k", "test_holds")
+    assert [c["id"] for c in first["claims"]] == ["T-HOLDS"]
+    time.sleep(1.1)  # the runs' stamps are seconds
+    _, second, _ = inner(HOLDS + CONTROL, "-k", "test_control")
+    runs = {c["id"]: c["run"] for c in second["claims"]}
+    assert set(runs) == {"T-HOLDS", "T-CONTROL"}
+    assert runs["T-HOLDS"] == first["generated"] and runs["T-CONTROL"] == second["generated"]
+    assert second["runs"] == {
+        first["generated"]: {"profile": "ci", "claims": 1},
+        second["generated"]: {"profile": "ci", "claims": 1},
+    }
+    assert second["summary"]["claims"] == 2 and second["summary"]["holds"] == 1
+    _, fresh, _ = inner(HOLDS + CONTROL, "-k", "test_control", "--fresh-report")
+    assert [c["id"] for c in fresh["claims"]] == ["T-CONTROL"]
+
+
+def test_carry_over_keeps_only_claims_of_the_same_profile_that_still_exist():
+    from theorems.framework.records import carry_over
+
+    def claim(cid, verdict="holds"):
+        return {"id": cid, "paper": "p", "kind": "lemma", "nodeid": f"t.py::{cid}",
+                "verdict": verdict, "as_expected": True}  # fmt: skip
+
+    def report(stamp, profile, *claims):
+        return {"generated": stamp, "profile": profile, "claims": list(claims),
+                "skipped": [], "summary": {}}  # fmt: skip
+
+    now = report("t2", "ci", claim("A"))
+    before = report("t1", "ci", claim("A", "refuted"), claim("B"), claim("GONE"))
+    merged = carry_over(now, before, known={"A": "holds", "B": "holds"})
+    assert [(c["id"], c["verdict"], c["run"]) for c in merged["claims"]] == [
+        ("A", "holds", "t2"), ("B", "holds", "t1")
+    ]  # fmt: skip
+    assert merged["summary"]["claims"] == 2
+    assert merged["runs"] == {"t1": {"profile": "ci", "claims": 1},
+                              "t2": {"profile": "ci", "claims": 1}}  # fmt: skip
+    dev = carry_over(report("t2", "ci", claim("A")), report("t1", "dev", claim("B")), None)
+    assert [c["id"] for c in dev["claims"]] == ["A"] and list(dev["runs"]) == ["t2"]
+    assert carry_over(report("t2", "ci", claim("A")), None, None)["runs"] == {
+        "t2": {"profile": "ci", "claims": 1}
+    }
 
 
 def test_no_claims_no_report(inner):

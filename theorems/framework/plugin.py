@@ -55,11 +55,13 @@ from theorems.framework.profiles import (
 )
 from theorems.framework.records import (
     build_report,
+    carry_over,
     claim_fields,
     empty_collection,
     identity,
     item_record,
     merge_records,
+    read_previous,
     read_run,
     skipped_claims,
     write_json,
@@ -167,6 +169,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help=f"do not fail the run on verdicts that differ from the lock (env {NO_GATE_ENV}=1, "
         "which CI ignores); for local exploration",
+    )
+    group.addoption(
+        "--fresh-report",
+        dest="fresh_report",
+        action="store_true",
+        default=False,
+        help="write the claims report of this run alone; by default the claims of the report "
+        "it replaces that this run did not judge are kept (same profile), each naming its run",
     )
     group.addoption(
         "--counterexamples",
@@ -638,13 +648,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         # The lock this run is judged against (--verdict-lock, ATTN_VERDICT_LOCK or the
         # checkout's): the report's "verdict changes" compare with the same one.
         report["lock"] = str(state.lock_path)
-        write_json(state.report_path, report)  # first: nothing below may lose the report
-        state.summary = dict(
+        state.summary = dict(  # this run's claims; the report adds up the earlier runs'
             report["summary"],
             refuted_as_expected=sum(
                 c["verdict"] == "refuted" and c["as_expected"] for c in report["claims"]
             ),
         )
+        if not config.getoption("fresh_report", False):
+            known = (state.collection or {}).get("known")
+            report = carry_over(report, read_previous(state.report_path), known)
+        write_json(state.report_path, report)  # first: nothing below may lose the report
         save_counterexamples(state, claims, replays)
         try:
             run_gate(state, claims, skipped, collection)
