@@ -287,7 +287,6 @@ def cone_path(problem: PromptProblem, alpha, target, eps: float):
 
 @claim(
     id="MM-RPLOC",
-    variant="MM-RPLOC-CAP",
     kind="theorem",
     provenance="[R?] (spec §2.5 and the cone of §1.6)",
     expected="refuted",
@@ -307,8 +306,8 @@ def test_local_reg_path_wide_cone(inst):
     Refuted as read: with the spec's wide cone (cos ≥ 0.95) a higher-scoring non-support
     token can out-attend α's support tokens inside the cone, L drops below α's floor there,
     and the minimiser sits on the cone's edge facing the higher-scoring direction at every R
-    (as on Fig. 1(b), models/regpath tests). The statement holds with a cap narrow enough
-    for the instance: MM-RPLOC-CAP.
+    (as on Fig. 1(b), models/regpath tests). MM-RPLOC-CAP, the cap derived for the instance,
+    is refuted too (docs/reliability.md, the 10-seed table of issue 21).
     """
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
@@ -366,7 +365,8 @@ RPLOC_DEEP_APEX = PromptInstance(
 def test_local_reg_path_safe_cap(inst):
     """Theorem RP-loc inside a cap narrow enough for the instance (spec §2.5, [D] width).
 
-    The narrowest variant of MM-RPLOC that holds. On Fig. 1(b), α = token (1, 0), the
+    Refuted as read (seeds 5, 9, 10 of ci-random, pinned): p_R stays on the inner sphere and
+    the cap's edge for every R0 of the grid. On Fig. 1(b), α = token (1, 0), the
     formula gives ε = 8.1e-4 (the regularization-path author found ε ≈ 1e-3 works and ε =
     0.05 does not). A fixed ε = 1e-3 is not safe on random instances: at c = 20 the
     minimiser can still sit on its edge. The minimum is over the cone ∩ ball, not the sphere:
