@@ -967,6 +967,9 @@ REORDERINGS = (
 SIGNED = ("flip-labels-and-tokens", "flip-labels-and-head", "signed-permute-embedding")
 #: Every twin name.
 ALL_TWINS = (*REORDERINGS, *SIGNED, "rotate-embedding")
+#: Twins that change the embedding's coordinates only: every index, label and order is kept,
+#: so a statement about the instance (not about its coordinate values) cannot tell them apart.
+COORDINATE_CHANGES = ("rotate-embedding", "signed-permute-embedding")
 #: Where the geometry is invariant under signed permutations only (ℓp norms, diagonal K, Q).
 NOT_ROTATED = (*REORDERINGS, *SIGNED)
 #: Twins that keep every coordinate axis where it is (a diagonal parametrization, diagonal

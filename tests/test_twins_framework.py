@@ -18,11 +18,12 @@ def _fixed():
     return PromptInstance(X, [1.0, 1.0], [1.0, 0.5], torch.eye(2), alpha=[0, 2], seed=7)
 
 
-def _run(monkeypatch, k, body, instances=None):
+def _run(monkeypatch, k, body, instances=None, declared=None):
     monkeypatch.setenv(twins.TWINS_ENV, str(k))
     with registry.isolated():
 
-        @claim(id="T-TWIN", paper="p", kind="lemma", statement="s", provenance="[D]", examples=5)
+        @claim(id="T-TWIN", paper="p", kind="lemma", statement="s", provenance="[D]", examples=5,
+               twins=declared)  # fmt: skip
         @given(inst=global_opt_instances(n=2, T=3) if instances is None else instances)
         def test_x(inst):
             body(inst)
@@ -101,12 +102,33 @@ def test_a_counterexample_that_holds_on_a_twin_is_fragile_not_a_refutation(monke
     def some_label_negative(inst):
         assert not bool((inst.y > 0).all()), "some label is -1"
 
-    collector, (verdict, _, reason) = _run(monkeypatch, 0, some_label_negative, fixed)
+    declared = ("permute-inputs", "flip-labels-and-tokens")  # the statement's invariances
+    collector, (verdict, _, reason) = _run(monkeypatch, 0, some_label_negative, fixed, declared)
     assert verdict == "inconclusive", reason
     assert reason.startswith("fragile counterexample: refuted on the instance")
     assert "flip-labels-and-tokens" in reason
-    assert collector.robustness["twins"]["flip-labels-and-tokens"] == "holds"
+    assert collector.robustness["twins"] == {
+        "permute-inputs": "refuted",
+        "flip-labels-and-tokens": "holds",
+    }
     assert collector.snapshot()["robustness"] == collector.robustness
+
+
+def test_holding_on_a_twin_the_claim_does_not_declare_is_no_fragility(monkeypatch):
+    """Without twins=..., a statement is taken to be invariant only under changes of the
+    embedding's coordinates: a conjecture about labels (or "the first token") that holds on
+    the sign-flipped twin stays refuted, and the reason names that twin."""
+    fixed = st.just(_fixed())
+
+    def some_label_negative(inst):
+        assert not bool((inst.y > 0).all()), "some label is -1"
+
+    collector, (verdict, _, reason) = _run(monkeypatch, 0, some_label_negative, fixed)
+    assert verdict == "refuted", reason
+    assert collector.robustness["holds_on"] == []
+    assert collector.robustness["undeclared_holds"] == ["flip-labels-and-tokens"]
+    assert "it holds on flip-labels-and-tokens, which the claim does not declare" in reason
+    assert collector.robustness["twins"]["rotate-embedding"] == "refuted"
 
 
 def test_a_robust_counterexample_refutes_on_every_twin_and_only_it_is_replayed(monkeypatch):

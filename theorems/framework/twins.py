@@ -135,11 +135,19 @@ def robustness(
     the counterexample under another rounding of every quantity (a rotation perturbs every
     coordinate at the level of float64's epsilon) while keeping every premise exactly. A
     counterexample that holds on a twin refutes only under some rounding: it is *fragile*,
-    and `verdicts.judge` makes the claim inconclusive, never refuted, whatever ATTN_TWINS."""
+    and `verdicts.judge` makes the claim inconclusive, never refuted, whatever ATTN_TWINS.
+
+    That reading needs the statement to be invariant under the twin. A claim that declares
+    its twins (``twins=``) says so; one that does not (a researcher's conjecture about "the
+    first token", say) is taken to be invariant only under a change of the embedding's
+    coordinates (``COORDINATE_CHANGES``): holding on another twin is then recorded apart
+    (``undeclared_holds``), not called fragile, since it may be the statement that moved."""
+    from strategies.twins import COORDINATE_CHANGES
+
     collector = evidence.current()
     if collector is None or allowed == ():
         return
-    record: dict[str, Any] = {"twins": {}, "holds_on": []}
+    record: dict[str, Any] = {"twins": {}, "holds_on": [], "undeclared_holds": []}
     try:
         found = _instance_argument(kwargs, given)
     except Exception as err:  # noqa: BLE001 - a twin that cannot be built is no evidence
@@ -154,7 +162,9 @@ def robustness(
             collector.unseen_failures()  # the twin's failures are not the next example's
             record["twins"][twin.name] = got
             if got == "holds":
-                record["holds_on"].append(twin.name + (f" ({twin.note})" if twin.note else ""))
+                named = twin.name + (f" ({twin.note})" if twin.note else "")
+                declared = allowed is not None or twin.name in COORDINATE_CHANGES
+                record["holds_on" if declared else "undeclared_holds"].append(named)
     collector.robustness = record
 
 

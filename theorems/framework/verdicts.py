@@ -267,12 +267,20 @@ def _refutation(robustness: dict | None) -> tuple[str, str | None, str]:
             f"{', '.join(robustness['holds_on'])}: the same instance restated, so rounding "
             "decides it, and it refutes nothing",
         )
-    decided, undecided = outcomes.count("refuted"), len(outcomes) - outcomes.count("refuted")
+    decided = outcomes.count("refuted")
+    other = robustness.get("undeclared_holds") or []
+    undecided = len(outcomes) - decided - len(other)
     return (
         "refuted",
         None,
         f"a counterexample was found; refuted on {decided} of its {len(outcomes)} twins too"
-        + (f" ({undecided} undecided)" if undecided else ""),
+        + (f" ({undecided} undecided)" if undecided else "")
+        + (
+            f"; it holds on {', '.join(other)}, which the claim does not declare it is "
+            "invariant under (twins=...)"
+            if other
+            else ""
+        ),
     )
 
 
