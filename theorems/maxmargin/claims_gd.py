@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from models.attention import one_minus_cos
 from models.dynamics import gd, trace_flow
+from models.highprec import loss_gradient
 from models.regpath import log_gap_batch
 from models.selection import local_optimality
 from models.svm import att_svm, w_svm, w_svm_closed_form
@@ -712,6 +713,38 @@ def test_w_gd_is_prompt_gd(inst, seed):
 GRADIENT_REL_TOL = 1e-9
 
 
+#: Found by MM-DEF-GRADIENT under ci-random seed 7 (issue 21): at p (seed 376, ‖p‖ = 9.2) the
+#: gradient is ~1e-9 and autograd of the plain loss is off by 2.2e-9 relative, the engine by
+#: 5.5e-16 (both against the 50-digit gradient).
+AUTOGRAD_CANCELS = PromptInstance(
+    torch.tensor(
+        [
+            [
+                [
+                    1.5409961082440433,
+                    -0.2934289057609464,
+                    -2.1787893820745574,
+                    0.5684312772806678,
+                    -0.4235282157276996,
+                ],
+                [
+                    -1.084522342424021,
+                    -1.3985953953708767,
+                    0.4033468476292993,
+                    0.8380263329976598,
+                    -0.09426230223777154,
+                ],
+            ]
+        ],
+        dtype=torch.float64,
+    ),
+    torch.tensor([1.0], dtype=torch.float64),
+    torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0], dtype=torch.float64),
+    torch.diag(torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0], dtype=torch.float64)),
+    assumptions=frozenset({"decoupled"}),
+)
+
+
 @claim(
     id="MM-DEF-GRADIENT",
     kind="definition",
@@ -719,10 +752,11 @@ GRADIENT_REL_TOL = 1e-9
     statement="The dynamics follow the gradient of the paper's loss: on random decoupled "
     "instances (n ≤ 4, T ≤ 6, keys in dimension ≤ 6; logistic, exponential and correlation "
     "loss) at p with 0.1 ≤ ‖p‖ ≤ 10, the engine's log-space ∇L(p) equals the gradient of "
-    "L(p) = (1/n) Σ ℓ(y_i vᵀX_iᵀ softmax(X_i W p)) taken by torch autograd, to 1e-9 relative.",
+    "L(p) = (1/n) Σ ℓ(y_i vᵀX_iᵀ softmax(X_i W p)), to 1e-9 relative.",
     examples=50,
     twins=REORDERINGS,
 )
+@example(inst=AUTOGRAD_CANCELS, loss="logistic", seed=376)
 @given(inst=decoupled_instances(), loss=st.sampled_from(LOSSES), seed=SEEDS)
 def test_engine_gradient_is_the_loss_gradient(inst, loss, seed):
     """The engine's gradient against autograd of the plain loss, an independent implementation.
@@ -738,5 +772,12 @@ def test_engine_gradient_is_the_loss_gradient(inst, loss, seed):
     engine = problem.gradient_scaled(p).value()
     error = float(torch.linalg.vector_norm(engine - reference))
     scale = float(torch.linalg.vector_norm(reference))
-    evidence.slack("‖engine − autograd‖ / ‖autograd‖", error, GRADIENT_REL_TOL * scale)
+    if error > GRADIENT_REL_TOL * scale:
+        # Near saturation autograd of the plain loss cancels terms of order one into a ~1e-9
+        # gradient and loses its digits: where the two disagree, L's gradient in 50 digits
+        # is the reference (models.highprec; AUTOGRAD_CANCELS is such a point).
+        reference = loss_gradient(problem, p)
+        error = float(torch.linalg.vector_norm(engine - reference))
+        scale = float(torch.linalg.vector_norm(reference))
+    evidence.slack("‖engine − reference‖ / ‖reference‖", error, GRADIENT_REL_TOL * scale)
     assert error <= GRADIENT_REL_TOL * scale, f"relative error {error / scale:.3g}"

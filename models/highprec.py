@@ -1,0 +1,59 @@
+"""The prompt loss's gradient in high-precision arithmetic: the arbiter where two float64
+computations of one identity disagree.
+
+Near saturation the gradient of L is tiny (1e-9 of its inputs) and a float64 computation that
+sums terms of order one, such as autograd of the plain loss, loses most of its digits to
+cancellation; the engine's log-space gradient does not. When a claim compares the two and they
+differ, this decides which one rounding broke: L is evaluated from the instance's float64
+numbers (exact inputs) in ``digits`` decimal digits and differentiated numerically there
+(mpmath.diff), independently of both float64 formulas.
+"""
+
+from __future__ import annotations
+
+import mpmath
+import torch
+
+#: ℓ of each margin loss (models.losses), in mpmath.
+_LOSSES = {
+    "logistic": lambda x: mpmath.log1p(mpmath.exp(-x)),
+    "exponential": lambda x: mpmath.exp(-x),
+    "correlation": lambda x: -x,
+}
+
+
+def _loss(loss):
+    if loss.name in _LOSSES:
+        return _LOSSES[loss.name]
+    target = getattr(loss, "target", None)
+    if loss.name == "square" and target is not None:
+        return lambda x: (mpmath.mpf(float(target)) - x) ** 2
+    raise ValueError(f"no high-precision form of the loss {loss.name!r}")
+
+
+def loss_gradient(problem, p: torch.Tensor, digits: int = 50) -> torch.Tensor:
+    """∇L(p) of a PromptProblem, L(p) = (1/n) Σ_i ℓ(Σ_t softmax(K_i p)_t γ_it), computed in
+    ``digits`` decimal digits and rounded to float64."""
+    ell = _loss(problem.loss)
+    with mpmath.workdps(digits):
+        keys = [[[mpmath.mpf(float(k)) for k in token] for token in x] for x in problem.keys]
+        scores = [[mpmath.mpf(float(g)) for g in row] for row in problem.scores]
+        point = [mpmath.mpf(float(c)) for c in p]
+
+        def value(q):
+            total = mpmath.mpf(0)
+            for key_rows, gammas in zip(keys, scores, strict=True):
+                logits = [
+                    mpmath.fsum(k * c for k, c in zip(row, q, strict=True)) for row in key_rows
+                ]
+                top = max(logits)
+                weights = [mpmath.exp(z - top) for z in logits]
+                margin = mpmath.fsum(w * g for w, g in zip(weights, gammas, strict=True))
+                total += ell(margin / mpmath.fsum(weights))
+            return total / len(keys)
+
+        def partial(j):
+            return mpmath.diff(lambda t: value([*point[:j], t, *point[j + 1 :]]), point[j])
+
+        grad = [float(partial(j)) for j in range(len(point))]
+    return torch.tensor(grad, dtype=torch.float64)
