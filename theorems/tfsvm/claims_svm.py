@@ -20,6 +20,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from models import failures
+from models.highprec import loss_gradient
 from models.normsvm import FAILED, matrix_norm, norm_svm, rank_rel
 from models.selection import local_optimality
 from strategies.combinators import SEEDS, seeded
@@ -109,6 +110,30 @@ def _rel(a, b) -> float:
 # ---- §1.1: the model ---------------------------------------------------------------------------
 
 
+#: Found by TF-DEF-MODEL under ci-random seed 5 (issue 21): at ‖W‖ = 10 (seed 247) the gradient
+#: is 2e-8 and autograd of the official loss is off by 2.5e-10 relative, the log-space gradient
+#: by 9e-17 (both against the 50-digit gradient).
+AUTOGRAD_CANCELS = CrossInstance(
+    torch.tensor(
+        [[[0.5829220849890165, -0.8125280566430048], [-0.5434128578066105, 0.8394655835532822]]],
+        dtype=DTYPE,
+    ),
+    torch.tensor([[-0.7816658843019166, 0.6236973988389743]], dtype=DTYPE),
+    torch.tensor([1.0], dtype=DTYPE),
+    torch.tensor([-0.6741446571101384, 0.7385993374556019], dtype=DTYPE),
+    alpha=np.array([1]),
+    assumptions=frozenset(
+        {
+            "distinct_scores",
+            "independent_queries",
+            "independent_tokens",
+            "official_cross",
+            "unique_opt",
+        }
+    ),
+)
+
+
 @claim(
     id="TF-DEF-MODEL",
     kind="definition",
@@ -116,10 +141,11 @@ def _rel(a, b) -> float:
     statement="The cross-attention model f_i(W) = vᵀX_iᵀS(X_i W z_i) computed through the "
     "vectorised keys vec(x_it z_iᵀ) (logits, loss L(W)) equals the model written as the official "
     "code writes it (X_i W z_i, then the softmax, then vᵀX_iᵀ·), and the log-space gradient "
-    "∇L(W) = e^M·G̃ equals autograd of the official loss, at ‖W‖_F ∈ {0.1, 1, 10}.",
+    "∇L(W) = e^M·G̃ equals the gradient of the official loss, at ‖W‖_F ∈ {0.1, 1, 10}.",
     examples=50,
     twins=REORDERINGS,
 )
+@example(inst=AUTOGRAD_CANCELS, seed=247)
 @given(inst=official_cross_instances(loss=st.sampled_from(LOSSES)), seed=SEEDS)
 def test_vectorised_model_is_the_official_model(inst, seed):
     """CrossProblem's vectorised loss and log-space gradient match the official model (§1.1)."""
@@ -138,9 +164,16 @@ def test_vectorised_model_is_the_official_model(inst, seed):
         err = abs(loss - naive) / max(1.0, abs(naive))
         evidence.slack("L: |vectorised − official| / max(1, L)", err, MODEL_TOL)
         assert err <= MODEL_TOL, f"L = {loss!r} vs official {naive!r} at ‖W‖ = {norm}"
-        auto = W.grad.numpy()
-        err = float(np.linalg.norm(problem.gradient(W.detach()) - auto) / np.linalg.norm(auto))
-        evidence.slack("‖∇L(log space) − autograd‖ / ‖autograd‖", err, MODEL_TOL)
+        reference, engine = W.grad.numpy(), problem.gradient(W.detach())
+        err = float(np.linalg.norm(engine - reference) / np.linalg.norm(reference))
+        if err > MODEL_TOL:
+            # At ‖W‖ = 10 autograd of the official loss can cancel terms of order one into a
+            # ~1e-8 gradient and lose its digits: where the two disagree, the loss's gradient
+            # in 50 digits is the reference (models.highprec; AUTOGRAD_CANCELS is such a W).
+            vec = loss_gradient(problem.prompt, W.detach().reshape(-1))
+            reference = vec.reshape(W.shape).numpy()
+            err = float(np.linalg.norm(engine - reference) / np.linalg.norm(reference))
+        evidence.slack("‖∇L(log space) − reference‖ / ‖reference‖", err, MODEL_TOL)
         assert err <= MODEL_TOL, f"gradients differ by {err:.2e} (relative) at ‖W‖ = {norm}"
 
 
