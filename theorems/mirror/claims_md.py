@@ -11,7 +11,9 @@ variants of these results are in ``claims_controls``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -63,11 +65,11 @@ DTYPE = torch.float64
 #: queries and head, random labels, W(0) ~ N(0, 1) entrywise (``--std 1``).
 OFFICIAL = with_random_init(official_cross_instances(*OFFICIAL_SHAPE), scale=1.0)
 
-#: MD-DEF-P2: md(p = 2) and w_ngd agree step for step to this, relative to max(1, ‖W_k‖). Both
-#: add lr·(unit direction) per step; they differ only in rounding (md rescales by max|G̃| and
-#: takes the ℓ2 norm after, ngd normalises the engine's field), ~1e-16 per step, so after
-#: P2_STEPS = 200 steps ~2e-14; measured ≤ 1.4e-15 over 45 draws. 1e-11 is rounding, not a
-#: different method (a wrong exponent in the dual map is off by O(1) at the first step).
+#: MD-DEF-P2: one step of md(p = 2) and of w_ngd from the same W agree to this, relative to
+#: max(1, ‖W⁺‖). Both add lr·(unit direction); they differ only in rounding (md rescales by
+#: max|G̃| and takes the ℓ2 norm after, ngd normalises the engine's field), ~1e-16 per step.
+#: 1e-11 is rounding, not a different method (a wrong exponent in the dual map is off by O(1)
+#: at the first step). P2_STEPS: the iterates of md's run the steps start from.
 P2_TOL = 1e-11
 P2_STEPS = 200
 #: MD-DEF-BREGMAN: the divergence from its definition agrees to this (both are O(1) sums of
@@ -113,30 +115,43 @@ def _rel(A, B) -> float:
 # ---- §1.6, §1.8: definitions ---------------------------------------------------------------------
 
 
+#: MD-DEF-P2: ci-random seed 1's draw (issue 21), where two whole 200-step runs of md(p = 2)
+#: and NGD drift apart by 4e-4 in one token order and agree to 1e-11 in another (fragile).
+P2_FRAGILE_RUNS = CrossInstance.from_json(
+    json.loads((Path(__file__).parent / "pinned" / "MD-DEF-P2.json").read_text())
+)
+
+
 @claim(
     id="MD-DEF-P2",
     kind="definition",
     provenance="[V] code (tools/optimizers.py), [D]",
     statement="ℓp mirror descent with p = 2 is normalised GD: the dual map sign(W)|W|^{p−1} is "
-    "the identity and ‖·‖_{p*} = ‖·‖_F, so md(p = 2) and W-NGD (lr 0.1, from the same W(0)) "
-    "produce the same iterates step for step.",
+    "the identity and ‖·‖_{p*} = ‖·‖_F, so a step of md(p = 2) and a step of W-NGD (lr 0.1) "
+    "from the same W give the same W⁺, at every iterate of md's run.",
     examples=15,
     twins=NOT_ROTATED,
 )
+@example(inst=P2_FRAGILE_RUNS)
 @given(inst=with_random_init(SMALL, scale=1.0))
 def test_md_p2_is_ngd(inst):
     """md(p = 2) = w_ngd at every step (spec §1.6: "p = 2 is NGD"). md goes through the dual and
     primal maps and the dual-norm normalisation; w_ngd through the prompt engine's NGD."""
     record(inst)
-    a = md(inst.problem, inst.W0, p=2.0, lr=0.1, steps=P2_STEPS)
-    b = w_ngd(inst.problem, inst.W0, lr=0.1, steps=P2_STEPS)
-    if a.stop != b.stop or len(a.steps) != len(b.steps):
-        raise AssertionError(f"md(p=2) stopped at {a.steps[-1]} ({a.stop}), NGD at {b.steps[-1]}")
-    errs = [_rel(Wa, Wb) for Wa, Wb in zip(a.Ws, b.Ws, strict=True)]
+    # Step for step, from the same iterate: two whole 200-step runs would also compare how the
+    # flow amplifies a 1e-16 difference (4e-4 on a ci-random draw, issue 21: fragile).
+    run = md(inst.problem, inst.W0, p=2.0, lr=0.1, steps=P2_STEPS)
+    errs = []
+    for k, W in zip(run.steps[:-1], run.Ws[:-1], strict=True):
+        a = md(inst.problem, W, p=2.0, lr=0.1, steps=1)
+        b = w_ngd(inst.problem, W, lr=0.1, steps=1)
+        if a.stop != b.stop or len(a.Ws) != len(b.Ws):
+            raise AssertionError(f"from step {k}: md(p=2) stops ({a.stop}), NGD ({b.stop})")
+        errs.append(_rel(a.Ws[-1], b.Ws[-1]))
     k = int(np.argmax(errs))
     evidence.slack("‖W_md − W_ngd‖/max(1, ‖W_ngd‖) (max over steps)", errs[k], P2_TOL)
     assert errs[k] <= P2_TOL, (
-        f"md(p=2) and NGD differ by {errs[k]:.2e} (relative) > {P2_TOL:g} at step {a.steps[k]}"
+        f"md(p=2) and NGD differ by {errs[k]:.2e} (relative) > {P2_TOL:g} from step {run.steps[k]}"
     )
 
 
