@@ -68,6 +68,11 @@ def _mine(info: ClaimInfo, root: Path) -> bool:
     return True
 
 
+def own(claims: Iterable[ClaimInfo], root: Path = REPO_ROOT) -> list[ClaimInfo]:
+    """The claims the index holds: those defined under root/theorems/."""
+    return [c for c in claims if _mine(c, root)]
+
+
 def render(claims: Iterable[ClaimInfo], root: Path = REPO_ROOT) -> str:
     """The index's text for `claims` (those defined under root/theorems/) and the sources
     on disk now."""
@@ -75,7 +80,7 @@ def render(claims: Iterable[ClaimInfo], root: Path = REPO_ROOT) -> str:
         "format": FORMAT,
         "built_by": REBUILD,
         "sources": sources(root),
-        "claims": [_entry(c, root) for c in claims if _mine(c, root)],
+        "claims": [_entry(c, root) for c in own(claims, root)],
     }
     return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
 
@@ -184,7 +189,7 @@ def check(claims: Iterable[ClaimInfo], root: Path = REPO_ROOT) -> str | None:
     except (ValueError, KeyError, TypeError):
         differences, indexed = ["it is malformed"], {}
     if not differences:  # same sources, other claims: a helper outside them changed
-        now = {c.id: _entry(c, root) for c in claims if _mine(c, root)}
+        now = {c.id: _entry(c, root) for c in own(claims, root)}
         ids = sorted(i for i in now.keys() | indexed.keys() if now.get(i) != indexed.get(i))
         differences = [f"claim {i} differs" for i in ids] or ["its layout differs"]
     return (

@@ -323,7 +323,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         changed = claim_index.write(claims, REPO_ROOT)
     except OSError as exc:
         return _error(f"{shown}: cannot write: {exc.strerror or exc}", 2)
-    count = len(claim_index.read(REPO_ROOT)[0] or {})
+    count = len(claim_index.own(claims, REPO_ROOT))
     print(f"{shown}: {count} claims, {'rewritten' if changed else 'unchanged'}")
     return 0
 

@@ -105,13 +105,7 @@ def recheck(
         return
     collector.twins_checked += 1
     name, twins = found
-    for twin in twins:
-        if allowed is not None and twin.name not in allowed:
-            continue
-        got = _decide(inner, args, {**kwargs, name: twin.instance})
-        # The twin's machinery failures reached the claim's watch of the whole call too: they
-        # are not failures of the next example's drawing.
-        collector.unseen_failures()
+    for twin, got in _outcomes(collector, inner, args, kwargs, name, twins, allowed):
         collector.twins_run[f"{twin.name}: {got}"] += 1
         if got in ("holds", "refuted") and got != original:
             collector.twin_disagreements.append(
@@ -155,17 +149,26 @@ def robustness(
         found = None
     if found is not None:
         name, twins = found
-        for twin in twins:
-            if allowed is not None and twin.name not in allowed:
-                continue
-            got = _decide(inner, args, {**kwargs, name: twin.instance})
-            collector.unseen_failures()  # the twin's failures are not the next example's
+        for twin, got in _outcomes(collector, inner, args, kwargs, name, twins, allowed):
             record["twins"][twin.name] = got
             if got == "holds":
                 named = twin.name + (f" ({twin.note})" if twin.note else "")
                 declared = allowed is not None or twin.name in COORDINATE_CHANGES
                 record["holds_on" if declared else "undeclared_holds"].append(named)
     collector.robustness = record
+
+
+def _outcomes(collector, inner, args, kwargs, name, twins, allowed):
+    """(twin, outcome) for each twin the claim allows (None: all), the body run on it in
+    place of the argument ``name``."""
+    for twin in twins:
+        if allowed is not None and twin.name not in allowed:
+            continue
+        got = _decide(inner, args, {**kwargs, name: twin.instance})
+        # The twin's machinery failures reached the claim's watch of the whole call too: they
+        # are not failures of the next example's drawing.
+        collector.unseen_failures()
+        yield twin, got
 
 
 def _decide(inner: Callable, args: tuple, kwargs: dict[str, Any]) -> str:
