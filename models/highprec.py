@@ -57,3 +57,20 @@ def loss_gradient(problem, p: torch.Tensor, digits: int = 50) -> torch.Tensor:
 
         grad = [float(partial(j)) for j in range(len(point))]
     return torch.tensor(grad, dtype=torch.float64)
+
+
+def gradient_error(problem, p, engine, autograd, rel_tol: float) -> tuple[float, float]:
+    """(‖engine − ∇L(p)‖, ‖∇L(p)‖) of a PromptProblem's gradient ``engine`` at ``p`` (any
+    shapes, compared flat), with ∇L(p) from ``autograd`` where the two agree to ``rel_tol``
+    (relative) and from `loss_gradient` in 50 digits where they do not: near saturation
+    autograd of the plain loss cancels terms of order one into a tiny gradient and loses its
+    digits, so a disagreement alone does not say which side is wrong."""
+    engine = torch.as_tensor(engine, dtype=torch.float64).reshape(-1)
+    reference = torch.as_tensor(autograd, dtype=torch.float64).reshape(-1)
+    error = float(torch.linalg.vector_norm(engine - reference))
+    scale = float(torch.linalg.vector_norm(reference))
+    if error > rel_tol * scale:
+        reference = loss_gradient(problem, torch.as_tensor(p, dtype=torch.float64).reshape(-1))
+        error = float(torch.linalg.vector_norm(engine - reference))
+        scale = float(torch.linalg.vector_norm(reference))
+    return error, scale

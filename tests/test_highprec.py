@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from models.attention import PromptProblem
-from models.highprec import loss_gradient
+from models.highprec import gradient_error, loss_gradient
 from models.losses import get_loss
 
 
@@ -41,6 +41,12 @@ def test_decides_for_the_engine_where_autograd_cancels():
     engine = problem.gradient_scaled(p).value()
     rel = lambda a: float((a - high).norm() / high.norm())  # noqa: E731
     assert rel(engine) < 1e-13 < 1e-10 < rel(auto)
+    # gradient_error consults the 50-digit gradient only where the two disagree: here it
+    # finds the engine right; taken against autograd alone it would not.
+    error, scale = gradient_error(problem, p, engine, auto, 1e-10)
+    assert error / scale == pytest.approx(rel(engine), rel=1e-6, abs=1e-18)
+    error, scale = gradient_error(problem, p, engine, auto, 1e-6)  # they agree to 1e-6
+    assert error / scale == pytest.approx(float((engine - auto).norm() / auto.norm()))
 
 
 def test_an_unknown_loss_is_a_clear_error():
