@@ -22,6 +22,7 @@ from hypothesis import settings
 
 from theorems.framework import evidence
 from theorems.framework.profiles import SEED_ENV, current_profile
+from theorems.framework.session import truthy
 
 PROGRESS_ENV = "ATTN_PROGRESS"
 SECONDS_ENV = "ATTN_PROGRESS_SECONDS"
@@ -35,8 +36,8 @@ PREFIX = "attention-theorems:"
 def enabled(verbose: int) -> bool:
     """Whether progress lines are printed: not with ATTN_PROGRESS=0 (or false/no/off), not
     under -qq (pytest verbosity -2 or less)."""
-    value = os.environ.get(PROGRESS_ENV, "").strip().lower()
-    return value not in ("0", "false", "no", "off") and verbose > -2
+    value = os.environ.get(PROGRESS_ENV, "").strip()
+    return (not value or truthy(value)) and verbose > -2  # unset: on
 
 
 def interval() -> float:
