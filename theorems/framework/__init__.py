@@ -10,6 +10,8 @@ Modules, each importing only those above it:
 - `verdicts`: the verdict words and rules (judge one item, merge items, as expected).
 - `replay`: the counterexample store.
 - `twins`: metamorphic twins, an example decided again on its instance restated.
+- `rows`: a paper's claim rows (claims.toml) and findings (findings.md), what a claim's
+  code leaves out.
 - `registry`: the `@claim` decorator and the registry of claims.
 - `claim_index`: theorems/claims.index.json, the registry's claims with the hashes of their
   sources, read by `list` and `explain` instead of importing the claim modules.
@@ -21,7 +23,7 @@ Modules, each importing only those above it:
 - `plugin`: the pytest hooks that run all of the above.
 - `explain`: one claim on one page (statement, verdict, lock pin, counterexample, replay).
 - `cli`: `python -m theorems list | check | lock | explain | report | index`.
-- `figures`: the shared look of the figures claims draw.
+- `figures`: the report's figures: the drawers papers register, their shared look.
 """
 
 from pathlib import Path

@@ -5,8 +5,8 @@ modules (and with them torch, cvxpy and the strategies).
 The index holds every field of each claim's `ClaimInfo` (its file relative to the checkout),
 in registration order, and the sha256 of each claim source it was built from: every
 claims_*.py and test_*.py under theorems/ (the modules `registry.import_claim_modules`
-imports) and the other Python files of their packages (a package's `PAPER`, the helpers its
-claims import), theorems/framework/ aside. It is used only while the same sources are on
+imports), the other Python files of their packages (a package's `PAPER`, the helpers its
+claims import) and the papers' claims.toml and findings.md, theorems/framework/ aside. It is used only while the same sources are on
 disk with the same hashes; otherwise the CLI imports the claims as before and says once on
 stderr how to rebuild the index: `python -m theorems index` (`lock --update` rebuilds it
 too). `ATTN_NO_INDEX=1` always imports. `python -m theorems index --check` (and
@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from theorems.framework import REPO_ROOT
+from theorems.framework import REPO_ROOT, rows
 from theorems.framework.registry import ClaimInfo
 
 #: Where the index lives, relative to the checkout.
@@ -35,6 +35,9 @@ NO_INDEX_ENV = "ATTN_NO_INDEX"
 REBUILD = "python -m theorems index"
 FORMAT = 1
 _CLAIM_MODULES = ("claims_*.py", "test_*.py")  # as registry.import_claim_modules
+#: What a claim's registration reads: Python, and its paper's rows and findings
+#: (theorems.framework.rows).
+_SOURCES = ("*.py", rows.ROWS_FILE, rows.FINDINGS_FILE)
 
 _noted = False  # the stale note is said once per process
 
@@ -43,7 +46,8 @@ def sources(root: Path = REPO_ROOT) -> dict[str, str]:
     """{path relative to `root` (posix): sha256 of its bytes} of every claim source."""
     folder = root / "theorems"
     found = {}
-    for path in sorted(folder.rglob("*.py")):
+    paths = [p for pattern in _SOURCES for p in folder.rglob(pattern)]
+    for path in sorted(paths):
         rel = path.relative_to(folder)
         if "framework" in rel.parts or "__pycache__" in rel.parts:
             continue

@@ -244,13 +244,28 @@ class Collector:
 
 def _instance_of(arguments: dict[str, Any] | None) -> Any:
     """The instance among an example's @given arguments (the one with ``to_json()``, the
-    schema of `python -m theorems check`), recorded for a claim that did not call
-    instance() itself; None if there is no such argument, or more than one."""
-    found = [v for v in (arguments or {}).values() if callable(getattr(v, "to_json", None))]
+    schema of `python -m theorems check`), looked for in the arguments and in the tuples,
+    lists and dicts they hold (a strategy that draws an instance with its starts, say); None
+    if there is no such object, or more than one. Recorded for every claim: bodies do not
+    record their instance by hand."""
+    found: dict[int, Any] = {}
+
+    def look(value: Any, depth: int) -> None:
+        if callable(getattr(value, "to_json", None)):
+            found[id(value)] = value
+        elif depth < 3 and isinstance(value, (tuple, list)):
+            for item in value:
+                look(item, depth + 1)
+        elif depth < 3 and isinstance(value, dict):
+            for item in value.values():
+                look(item, depth + 1)
+
+    for value in (arguments or {}).values():
+        look(value, 0)
     if len(found) != 1:
         return None
     try:
-        return to_jsonable(found[0].to_json())
+        return to_jsonable(next(iter(found.values())).to_json())
     except Exception:  # a broken to_json must not lose the verdict
         return None
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import importlib
 import inspect
 import os
@@ -25,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
-from theorems.framework import REPO_ROOT, evidence, hypothesis_compat
+from theorems.framework import REPO_ROOT, evidence, hypothesis_compat, rows
 from theorems.framework import twins as twins_module
 from theorems.framework.profiles import run_seed, scaled_examples
 from theorems.framework.verdicts import EXPECTED, ID_PATTERN, KINDS, PROVENANCE_TAGS, order_key
@@ -66,6 +68,8 @@ class ClaimInfo:
     qualname: str = ""
     file: str = ""
     line: int = 0
+    # Where the report links the claim's findings (its paper's findings.md#id), if it has any.
+    findings: str | None = None
 
     @property
     def budget(self) -> int:
@@ -91,6 +95,15 @@ def _fail(field: str, message: str) -> None:
     raise ClaimRegistrationError(f"claim field {field!r}: {message}")
 
 
+def _validate_id(id) -> None:
+    if not isinstance(id, str) or not ID_PATTERN.match(id):
+        _fail(
+            "id",
+            f"{id!r} must be an upper-case prefix and dash-separated letters/digits, "
+            "e.g. 'MM-SVM-MARGIN', 'EMB-THM1' or 'CONJ-MY-GUESS'",
+        )
+
+
 def _validate(
     *,
     id,
@@ -107,12 +120,7 @@ def _validate(
     runs_only_with,
     variants,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    if not isinstance(id, str) or not ID_PATTERN.match(id):
-        _fail(
-            "id",
-            f"{id!r} must be an upper-case prefix and dash-separated letters/digits, "
-            "e.g. 'MM-SVM-MARGIN', 'EMB-THM1' or 'CONJ-MY-GUESS'",
-        )
+    _validate_id(id)
     if paper is not None and (not isinstance(paper, str) or not paper.strip()):
         _fail("paper", f"{id}: must be a non-empty string, got {paper!r}")
     for field, value in (("statement", statement), ("provenance", provenance)):
@@ -300,29 +308,35 @@ def _add_replay(fn: Callable, info: ClaimInfo, given: tuple[str, ...], replayed:
 
 
 def claim(
+    id: str | None = None,
     *,
-    id: str,
     paper: str | None = None,
-    kind: str,
-    statement: str,
-    provenance: str,
+    kind: str | None = None,
+    statement: str | None = None,
+    provenance: str | None = None,
     expected: str | None = None,
-    examples: int = 50,
-    max_inconclusive: float = 0.2,
-    min_premise: int = 1,
-    figures: Iterable[str] = (),
-    note: str = "",
-    runs_only_with: str = "",
-    variant: str | Iterable[str] = (),
+    examples: int | None = None,
+    max_inconclusive: float | None = None,
+    min_premise: int | None = None,
+    figures: Iterable[str] | None = None,
+    note: str | None = None,
+    runs_only_with: str | None = None,
+    variant: str | Iterable[str] | None = None,
     twins: str | Iterable[str] | None = None,
 ) -> Callable[[Callable], Callable]:
     """Register a pytest test function as a claim. Apply it outermost (above @given).
 
+    ``@claim("MM-THM-G")`` is the paper's form: the statement is the test's docstring (the
+    paper's sentence), the rest is the claim's row in its paper's ``claims.toml`` and its
+    findings the ``## MM-THM-G`` section of the paper's ``findings.md`` (theorems.framework.rows).
+    Any field given here overrides the row; a claim whose kind and provenance are given here
+    needs no row (a conjecture, a throwaway test).
+
     ``runs_only_with``: what the claim needs that a machine may lack (real data on disk, say).
     ``paper``: by default the ``PAPER`` of the module that defines the claim or of a package
     above it (``theorems.maxmargin``, ``theorems.embeddings``); elsewhere, name it here.
-    ``note``: by default the test's docstring after its first paragraph (the first paragraph
-    says what the test checks; the rest is what a reader of the report needs to know).
+    ``note``: by default the claim's findings section, or for a claim without a row the test's
+    docstring after its first paragraph.
 
     Such a claim may ``pytest.skip`` when it is missing: the report lists it as not run, with
     the skip's reason, and the verdict gate leaves its lock line unchecked. Any other claim
@@ -336,27 +350,26 @@ def claim(
     twin of its instance's family; ``strategies.twins.REORDERINGS`` for a body that draws
     further points in the instance's coordinates). See theorems.framework.twins.
     """
-    try:
-        twin_names = twins_module.validate(twins)
-    except ValueError as exc:
-        raise ClaimRegistrationError(f"@claim({id!r}): {exc}") from None
-    if expected is None:  # a conjecture's verdict is what the run finds; the rest must hold
-        expected = "unknown" if kind == "conjecture" else "holds"
-    figures, variants = _validate(
-        id=id,
-        paper=paper,
-        kind=kind,
-        statement=statement,
-        provenance=provenance,
-        expected=expected,
-        examples=examples,
-        max_inconclusive=max_inconclusive,
-        min_premise=min_premise,
-        figures=figures,
-        note=note,
-        runs_only_with=runs_only_with,
-        variants=variant,
-    )
+    given = {
+        "paper": paper,
+        "kind": kind,
+        "statement": statement,
+        "provenance": provenance,
+        "expected": expected,
+        "examples": examples,
+        "max_inconclusive": max_inconclusive,
+        "min_premise": min_premise,
+        "figures": figures,
+        "note": note,
+        "runs_only_with": runs_only_with,
+        "variant": variant,
+        "twins": twins,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    _validate_id(id)
+    # Every field in the decorator: check it now, where the mistake was made.
+    explicit = statement is not None and kind is not None and provenance is not None
+    fields = _fields(id, given, None) if explicit else None
 
     def decorate(fn: Callable) -> Callable:
         # pytest only collects test_* functions: a claim on anything else (e.g. by mistake on a
@@ -373,44 +386,120 @@ def claim(
             )
         file, qualname, line = _definition_site(fn)
         target = hypothesis_compat.inner_test(fn) if is_property else fn
+        f = fields if fields is not None else _fields(id, given, (file, target))
         info = ClaimInfo(
             id=id,
-            paper=_paper_of(id, paper, target),
-            kind=kind,
-            statement=" ".join(statement.split()),
-            provenance=provenance.strip(),
-            expected=expected,
-            examples=examples,
-            max_inconclusive=float(max_inconclusive),
-            min_premise=min_premise,
-            figures=figures,
-            note=note or _note_of(target),
-            runs_only_with=runs_only_with.strip(),
-            variants=variants,
-            twins=twin_names,
+            paper=_paper_of(id, f["paper"], target),
+            kind=f["kind"],
+            statement=" ".join(f["statement"].split()),
+            provenance=f["provenance"].strip(),
+            expected=f["expected"],
+            examples=f["examples"],
+            max_inconclusive=float(f["max_inconclusive"]),
+            min_premise=f["min_premise"],
+            figures=f["figures"],
+            note=f["note"] if f["note"] is not None else _note_of(target),
+            runs_only_with=f["runs_only_with"].strip(),
+            variants=f["variants"],
+            twins=f["twins"],
             module=getattr(fn, "__module__", "") or "",
             qualname=qualname,
             file=file,
             line=line,
+            findings=f["findings"],
         )
         _register(info)
         if is_property:
             try:
-                fn = hypothesis_compat.with_budget(fn, info.budget, seed=run_seed())
+                fn = hypothesis_compat.with_budget(fn, info.budget, seed=claim_seed(info.id))
             except hypothesis_compat.SettingsConflict as exc:
                 raise ClaimRegistrationError(f"@claim({id!r}): {exc}") from None
-            given, replayed = _given_names(fn), {}
+            given_names, replayed = _given_names(fn), {}
             if not getattr(hypothesis_compat.inner_test(fn), "__attn_counted__", False):
                 inner = hypothesis_compat.inner_test(fn)
-                counted = _count_examples(inner, given, replayed, info.id)
+                counted = _count_examples(inner, given_names, replayed, info.id)
                 hypothesis_compat.set_inner_test(fn, counted)
-            fn = _add_replay(fn, info, given, replayed)
+            fn = _add_replay(fn, info, given_names, replayed)
         else:
             fn = _judged_only(fn, info.id)
         fn.__claim__ = info
         return pytest.mark.claim(id)(fn)
 
     return decorate
+
+
+def _fields(claim_id, given: dict, site: tuple[str, Callable] | None) -> dict:
+    """A claim's fields, validated: those given in the decorator over its row in the paper's
+    claims.toml (``site``: the defining file and test function; None when every required
+    field is given), with the statement from the docstring and the note from the findings."""
+    fields = dict(given)
+    found = None
+    if site is not None:
+        file, target = site
+        if not ("kind" in given and "provenance" in given):
+            try:
+                fields = {**rows.row(file, claim_id), **given}
+            except rows.RowError as exc:
+                raise ClaimRegistrationError(f"@claim({claim_id!r}): {exc}") from None
+            if "note" not in given:
+                fields["note"] = rows.findings(file, claim_id)
+                found = rows.findings_anchor(file, claim_id)
+        if "statement" not in fields:
+            fields["statement"] = rows.statement_of(inspect.getdoc(target))
+    for name in ("kind", "provenance"):
+        if name not in fields:
+            _fail(name, f"{claim_id}: not given in the decorator or the claim's row")
+    try:
+        twin_names = twins_module.validate(fields.get("twins"))
+    except ValueError as exc:
+        raise ClaimRegistrationError(f"@claim({claim_id!r}): {exc}") from None
+    kind = fields["kind"]
+    expected = fields.get("expected")
+    if expected is None:  # a conjecture's verdict is what the run finds; the rest must hold
+        expected = "unknown" if kind == "conjecture" else "holds"
+    out = {
+        "paper": fields.get("paper"),
+        "kind": kind,
+        "statement": fields.get("statement", ""),
+        "provenance": fields["provenance"],
+        "expected": expected,
+        "examples": fields.get("examples", 50),
+        "max_inconclusive": fields.get("max_inconclusive", 0.2),
+        "min_premise": fields.get("min_premise", 1),
+        "note": fields.get("note"),
+        "runs_only_with": fields.get("runs_only_with", ""),
+        "twins": twin_names,
+        "findings": found,
+    }
+    out["figures"], out["variants"] = _validate(
+        id=claim_id,
+        paper=out["paper"],
+        kind=kind,
+        statement=out["statement"],
+        provenance=out["provenance"],
+        expected=expected,
+        examples=out["examples"],
+        max_inconclusive=out["max_inconclusive"],
+        min_premise=out["min_premise"],
+        figures=fields.get("figures", ()),
+        note=out["note"] if out["note"] is not None else "",
+        runs_only_with=out["runs_only_with"],
+        variants=fields.get("variant", ()),
+    )
+    return out
+
+
+def claim_seed(claim_id: str) -> int | None:
+    """The seed a claim's search starts from: the run's (profiles.run_seed) under a random
+    profile; under a derandomized one (ci, numerics, replay, debug) a number made from the
+    claim's id alone. Hypothesis' own derandomization seeds from a digest of the test's source,
+    so rewording a claim's docstring or tidying its body would move its draws, and with them
+    possibly its verdict; with the id's seed a claim draws the same examples until its id or
+    its strategies change."""
+    seed = run_seed()
+    if seed is not None or not settings.default.derandomize:
+        return seed
+    return int.from_bytes(hashlib.sha256(f"claim:{claim_id}".encode()).digest()[:8], "big")
 
 
 def conjecture(

@@ -2,7 +2,7 @@
 
 The cross-attention logits are linear in W, so W-training IS the prompt model of 2306.13596
 on the keys vec(x_it z_iᵀ) (``models.cross``): gradient flow on W is traced, certified and
-decided by the same engine (``theorems.maxmargin.common.follow``: converged to the SVM of what
+decided by the same engine (``theorems.limits.follow``: converged to the SVM of what
 it selects, bounded at a certified finite minimiser, or undecided). This module adds what the
 W claims need on top of it: the limit asserted in W's words, the two derived lower bounds
 (no stationary point, the G-EQ descent lemma), random matrices of given norms, the official
@@ -36,17 +36,17 @@ from strategies.cross import (
 )
 from strategies.instances import UNIQUE_OPT, CrossInstance
 from theorems import evidence
-from theorems.maxmargin.common import (
+from theorems.limits import (
     DIRECTION_TOL,
     SELECT_TOL,
     Limit,
     bounded_message,
-    directional_derivative,
     follow,
     limit_name,
     record_outcome,
     tie_sharing_message,
 )
+from theorems.maxmargin.common import directional_derivative
 
 DTYPE = torch.float64
 
@@ -80,7 +80,8 @@ def frobenius_svm(inst_or_problem, alpha, what: str = "Att-SVM"):
 
 def flow_limit(problem: CrossProblem, W0=None) -> Limit:
     """Where gradient flow on W from W(0) goes (``follow`` on the vectorised problem)."""
-    return follow(problem.prompt, None if W0 is None else vec(W0))
+    lim = follow(problem.prompt, None if W0 is None else vec(W0))
+    return dataclasses.replace(lim, symbol="W^mm")
 
 
 def assert_limit(problem: CrossProblem, lim: Limit, alpha, what: str) -> None:
