@@ -43,6 +43,8 @@ PAPERS = {
 }
 FIGURES_ENV = "ATTN_FIGURES_DIR"  # theorems.framework.figures writes there when it is set
 DEFAULT_CLAIMS = Path(__file__).resolve().parent / "claims.json"
+#: The checkout the report belongs to: findings paths in claims.json are relative to it.
+REPO_ROOT = Path(__file__).resolve().parents[1]
 # The verdict lock the report compares with when claims.json does not name the one its run
 # was judged against: ATTN_VERDICT_LOCK (as the gate), else the checkout's
 # theorems/verdicts.lock.
@@ -451,6 +453,8 @@ def details_html(claim: dict) -> str:
     parts = []
     if claim["note"]:
         parts.append(f'<p class="note">{esc(claim["note"])}</p>')
+    if claim.get("findings_href"):
+        parts.append(f'<p class="note"><a href="{esc(claim["findings_href"])}">findings</a></p>')
     if claim["inconclusive"]:
         parts.append(
             f'<p class="reasons">inconclusive: {esc(counts_text(claim["inconclusive"]))}</p>'
@@ -807,6 +811,8 @@ def md_details(claim: dict) -> list[str]:
     lines = [f"### {claim['id']}", "", f"test: {md(claim['nodeid'])}", ""]
     if claim["note"]:
         lines += [f"*{md(claim['note'])}*", ""]
+    if claim.get("findings_href"):
+        lines += [f"findings: [{md(claim['findings'])}]({claim['findings_href']})", ""]
     facts = {
         "vacuous": claim.get("reason", "") if claim.get("verdict") == "vacuous" else "",
         "inconclusive": counts_text(claim["inconclusive"]),
@@ -957,12 +963,28 @@ def changes_lines(top: Top) -> list[str]:
     return lines + top.notes
 
 
+def with_findings_links(doc: dict, out_dir: Path) -> dict:
+    """``doc`` with each claim's findings (a path in the checkout, with its anchor) also as a
+    link relative to ``out_dir`` (``findings_href``), where the report is written."""
+    claims = []
+    for claim in doc.get("claims", []):
+        found = claim.get("findings")
+        if found:
+            path, _, anchor = found.partition("#")
+            target = Path(path) if Path(path).is_absolute() else REPO_ROOT / path
+            href = Path(os.path.relpath(target, out_dir.resolve())).as_posix()
+            claim = {**claim, "findings_href": f"{href}#{anchor}" if anchor else href}
+        claims.append(claim)
+    return {**doc, "claims": claims}
+
+
 def write(doc: dict, top: Top, claims_json: Path, out_dir: Path) -> tuple[Path, Path]:
     """Write out_dir/index.html and out_dir/claims.md (and summary.md, their top); return the
     paths of the first two."""
     folder = figures_dir(Path(claims_json))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    doc = with_findings_links(doc, out_dir)
     html_path, md_path = out_dir / "index.html", out_dir / "claims.md"
     html_path.write_text(render_html(doc, folder, top), encoding="utf-8")
     md_path.write_text(render_md(doc, folder, out_dir, top), encoding="utf-8")

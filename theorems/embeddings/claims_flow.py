@@ -166,33 +166,16 @@ def other_mass(prompt: PromptProblem, p, mask: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-@claim(
-    id="EMB-A2-DESCENT",
-    kind="lemma",
-    provenance="[V-frag] skeleton, [R] content",
-    examples=100,
-    statement="""Lemma A.2 (spec §3.2): under Assumption 1 with |S| ≤ d − 1, after one step from
-    p⁰ = 0 and under the §3.3 precondition, for every completely positive or negative token s*
-    there is q ⟂ v with E¹q = e_{s*}, and ⟨∇_p L(E¹, p), q⟩ < 0 at every finite p. Checked for
-    every relevant token that occurs: q exact (vᵀq = 0, ‖E¹q − e_{s*}‖_∞ ≤ 1e-50), and the
-    directional derivative d/dε L(p + εq) < 0 at Gaussian p of norms 0, 0.1, 1, 10, 100, 1000
-    and at 40 points of the gradient-flow path.""",
-)
+@claim("EMB-A2-DESCENT")
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_descent_direction_at_every_p(inst):
-    """Lemma EMB-A2-DESCENT.
-
-    q is models.embedding.exact_descent_direction: P E¹ᵀx with (E¹PE¹ᵀ)x = e_{s*}, in exact
-    rationals from E¹ and v alone. The slope is models.embedding.derivative_along: the
-    forward-mode derivative of the model's own definition (softmax, f, logistic loss) along
-    E¹q, every term kept in log space, so its sign is exact at any ‖p‖; nothing in it reads
-    the gradient code. A point counts only when the value clears both the float64 summation
-    error and the part due to E¹q − e_{s*} ≠ 0 (metric 'unresolved_points'; where the residual
-    hides the sign, q is solved again to up to 960 digits). Metric
-    'descent_slope_log_disagreement' compares with models.embedding.descent_slope (the
-    gradient's own coefficients at s*'s positions), a consistency check of that function.
-    """
+    """Lemma A.2 (spec §3.2): under Assumption 1 with |S| ≤ d − 1, after one step from p⁰ = 0 and
+    under the §3.3 precondition, for every completely positive or negative token s* there is q ⟂
+    v with E¹q = e_{s*}, and ⟨∇_p L(E¹, p), q⟩ < 0 at every finite p. Checked for every relevant
+    token that occurs: q exact (vᵀq = 0, ‖E¹q − e_{s*}‖_∞ ≤ 1e-50), and the directional
+    derivative d/dε L(p + εq) < 0 at Gaussian p of norms 0, 0.1, 1, 10, 100, 1000 and at 40
+    points of the gradient-flow path."""
     prep = theorem_instance(inst)
     gen = torch.Generator().manual_seed(inst.seed + 1)
     points = []
@@ -234,26 +217,15 @@ def test_descent_direction_at_every_p(inst):
     evidence.metric("descent_slope_log_disagreement", disagreement)
 
 
-@claim(
-    id="EMB-DEF-SLOPE",
-    kind="definition",
-    provenance="[R] (§1.1)",
-    examples=100,
-    statement="""The `<cls>` gradient every flow here follows (models.attention's log-space
-    coefficients, §1.1) is the gradient of the model's loss: along Lemma A.2's q, the engine's
-    ⟨∇_p L(E¹, p), q⟩ (descent_slope) equals d/dε L(E¹, p + εq) from the model's definition
-    (derivative_along) to a relative 1e-6, at Gaussian p of norms 0, 1, 10, 100 and at 10
-    points of the gradient-flow path, for the first relevant token.""",
-)
+@claim("EMB-DEF-SLOPE")
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_engine_slope_is_the_definitions(inst):
-    """Definition EMB-DEF-SLOPE.
-
-    A consistency check of the engine, not a result of the paper: the per-input weights
-    ℓ'(y_i f_i) and the per-token factors of the log-space gradient against a forward-mode
-    derivative that shares no code with them (exact rationals, pairwise form).
-    """
+    """The `<cls>` gradient every flow here follows (models.attention's log-space coefficients,
+    §1.1) is the gradient of the model's loss: along Lemma A.2's q, the engine's ⟨∇_p L(E¹, p),
+    q⟩ (descent_slope) equals d/dε L(E¹, p + εq) from the model's definition (derivative_along)
+    to a relative 1e-6, at Gaussian p of norms 0, 1, 10, 100 and at 10 points of the
+    gradient-flow path, for the first relevant token."""
     prep = theorem_instance(inst)
     gen = torch.Generator().manual_seed(inst.seed + 2)
     points = []
@@ -347,20 +319,18 @@ def finite_stop(run: FlowRun, floor: float) -> str | None:
     )
 
 
-@claim(
-    id="EMB-FLOW-DIVERGE",
-    kind="theorem",
-    provenance="[V-frag]",
-    examples=100,
-    statement=f"""Gradient-flow theorem, part 1 (spec §3.3): under {THEOREM_HYPOTHESES}
-    ‖p(t)‖ → ∞. Checked: the flow never stops at a stationary point and reaches ‖p‖ = 10³ in
-    finite time, and ‖p(t)‖ is strictly increasing across the decades t = 10, 10², … covered.""",
-    note=_FLOW_NOTE + " Metric 'decade_growth_over_svm_norm' is the last decade's growth of ‖p‖ "
-    "divided by ‖p̂‖·ln 10 (spec §3.3 observes ≈ 1: ‖p‖ ≈ ‖p̂‖ log t) [R].",
-)
+@claim("EMB-FLOW-DIVERGE")
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_norm_diverges(inst):
+    """Gradient-flow theorem, part 1 (spec §3.3): under Assumption 1 (G1: every sequence holds
+    exactly one relevant token s*(i), completely positive for y = +1 and completely negative for
+    y = −1, all others irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of size η0 on E from p⁰ =
+    0, and the precondition that s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over X_i for
+    every i (instances failing it are rejected and counted; spec: 2/30). E = E¹ frozen, gradient
+    flow on p from p(0) = 0. ‖p(t)‖ → ∞. Checked: the flow never stops at a stationary point and
+    reaches ‖p‖ = 10³ in finite time, and ‖p(t)‖ is strictly increasing across the decades t =
+    10, 10², … covered."""
     prep, run = diverging_flow(inst)
     path = run.path
     norms = path.norms
@@ -379,21 +349,19 @@ def test_norm_diverges(inst):
     assert not len(drops), f"‖p(t)‖ does not grow from t = 1e{decades[drops[0]]} to the next decade"
 
 
-@claim(
-    id="EMB-FLOW-SELECT",
-    kind="theorem",
-    provenance="[V] + [V-frag]",
-    examples=100,
-    statement=f"""Gradient-flow theorem, part 2 (spec §3.3): under {THEOREM_HYPOTHESES}
-    (E_{{s*(i)}} − E_s)ᵀp(t) → +∞ for every i and s ∈ X_i, s ≠ s*(i): the softmax selects the
-    completely positive/negative token of each sequence. Checked: the token the flow attends to
-    at ‖p‖ = 10³ is s*(i) in every sequence, with mass ≤ 1e-6 off it there; and the smallest
-    gap (E_{{s*}} − E_s)ᵀp is ≥ ‖p‖/(2‖p̂‖), i.e. it grows linearly with ‖p‖.""",
-    note=_FLOW_NOTE,
-)
+@claim("EMB-FLOW-SELECT")
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_softmax_selects_relevant_token(inst):
+    """Gradient-flow theorem, part 2 (spec §3.3): under Assumption 1 (G1: every sequence holds
+    exactly one relevant token s*(i), completely positive for y = +1 and completely negative for
+    y = −1, all others irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of size η0 on E from p⁰ =
+    0, and the precondition that s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over X_i for
+    every i (instances failing it are rejected and counted; spec: 2/30). E = E¹ frozen, gradient
+    flow on p from p(0) = 0. (E_{s*(i)} − E_s)ᵀp(t) → +∞ for every i and s ∈ X_i, s ≠ s*(i): the
+    softmax selects the completely positive/negative token of each sequence. Checked: the token
+    the flow attends to at ‖p‖ = 10³ is s*(i) in every sequence, with mass ≤ 1e-6 off it there;
+    and the smallest gap (E_{s*} − E_s)ᵀp is ≥ ‖p‖/(2‖p̂‖), i.e. it grows linearly with ‖p‖."""
     prep, run = diverging_flow(inst)
     p_far = run.path.final
     chosen = inst.sequences.gather(1, prep.prompt.selected(torch.from_numpy(p_far))[:, None])[:, 0]
@@ -417,24 +385,19 @@ def test_softmax_selects_relevant_token(inst):
     assert gap >= GAP_GROWTH_FRACTION * linear, f"min gap {gap:.4g} < ‖p‖/(2‖p̂‖) = {linear / 2:.4g}"
 
 
-@claim(
-    id="EMB-FLOW-LOGT",
-    kind="experiment",
-    provenance="[R] (spec §3.3 observation, not a statement of the paper)",
-    examples=100,
-    statement=f"""Growth rate of the norm (spec §3.3 observes ‖p‖ ≈ ‖p̂‖ log t): under
-    {THEOREM_HYPOTHESES} ‖p(t)‖ = ‖p̂‖·log t + O(1), p̂ the `<cls>` SVM solution. Checked on
-    every decade of t that the path covers once ‖p‖ ≥ 10‖p̂‖: the growth of ‖p‖ over the
-    decade is ‖p̂‖·ln 10 within a relative 1·‖p̂‖/‖p‖ (‖p‖ at the decade's start), a
-    tolerance that shrinks as the flow goes out.""",
-    note=_FLOW_NOTE + " t is the gradient-flow time of the traced path (dt = ds/‖∇L‖, exact "
-    "on the asymptotic ray). Calibration (14 instances of this stream): the deviation times "
-    "‖p‖/‖p̂‖ was at most 0.34 at ‖p‖ ≈ 10‖p̂‖ and 0.1 at 100‖p̂‖; ‖p‖ − ‖p̂‖ log t settles to a "
-    "constant between −7.6 and −0.9. Metric 'final_offset' is that constant at the path's end.",
-)
+@claim("EMB-FLOW-LOGT")
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_norm_grows_like_log_t(inst):
+    """Growth rate of the norm (spec §3.3 observes ‖p‖ ≈ ‖p̂‖ log t): under Assumption 1 (G1: every
+    sequence holds exactly one relevant token s*(i), completely positive for y = +1 and
+    completely negative for y = −1, all others irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of
+    size η0 on E from p⁰ = 0, and the precondition that s*(i) is the unique maximiser of
+    y_i⟨E¹_s, v⟩ over X_i for every i (instances failing it are rejected and counted; spec:
+    2/30). E = E¹ frozen, gradient flow on p from p(0) = 0. ‖p(t)‖ = ‖p̂‖·log t + O(1), p̂ the
+    `<cls>` SVM solution. Checked on every decade of t that the path covers once ‖p‖ ≥ 10‖p̂‖:
+    the growth of ‖p‖ over the decade is ‖p̂‖·ln 10 within a relative 1·‖p̂‖/‖p‖ (‖p‖ at the
+    decade's start), a tolerance that shrinks as the flow goes out."""
     prep, run = diverging_flow(inst)
     svm = cls_svm_of(prep)
     if not svm.ok:
@@ -461,21 +424,18 @@ def test_norm_grows_like_log_t(inst):
     )
 
 
-@claim(
-    id="EMB-FLOW-LOSS",
-    kind="theorem",
-    provenance="[R]",
-    examples=100,
-    statement=f"""Gradient-flow theorem, part 3 (spec §3.3): under {THEOREM_HYPOTHESES}
-    L(p(t)) ↓ L* = (1/n) Σ_i log(1 + exp(−y_i⟨E¹_{{s*(i)}}, v⟩)) > 0, the infimum of L over p with
-    E and v frozen (the loss does not go to 0). Checked: L* > 0, L(0) > L*, and at ‖p‖ = 10³
-    0 ≤ L(p) − L* ≤ 1e-8·L* (the gap computed in log space).""",
-    note=_FLOW_NOTE + " L* from models.embedding.cls_loss_floor; the gap from "
-    "PromptProblem.log_loss_gap at the positions of s*.",
-)
+@claim("EMB-FLOW-LOSS")
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_loss_decreases_to_floor(inst):
+    """Gradient-flow theorem, part 3 (spec §3.3): under Assumption 1 (G1: every sequence holds
+    exactly one relevant token s*(i), completely positive for y = +1 and completely negative for
+    y = −1, all others irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of size η0 on E from p⁰ =
+    0, and the precondition that s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over X_i for
+    every i (instances failing it are rejected and counted; spec: 2/30). E = E¹ frozen, gradient
+    flow on p from p(0) = 0. L(p(t)) ↓ L* = (1/n) Σ_i log(1 + exp(−y_i⟨E¹_{s*(i)}, v⟩)) > 0, the
+    infimum of L over p with E and v frozen (the loss does not go to 0). Checked: L* > 0, L(0) >
+    L*, and at ‖p‖ = 10³ 0 ≤ L(p) − L* ≤ 1e-8·L* (the gap computed in log space)."""
     prep = theorem_instance(inst)
     run = traced_flow(inst)
     floor = cls_loss_floor(prep.step.E1, inst.sequences, inst.y, inst.v, inst.s_star)
@@ -504,22 +464,19 @@ def _draw_direction_figure() -> None:
     plots.direction_figure(_DIR_CURVES, DIRECTION_TARGET, _DIR_FIGURE)
 
 
-@claim(
-    id="EMB-FLOW-DIRECTION",
-    kind="theorem",
-    provenance="[V] (abstract); exact SVM [R]",
-    examples=100,
-    figures=(_DIR_FIGURE,),
-    statement=f"""Gradient-flow theorem, part 4 (spec §3.3): under {THEOREM_HYPOTHESES}
-    p(t)/‖p(t)‖ → p̂/‖p̂‖, where p̂ = argmin ‖p‖ s.t. (E¹_{{s*(i)}} − E¹_s)ᵀp ≥ 1 for every i and
-    s ∈ X_i, s ≠ s*(i) (the `<cls>` SVM, certified). Checked: converge() reaches 1 − cos ≤ 1e-6 to
-    the SVM of the tokens it selects, and 1 − cos(p, p̂) ≤ 1e-5 for the independently solved
-    `<cls>` SVM of s*.""",
-    note=_FLOW_NOTE,
-)
+@claim("EMB-FLOW-DIRECTION")
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_direction_converges_to_cls_svm(inst):
+    """Gradient-flow theorem, part 4 (spec §3.3): under Assumption 1 (G1: every sequence holds
+    exactly one relevant token s*(i), completely positive for y = +1 and completely negative for
+    y = −1, all others irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of size η0 on E from p⁰ =
+    0, and the precondition that s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over X_i for
+    every i (instances failing it are rejected and counted; spec: 2/30). E = E¹ frozen, gradient
+    flow on p from p(0) = 0. p(t)/‖p(t)‖ → p̂/‖p̂‖, where p̂ = argmin ‖p‖ s.t. (E¹_{s*(i)} −
+    E¹_s)ᵀp ≥ 1 for every i and s ∈ X_i, s ≠ s*(i) (the `<cls>` SVM, certified). Checked:
+    converge() reaches 1 − cos ≤ 1e-6 to the SVM of the tokens it selects, and 1 − cos(p, p̂) ≤
+    1e-5 for the independently solved `<cls>` SVM of s*."""
     prep = theorem_instance(inst)
     run = traced_flow(inst)
     svm = cls_svm_of(prep)
@@ -542,35 +499,19 @@ def test_direction_converges_to_cls_svm(inst):
     assert omc <= DIRECTION_TOL, f"1 − cos(p, p̂) = {omc:.3e} > {DIRECTION_TOL:g}"
 
 
-@claim(
-    id="EMB-FLOW-MONOTONE",
-    variant="EMB-FLOW-MONOTONE-CAPPED",
-    kind="theorem",
-    provenance="[V-frag] (dL/dt = −‖∇L‖²); step sizes from spec §3.3",
-    expected="refuted",
-    examples=100,
-    statement=f"""Monotone loss (spec §3.3 part 1: the flow keeps decreasing the loss), for the
-    discrete GD the spec checks: under {THEOREM_HYPOTHESES} plain GD p_{{k+1}} = p_k − η∇L(p_k)
-    from p_0 = 0 with η ∈ {{0.1, 1}} decreases the loss at every one of 1000 steps:
-    L(p_{{k+1}}) ≤ L(p_k) + 1e-12·max(1, L(p_k)).""",
-    note=_FLOW_NOTE.split(" A path")[0] + " GD by models.dynamics.gd (the gradient's true size, "
-    "log space). Metric 'eta_times_smoothness' is η·L_p with L_p the rigorous smoothness bound "
-    "of the problem: where it exceeds 2 the descent lemma does not apply and monotonicity is "
-    "an empirical finding, not a consequence of the step size. Refuted at 100 examples (issue "
-    "11; at the old 20 it held): η0 = 100 makes E¹ large, L_p = 2013, and GD with η = 1 "
-    "overshoots: the loss rises 25 % in one step (0.092 → 0.344, the torch loss agrees) and "
-    "20 of the 1000 steps rise. What holds is EMB-FLOW-MONOTONE-CAPPED.",
-)
+@claim("EMB-FLOW-MONOTONE")
 @shared_stream
 @example(inst=saved("EMB-FLOW-MONOTONE"))
 @given(inst=THEOREM_DATA)
 def test_gd_loss_monotone(inst):
-    """Theorem EMB-FLOW-MONOTONE.
-
-    Replaces the check of the traced flow's own loss, which an accurate trace of −∇L/‖∇L‖
-    makes monotone whatever the problem (it tested the integrator). Normalized GD at step 0.1
-    is not monotone (spec: rises up to 7.5e-3), so it is not asserted.
-    """
+    """Monotone loss (spec §3.3 part 1: the flow keeps decreasing the loss), for the discrete GD
+    the spec checks: under Assumption 1 (G1: every sequence holds exactly one relevant token
+    s*(i), completely positive for y = +1 and completely negative for y = −1, all others
+    irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of size η0 on E from p⁰ = 0, and the
+    precondition that s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over X_i for every i
+    (instances failing it are rejected and counted; spec: 2/30). E = E¹ frozen, gradient flow on
+    p from p(0) = 0. plain GD p_{k+1} = p_k − η∇L(p_k) from p_0 = 0 with η ∈ {0.1, 1} decreases
+    the loss at every one of 1000 steps: L(p_{k+1}) ≤ L(p_k) + 1e-12·max(1, L(p_k))."""
     prep = theorem_instance(inst)
     _assert_gd_monotone(prep.prompt, GD_RATES)
 
@@ -590,41 +531,32 @@ def _assert_gd_monotone(prompt: PromptProblem, rates) -> None:
         )
 
 
-@claim(
-    id="EMB-FLOW-MONOTONE-CAPPED",
-    kind="theorem",
-    provenance="[R] (descent lemma; the variant of EMB-FLOW-MONOTONE that holds)",
-    examples=100,
-    statement=f"""Monotone loss under the step the descent lemma allows: under
-    {THEOREM_HYPOTHESES} plain GD from p_0 = 0 with η = min(η_spec, 1/L_p), η_spec ∈ {{0.1, 1}}
-    and L_p the rigorous smoothness bound of L (PromptProblem.smoothness_bound), decreases the
-    loss at every one of 1000 steps: L(p_{{k+1}}) ≤ L(p_k) + 1e-12·max(1, L(p_k)).""",
-    note="EMB-FLOW-MONOTONE with the spec's step sizes capped at 1/L_p, where L(p − η∇L) ≤ "
-    "L(p) − (η/2)‖∇L‖² holds. It fails if L_p is not a bound on the smoothness or if GD "
-    "computes another gradient than ∇L.",
-)
+@claim("EMB-FLOW-MONOTONE-CAPPED")
 @shared_stream
 @example(inst=saved("EMB-FLOW-MONOTONE"))
 @given(inst=THEOREM_DATA)
 def test_gd_loss_monotone_capped(inst):
-    """Theorem EMB-FLOW-MONOTONE-CAPPED (the spec's step sizes, capped at 1/L_p)."""
+    """Monotone loss under the step the descent lemma allows: under Assumption 1 (G1: every
+    sequence holds exactly one relevant token s*(i), completely positive for y = +1 and
+    completely negative for y = −1, all others irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of
+    size η0 on E from p⁰ = 0, and the precondition that s*(i) is the unique maximiser of
+    y_i⟨E¹_s, v⟩ over X_i for every i (instances failing it are rejected and counted; spec:
+    2/30). E = E¹ frozen, gradient flow on p from p(0) = 0. plain GD from p_0 = 0 with η =
+    min(η_spec, 1/L_p), η_spec ∈ {0.1, 1} and L_p the rigorous smoothness bound of L
+    (PromptProblem.smoothness_bound), decreases the loss at every one of 1000 steps: L(p_{k+1})
+    ≤ L(p_k) + 1e-12·max(1, L(p_k))."""
     prep = theorem_instance(inst)
     cap = 1.0 / prep.prompt.smoothness_bound()
     _assert_gd_monotone(prep.prompt, tuple(min(eta, cap) for eta in GD_RATES))
 
 
-@claim(
-    id="EMB-SVM-FEASIBLE",
-    kind="corollary",
-    provenance="[R]",
-    examples=50,
-    statement="""Feasibility of the `<cls>` SVM (spec §3.3): under Assumption 1 with |S| ≤ d − 1
-    the `<cls>` SVM of E¹ is feasible, because p_ls = E¹⁺1_rel satisfies every constraint with
-    equality 1; hence the certified optimum has ‖p̂‖ ≤ ‖p_ls‖ + 1e-6. No precondition on the
-    order of y⟨E¹_s, v⟩ is needed.""",
-)
+@claim("EMB-SVM-FEASIBLE")
 @given(inst=THEOREM_DATA)
 def test_cls_svm_feasible(inst):
+    """Feasibility of the `<cls>` SVM (spec §3.3): under Assumption 1 with |S| ≤ d − 1 the `<cls>`
+    SVM of E¹ is feasible, because p_ls = E¹⁺1_rel satisfies every constraint with equality 1;
+    hence the certified optimum has ‖p̂‖ ≤ ‖p_ls‖ + 1e-6. No precondition on the order of
+    y⟨E¹_s, v⟩ is needed."""
     evidence.instance(inst.to_json())
     prep = prepare(inst)
     relevant = completely_positive(inst.sequences, inst.y, inst.vocab_size)
@@ -664,28 +596,14 @@ def alpha_leader(inst: EmbeddingInstance) -> AlphaLeader:
     return AlphaLeader(sel.tokens, torch.where(sel.unique, sel.gap, torch.zeros_like(sel.gap)))
 
 
-@claim(
-    id="EMB-SUFF-PAPER",
-    kind="corollary",
-    provenance="[R]/[U]",
-    examples=100,
-    statement="""§3.4, paper-constant form (spec §3.4): for general data, with Lemma 4.1's error
-    ε = 11 η0 d^(−1/4), if for every i the lead of s*(i) = argmax_{s∈X_i} y_i α_s over every other
-    token of X_i exceeds 4ε/η0 = 44 d^(−1/4), then gradient flow selects s*(i) in every
-    sequence. Checked on two-relevant-token and G2 data; when the condition holds the flow is
-    traced and its selection compared with s*(i).""",
-)
+@claim("EMB-SUFF-PAPER")
 @given(inst=GENERAL_DATA)
 def test_paper_gap_condition(inst):
-    """Corollary EMB-SUFF-PAPER.
-
-    Vacuous at practical d: |α| ≤ 1 caps the lead at 2, so the condition needs d > (44/2)⁴ ≈
-    2.3e5, and d > 2e9 for α = 1/(2T), T = 5 (spec §3.4). Metric 'gap_condition_met' /
-    'gap_condition_not_met' (their counts: how many examples met it; values: the smallest
-    lead) and 'd_needed' (the smallest d at which the example's lead would meet it) report
-    this; the claim declares the condition as its premise, so a run where no example meets
-    it is reported vacuous, not held.
-    """
+    """§3.4, paper-constant form (spec §3.4): for general data, with Lemma 4.1's error ε = 11 η0
+    d^(−1/4), if for every i the lead of s*(i) = argmax_{s∈X_i} y_i α_s over every other token
+    of X_i exceeds 4ε/η0 = 44 d^(−1/4), then gradient flow selects s*(i) in every sequence.
+    Checked on two-relevant-token and G2 data; when the condition holds the flow is traced and
+    its selection compared with s*(i)."""
     leader = alpha_leader(inst)
     needed = PAPER_GAP_CONSTANT * inst.d**-0.25
     met = evidence.premise(leader.min_gap > needed, "gap condition")
@@ -714,28 +632,15 @@ EMPIRICAL_DATA = st.one_of(
 C_EMPIRICAL = 8.0
 
 
-@claim(
-    id="EMB-SUFF-EMPIRICAL",
-    kind="experiment",
-    provenance="[N]",
-    examples=200,
-    statement="""§3.4 with the constant measured (the paper's 44 needs d ≈ 7e9 to apply): on
-    two-relevant, G2 and G1 data, d from 64 to 4096, η0 from 0.1 to 100, a lead of
-    s*(i) = argmax_{s∈X_i} y_i α_s over every other token of X_i larger than c·d^(−1/4) with
-    c = 8 makes s*(i) the unique maximiser of y_i⟨E¹_s, v⟩ (the token the flow then selects,
-    §3.3). Checked per sequence: where s*(i) is not the unique maximiser, its lead·d^(1/4) — a
-    lower bound on any c that suffices — is ≤ 8; target() hunts the largest.""",
-)
+@claim("EMB-SUFF-EMPIRICAL")
 @given(inst=EMPIRICAL_DATA)
 def test_empirical_separation_constant(inst):
-    """Experiment EMB-SUFF-EMPIRICAL.
-
-    Metric 'c_emp' per example: max over the sequences where the α-leader is not the unique
-    maximiser of y⟨E¹_s, v⟩ of lead_i·d^(1/4) (0 where it always is); its max over a run is
-    the smallest c that suffices on the drawn instances. Sequences tied in α (lead 0) say
-    nothing about c. The worst cases are η0 = 0.1, where the initial term ⟨E⁰_s, v⟩ ~ d^(−1/2)
-    is not small against (η0/2)·lead (R3: a lead above 4m(1/η0 + 1/4) always suffices).
-    """
+    """§3.4 with the constant measured (the paper's 44 needs d ≈ 7e9 to apply): on two-relevant, G2
+    and G1 data, d from 64 to 4096, η0 from 0.1 to 100, a lead of s*(i) = argmax_{s∈X_i} y_i α_s
+    over every other token of X_i larger than c·d^(−1/4) with c = 8 makes s*(i) the unique
+    maximiser of y_i⟨E¹_s, v⟩ (the token the flow then selects, §3.3). Checked per sequence:
+    where s*(i) is not the unique maximiser, its lead·d^(1/4) — a lower bound on any c that
+    suffices — is ≤ 8; target() hunts the largest."""
     prep = prepare(inst)
     leader = alpha_leader(inst)
     sel = prep.selection
@@ -757,28 +662,13 @@ def run_flow_general(inst: EmbeddingInstance, target: float = PRACTICAL_TARGET) 
     return traced_flow(inst, target=target, select_tol=1e-3)
 
 
-@claim(
-    id="EMB-SUFF-PRACTICAL",
-    kind="control",
-    provenance="[R]",
-    expected="refuted",
-    examples=200,
-    statement="""N8 at one step, on general data (wrong): the one-step noise never reorders a
-    strong and a weaker relevant token. On data with one strongly predictive token per sequence
-    plus a weaker relevant one (spec P-3.4's data), whenever the maximiser of y_i⟨E¹_s, v⟩ over
-    X_i is unique for every i, that token is argmax_{s∈X_i} y_i α_s.""",
-)
+@claim("EMB-SUFF-PRACTICAL")
 @given(inst=two_relevant_instances())
 def test_practical_argmax_is_alpha_argmax(inst):
-    """Control EMB-SUFF-PRACTICAL.
-
-    Spec P-3.4 asserts this identification next to the attention part; it is the spec's
-    wrong variant N8 ("the η0-proportional noise η0(β_s − α_s/2) flips the order") read at the
-    one step itself, on two-relevant data: with few pairs the weak token's lead in α, F/(nT),
-    is below that noise, and the weak token wins y⟨E¹_s, v⟩ uniquely. EMB-N8-NOISE is a
-    different statement (G1 data, what the flow selects); the sufficient condition that does
-    hold is EMB-SUFF-R3. One step only, so the search is cheap.
-    """
+    """N8 at one step, on general data (wrong): the one-step noise never reorders a strong and a
+    weaker relevant token. On data with one strongly predictive token per sequence plus a weaker
+    relevant one (spec P-3.4's data), whenever the maximiser of y_i⟨E¹_s, v⟩ over X_i is unique
+    for every i, that token is argmax_{s∈X_i} y_i α_s."""
     prep = prepare(inst)
     if not prep.selection.all_unique:
         evidence.reject("precondition: argmax y⟨E¹_s, v⟩ is not unique in some sequence")
@@ -790,43 +680,16 @@ def test_practical_argmax_is_alpha_argmax(inst):
     )
 
 
-@claim(
-    id="EMB-SUFF-PRACTICAL-FLOW",
-    kind="corollary",
-    provenance="[R]",
-    expected="refuted",
-    examples=100,
-    statement="""§3.4, practical form, attention part (spec P-3.4): on data with one strongly
-    predictive token per sequence plus a weaker relevant one, with |S| ≤ d − 1, whenever the
-    maximiser of y_i⟨E¹_s, v⟩ over X_i is unique for every i, gradient flow on p from 0
-    concentrates ≥ 0.99 of the attention of X_i on that maximiser (whichever token it is).
-    Checked on two-relevant data as drawn and with the weak tokens given an initial lead along
-    v (weak_boost ∈ [0.5, 2]), so that the maximiser is the weak token in part of the draws.""",
-)
+@claim("EMB-SUFF-PRACTICAL-FLOW")
 @example(inst=saved("EMB-SUFF-PRACTICAL-FLOW"))
 @given(inst=PRACTICAL_DATA)
 def test_practical_flow_concentrates_on_argmax(inst):
-    """Corollary EMB-SUFF-PRACTICAL-FLOW.
-
-    Refuted as read (found by the ci-random profile, seed 8; the instance is pinned): n = 34,
-    T = 8, |S| = 9, d = 64, η0 = 20, the argmax of y⟨E¹_s, v⟩ unique in every sequence, and
-    the flow from p = 0 converges (certified: the direction reached the SVM of its selection
-    and stayed, ‖p‖ ≈ 835) to a selection that puts mass < 1e-100 on that argmax in all 17
-    sequences with y = −1. Normalized GD by torch autograd (step 0.5, an independent float64
-    run) picks the same 17 sequences by step 1000 (loss 0.45, far above the floor of the
-    argmax selection). The flow follows a locally-optimal selection, not the argmax of
-    y⟨E¹_s, v⟩: no variant of the practical form is known to hold yet. Flow: converge() until
-    the mass off the selection is ≤ 1e-3 and the direction matches the SVM of the selection
-    to 1 − cos ≤ 1e-3. The mass is read where converge() certified the flow's selection. A
-    selection whose SVM is infeasible cannot be certified by its direction: it is read at the
-    end of the path and decides the example when the attention there is settled (≥ 0.99, or
-    ≤ 1e-3 on the maximiser in some sequence), else the example is inconclusive, as is a
-    selection converge() left uncertified (an oracle failure, or ‖p‖ = 1e8 reached undecided).
-    A path that stops short at a stationary point refutes (finite_stop, with the maximiser's
-    loss floor). Metrics
-    'argmax_is_planted' / 'argmax_not_planted' count the draws by whether the maximiser is
-    the planted strong token s* in every sequence.
-    """
+    """§3.4, practical form, attention part (spec P-3.4): on data with one strongly predictive
+    token per sequence plus a weaker relevant one, with |S| ≤ d − 1, whenever the maximiser of
+    y_i⟨E¹_s, v⟩ over X_i is unique for every i, gradient flow on p from 0 concentrates ≥ 0.99
+    of the attention of X_i on that maximiser (whichever token it is). Checked on two-relevant
+    data as drawn and with the weak tokens given an initial lead along v (weak_boost ∈ [0.5,
+    2]), so that the maximiser is the weak token in part of the draws."""
     prep = prepare(inst)
     if not prep.selection.all_unique:
         evidence.reject("precondition: argmax y⟨E¹_s, v⟩ is not unique in some sequence")
@@ -848,18 +711,7 @@ def test_practical_flow_concentrates_on_argmax(inst):
     assert mass >= PRACTICAL_MASS, f"attention on argmax y⟨E¹_s, v⟩ is only {mass:.4f}"
 
 
-@claim(
-    id="EMB-SUFF-R3",
-    kind="corollary",
-    provenance="[R]",
-    examples=100,
-    statement="""§3.4 with R3 in place of the paper's constant (spec §3.4): with ‖v‖ = 1 and
-    m = max_s |⟨E⁰_s, v⟩|, if for every i the lead of s*(i) = argmax_{s∈X_i} y_i α_s over every
-    other token of X_i exceeds 4m(1/η0 + 1/4), then s*(i) is the unique maximiser of
-    y_i⟨E¹_s, v⟩ over X_i for every i — the precondition of §3.3 and §3.4, so the flow selects
-    the most important token under the hypotheses of §3.3 (EMB-FLOW-SELECT). Deterministic: no
-    probability over E⁰.""",
-)
+@claim("EMB-SUFF-R3")
 @given(
     inst=st.one_of(
         single_relevant_token_instances(),
@@ -869,12 +721,11 @@ def test_practical_flow_concentrates_on_argmax(inst):
     )
 )
 def test_r3_gap_condition_identifies_alpha_argmax(inst):
-    """Corollary EMB-SUFF-R3.
-
-    Checked on G1, two-relevant and G2 data, default d and d ∈ {1024, 4096} (where the
-    condition is met more often). Metrics 'condition_met' / 'condition_not_met': their
-    counts say how often it applied; values are lead/(4m(1/η0 + 1/4)).
-    """
+    """§3.4 with R3 in place of the paper's constant (spec §3.4): with ‖v‖ = 1 and m = max_s
+    |⟨E⁰_s, v⟩|, if for every i the lead of s*(i) = argmax_{s∈X_i} y_i α_s over every other
+    token of X_i exceeds 4m(1/η0 + 1/4), then s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over
+    X_i for every i — the precondition of §3.3 and §3.4, so the flow selects the most important
+    token under the hypotheses of §3.3 (EMB-FLOW-SELECT). Deterministic: no probability over E⁰."""
     prep = prepare(inst)
     leader = alpha_leader(inst)
     needed = 4 * prep.step.m * (1 / inst.eta0 + 0.25)

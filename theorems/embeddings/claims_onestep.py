@@ -35,7 +35,6 @@ from strategies import (
     single_relevant_token_instances,
 )
 from strategies.combinators import SEEDS, random_points, seeded
-from strategies.twins import REORDERINGS
 from theorems.embeddings import plots
 from theorems.embeddings.common import (
     ONE_STEP_DATA,
@@ -93,24 +92,14 @@ def any_head(draw, base=ONE_STEP_DATA):
 # ---------------------------------------------------------------------------------------------
 
 
-@claim(
-    id="EMB-L41-RANK1",
-    kind="lemma",
-    provenance="[R]",
-    examples=100,
-    statement="""R1 (spec §3.1, the exact part of Lemma 4.1): with p⁰ = 0 the attention is uniform,
-    so one GD step on the mean logistic loss moves every embedding exactly along v:
-    E¹ − E⁰ = η0 β vᵀ with β_s = (1/n) Σ_j h_j y_j n_s(X_j)/T, h_j = 1/(1 + exp(y_j f⁰_j)).
-    Checked on G1 and G2 data for any head v (‖v‖ ∈ [1/4, 4]): the autograd step D has
-    rank-one residual ≤ 1e-10·‖D‖_max and Dv/(η0‖v‖²) equals β to relative error 1e-10.""",
-)
+@claim("EMB-L41-RANK1")
 @given(inst=any_head())
 def test_rank_one_update_along_v(inst):
-    """Lemma EMB-L41-RANK1.
-
-    D is computed by torch autograd of the loss, independently of the closed-form ∇_E L that
-    models.embedding.one_step uses; β comes from one_step.
-    """
+    """R1 (spec §3.1, the exact part of Lemma 4.1): with p⁰ = 0 the attention is uniform, so one GD
+    step on the mean logistic loss moves every embedding exactly along v: E¹ − E⁰ = η0 β vᵀ with
+    β_s = (1/n) Σ_j h_j y_j n_s(X_j)/T, h_j = 1/(1 + exp(y_j f⁰_j)). Checked on G1 and G2 data
+    for any head v (‖v‖ ∈ [1/4, 4]): the autograd step D has rank-one residual ≤ 1e-10·‖D‖_max
+    and Dv/(η0‖v‖²) equals β to relative error 1e-10."""
     problem = problem_of(inst)
     step = one_step(problem, inst.eta0)
     E = inst.E0.clone().requires_grad_(True)
@@ -134,17 +123,12 @@ def test_rank_one_update_along_v(inst):
 # ---------------------------------------------------------------------------------------------
 
 
-@claim(
-    id="EMB-L41-R2",
-    kind="lemma",
-    provenance="[R]",
-    examples=100,
-    statement="""R2 (spec §3.1): for every draw, dataset, d, T, n and head v, the R1 coefficient
-    satisfies |β_s − α_s/2| ≤ (1/4)·max_j |f⁰_j|·ᾱ_s for every token s (from
-    |h − 1/2| = |tanh(y f/2)|/2 ≤ |f|/4), up to 1e-12.""",
-)
+@claim("EMB-L41-R2")
 @given(inst=any_head())
 def test_beta_close_to_half_alpha(inst):
+    """R2 (spec §3.1): for every draw, dataset, d, T, n and head v, the R1 coefficient satisfies
+    |β_s − α_s/2| ≤ (1/4)·max_j |f⁰_j|·ᾱ_s for every token s (from |h − 1/2| = |tanh(y f/2)|/2 ≤
+    |f|/4), up to 1e-12."""
     evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     gap, bound = step.r2_gap, step.r2_bound
@@ -158,18 +142,12 @@ def test_beta_close_to_half_alpha(inst):
     assert excess <= R2_ABS_TOL, f"R2 fails: |β − α/2| exceeds its bound by {excess:.3e}"
 
 
-@claim(
-    id="EMB-L41-R3",
-    kind="lemma",
-    provenance="[R]",
-    examples=100,
-    statement="""R3 (spec §3.1): with m = max_s |⟨E⁰_s, v⟩|, for every draw and every head v,
-    |⟨E¹_s, v⟩ − (η0/2)‖v‖²α_s| ≤ m(1 + η0‖v‖²ᾱ_s/4) for every token s (R1 + R2 and
-    max_j|f⁰_j| ≤ m); for ‖v‖ = 1 this is m(1 + η0ᾱ_s/4), the instance-level yardstick of the
-    controls N1 and N2.""",
-)
+@claim("EMB-L41-R3")
 @given(inst=any_head())
 def test_r3_instance_bound(inst):
+    """R3 (spec §3.1): with m = max_s |⟨E⁰_s, v⟩|, for every draw and every head v, |⟨E¹_s, v⟩ −
+    (η0/2)‖v‖²α_s| ≤ m(1 + η0‖v‖²ᾱ_s/4) for every token s (R1 + R2 and max_j|f⁰_j| ≤ m); for ‖v‖
+    = 1 this is m(1 + η0ᾱ_s/4), the instance-level yardstick of the controls N1 and N2."""
     evidence.instance(inst.to_json())
     step = one_step(problem_of(inst), inst.eta0)
     ratio = step.r3_error / step.r3_tolerance
@@ -187,17 +165,7 @@ def test_r3_instance_bound(inst):
 # ---------------------------------------------------------------------------------------------
 
 
-@claim(
-    id="EMB-L41-BOUND",
-    kind="lemma",
-    provenance="[U]",
-    examples=100,
-    statement="""Lemma 4.1 in the paper's form (spec §3.1, P-4.1c): with ‖v‖ = 1, p⁰ = 0,
-    d ≥ 1024, η0 ∈ [0.1, 100] and |S| ≤ 40, with high probability over E⁰ (failure
-    ≤ 2|S|e^{−√d/2} ≈ 1e-5), simultaneously for all tokens
-    |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ 11·η0·d^(−1/4). Checked on G2 and G1 data with
-    d ∈ {1024, 2048, 4096}.""",
-)
+@claim("EMB-L41-BOUND")
 @given(
     inst=st.one_of(
         general_frequency_instances(d=st.sampled_from(REGIME_DIMS), eta0=REGIME_ETA0),
@@ -205,12 +173,10 @@ def test_r3_instance_bound(inst):
     )
 )
 def test_paper_form_bound(inst):
-    """Lemma EMB-L41-BOUND.
-
-    The constant 11 and the rate d^(-1/4) are unconfirmed [U]. The slack 'lemma41_constant'
-    records the constant each example needs, max_s error/(η0 d^(-1/4)), against 11; under
-    the nightly profile it is a target().
-    """
+    """Lemma 4.1 in the paper's form (spec §3.1, P-4.1c): with ‖v‖ = 1, p⁰ = 0, d ≥ 1024, η0 ∈
+    [0.1, 100] and |S| ≤ 40, with high probability over E⁰ (failure ≤ 2|S|e^{−√d/2} ≈ 1e-5),
+    simultaneously for all tokens |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ 11·η0·d^(−1/4). Checked on G2 and G1
+    data with d ∈ {1024, 2048, 4096}."""
     if not (inst.vocab_size <= 40 and inst.d >= 1024 and 0.1 <= inst.eta0 <= 100):
         raise RuntimeError(f"strategy left the regime of Lemma 4.1: {inst!r}")
     step = one_step(problem_of(inst), inst.eta0)
@@ -248,28 +214,14 @@ def event_failure_exact(d: int, vocab: int) -> float:
     return -math.expm1(vocab * math.log1p(-tail))
 
 
-@claim(
-    id="EMB-L41-EVENT",
-    kind="lemma",
-    provenance="[V] ('with high probability', abstract); the event and its bound [R] (§3.1 R3)",
-    figures=(_EVENT_FIGURE,),
-    statement="""The event of Lemma 4.1 (spec §3.1, R3): with E⁰ rows i.i.d. N(0, I/d), ‖v‖ = 1
-    and m = max_s |⟨E⁰_s, v⟩|, P(m ≤ d^(−1/4)) ≥ 1 − 2|S|e^(−√d/2), which tends to 1 as d grows
-    (the 'with high probability' of Lemma 4.1; on the event, R3 gives the paper's form
-    11η0d^(−1/4) for η0 ≥ 0.093). Measured with |S| = 40 over fixed-seed draws of
-    strategies.gaussian_init at d ∈ {16, 64, 256, 1024, 4096}: at every d the number of draws
-    with m > d^(−1/4) passes the one-sided binomial test at level 1e-6 against the bound.""",
-)
+@claim("EMB-L41-EVENT")
 def test_init_event_probability():
-    """Lemma EMB-L41-EVENT.
-
-    Deterministic (fixed seeds, no Hypothesis). The bound says nothing below d ≈ 77 (it
-    exceeds 1), so the premise is that it is below 1 at some d of the sweep. Metrics per d:
-    the measured failure frequency, the exact one (event_failure_exact) and the bound. The
-    bound is loose by about 10× where it is informative (d = 256: exact 2.5e-3, bound
-    2.7e-2), and the event fails often at small d (d = 64: 0.17; d = 16: 0.84), which is why
-    Lemma 4.1 needs d large (spec P-4.1c: d ≥ ~300).
-    """
+    """The event of Lemma 4.1 (spec §3.1, R3): with E⁰ rows i.i.d. N(0, I/d), ‖v‖ = 1 and m = max_s
+    |⟨E⁰_s, v⟩|, P(m ≤ d^(−1/4)) ≥ 1 − 2|S|e^(−√d/2), which tends to 1 as d grows (the 'with
+    high probability' of Lemma 4.1; on the event, R3 gives the paper's form 11η0d^(−1/4) for η0
+    ≥ 0.093). Measured with |S| = 40 over fixed-seed draws of strategies.gaussian_init at d ∈
+    {16, 64, 256, 1024, 4096}: at every d the number of draws with m > d^(−1/4) passes the
+    one-sided binomial test at level 1e-6 against the bound."""
     rows, late = [], []
     for d in EVENT_DIMS:
         gen = torch.Generator().manual_seed(d)
@@ -308,24 +260,13 @@ def _draw_prop_figure() -> None:
     plots.prop_figure(_PROP_POINTS, _PROP_FIGURE)
 
 
-@claim(
-    id="EMB-L41-PROP",
-    kind="corollary",
-    provenance="[R]",
-    examples=100,
-    figures=(_PROP_FIGURE,),
-    statement="""Proportionality (spec §3.1, P-4.1d): on G2 data (‖v‖ = 1, p⁰ = 0), whenever
-    std_s(α_s)·√d ≥ 0.3, the one-step shift ⟨E¹_s − E⁰_s, v⟩ has Pearson correlation ≥ 0.99
-    with α_s over the vocabulary; and sign(⟨E¹_s − E⁰_s, v⟩) = sign(α_s) for every token with
-    |α_s| > ᾱ_s·m/2 (a consequence of R2).""",
-)
+@claim("EMB-L41-PROP")
 @given(inst=general_frequency_instances())
 def test_shift_proportional_to_alpha(inst):
-    """Corollary EMB-L41-PROP.
-
-    std is the population standard deviation over all |S| tokens. Draws with std(α)·√d < 0.3
-    do not meet the hypothesis and are rejected (counted).
-    """
+    """Proportionality (spec §3.1, P-4.1d): on G2 data (‖v‖ = 1, p⁰ = 0), whenever std_s(α_s)·√d ≥
+    0.3, the one-step shift ⟨E¹_s − E⁰_s, v⟩ has Pearson correlation ≥ 0.99 with α_s over the
+    vocabulary; and sign(⟨E¹_s − E⁰_s, v⟩) = sign(α_s) for every token with |α_s| > ᾱ_s·m/2 (a
+    consequence of R2)."""
     step = one_step(problem_of(inst), inst.eta0)
     alpha, shift = step.alpha.numpy(), step.shift.numpy()
     spread = float(np.std(alpha)) * math.sqrt(inst.d)
@@ -367,21 +308,12 @@ def rate_medians() -> tuple[float, ...]:
     return tuple(medians)
 
 
-@claim(
-    id="EMB-L41-RATE",
-    kind="experiment",
-    provenance="[R]",
-    statement="""The one-step error shrinks with d (spec §3.1, P-4.1e): on G2 data with |S| = 30,
-    T = 8, n = 200 and 20 fixed seeds per d ∈ {256, 1024, 4096, 16384}, the median over seeds of
-    max_s |β_s − α_s/2| has a log-log slope against d of at most −0.3 (observed −0.47 here, −0.58
-    in the spec's runs: about the d^(−1/2) of the init term, faster than the paper's
-    d^(−1/4)).""",
-)
+@claim("EMB-L41-RATE")
 def test_error_shrinks_with_dimension():
-    """Experiment EMB-L41-RATE.
-
-    Deterministic: fixed seeds, no Hypothesis. β from models.embedding.r1_coefficients.
-    """
+    """The one-step error shrinks with d (spec §3.1, P-4.1e): on G2 data with |S| = 30, T = 8, n =
+    200 and 20 fixed seeds per d ∈ {256, 1024, 4096, 16384}, the median over seeds of max_s |β_s
+    − α_s/2| has a log-log slope against d of at most −0.3 (observed −0.47 here, −0.58 in the
+    spec's runs: about the d^(−1/2) of the init term, faster than the paper's d^(−1/4))."""
     medians = rate_medians()
     for d, median in zip(RATE_DIMS, medians, strict=True):
         evidence.metric(f"median_error_d{d}", median)
@@ -398,24 +330,11 @@ SPEC_RATE_MEDIANS = (5.8e-4, 1.8e-4, 1.6e-4, 5.2e-5)
 SPEC_RATE_FACTOR = 2.0
 
 
-@claim(
-    id="EMB-L41-RATE-SPEC",
-    kind="experiment",
-    provenance="[R] (the spec's calibration runs, §3.1 P-4.1e)",
-    statement="""The spec's recorded medians of max_s |β_s − α_s/2| (§3.1, P-4.1e: 5.8e-4,
-    1.8e-4, 1.6e-4 and 5.2e-5 at d = 256, 1024, 4096, 16384; G2 with |S| = 30, T = 8, n = 200,
-    20 seeds per d) are reproduced on this suite's 20 fixed seeds within a factor 2 at every
-    d.""",
-)
+@claim("EMB-L41-RATE-SPEC")
 def test_error_medians_match_the_spec():
-    """Experiment EMB-L41-RATE-SPEC.
-
-    Observed 4.0e-4, 1.4e-4, 1.0e-4, 5.0e-5 (ratios 0.68, 0.80, 0.65, 0.96 to the spec's):
-    both sets are c·d^(−1/2) up to the scatter of single medians (times √d: 6.4, 4.6, 6.6,
-    6.4 ×1e-3 here; 9.3, 5.8, 10, 6.7 ×1e-3 in the spec), and that scatter, not the rate, is
-    why the fitted slopes differ (−0.47 against −0.58). An instance detail (other seeds, other
-    G2 corpora), not a disagreement about the rate.
-    """
+    """The spec's recorded medians of max_s |β_s − α_s/2| (§3.1, P-4.1e: 5.8e-4, 1.8e-4, 1.6e-4 and
+    5.2e-5 at d = 256, 1024, 4096, 16384; G2 with |S| = 30, T = 8, n = 200, 20 seeds per d) are
+    reproduced on this suite's 20 fixed seeds within a factor 2 at every d."""
     medians = rate_medians()
     far = []
     for d, ours, theirs in zip(RATE_DIMS, medians, SPEC_RATE_MEDIANS, strict=True):
@@ -434,24 +353,13 @@ def test_error_medians_match_the_spec():
 # ---------------------------------------------------------------------------------------------
 
 
-@claim(
-    id="EMB-KLEVEL",
-    kind="corollary",
-    provenance="[U]",
-    examples=100,
-    statement="""K-level data (spec §2 stand-in for the paper's K-level model): tokens in K groups,
-    group k with a common signed frequency α^(k), increasing in k. After one GD step from
-    p⁰ = 0 (‖v‖ = 1), the shifts ⟨E¹_s − E⁰_s, v⟩ take K levels ordered like α: every shift of
-    group k lies strictly below every shift of group k+1.""",
-)
+@claim("EMB-KLEVEL")
 @given(inst=k_level_instances())
 def test_k_level_shifts_are_ordered(inst):
-    """Corollary EMB-KLEVEL.
-
-    The paper's K-level model is not accessible [U]; this is the spec's stand-in
-    (strategies.k_level_instances, α_s = j_k/n exactly). The metric 'spread_over_gap' is the
-    largest within-group range over the smallest gap between consecutive levels.
-    """
+    """K-level data (spec §2 stand-in for the paper's K-level model): tokens in K groups, group k
+    with a common signed frequency α^(k), increasing in k. After one GD step from p⁰ = 0 (‖v‖ =
+    1), the shifts ⟨E¹_s − E⁰_s, v⟩ take K levels ordered like α: every shift of group k lies
+    strictly below every shift of group k+1."""
     step = one_step(problem_of(inst), inst.eta0)
     shift = step.shift
     lo = [float(shift[list(g)].min()) for g in inst.groups]
@@ -469,24 +377,13 @@ def test_k_level_shifts_are_ordered(inst):
 STEP_REL_TOL = 1e-9
 
 
-@claim(
-    id="EMB-DEF-ONESTEP",
-    kind="definition",
-    provenance="[V] §1.1 (the E-gradient), [D]",
-    examples=20,
-    statement="""The step of §3.1 is a gradient step of the paper's loss from any p⁰: on G2
-    data (d ∈ {64, 256}) with p⁰ of norm in [0.1, 10] (not only p⁰ = 0), one_step's
-    E¹ − E⁰ equals −η0·∇_E L(E⁰, p⁰), with ∇_E taken by torch autograd of
-    L(E, p) = (1/n) Σ ℓ(y_i f(X_i)), to 1e-9 relative.""",
-    twins=REORDERINGS,
-)
+@claim("EMB-DEF-ONESTEP")
 @given(inst=general_frequency_instances(d=st.sampled_from([64, 256])), seed=SEEDS)
 def test_one_step_is_a_gradient_step(inst, seed):
-    """One step of E against autograd of the plain loss, at p⁰ ≠ 0.
-
-    A consistency check: at p⁰ = 0, the only start the theorems use, the (u_s − f)p⁰ term of
-    ∇_E L vanishes, so no claim about the paper's step can see a fault in it.
-    """
+    """The step of §3.1 is a gradient step of the paper's loss from any p⁰: on G2 data (d ∈ {64,
+    256}) with p⁰ of norm in [0.1, 10] (not only p⁰ = 0), one_step's E¹ − E⁰ equals −η0·∇_E
+    L(E⁰, p⁰), with ∇_E taken by torch autograd of L(E, p) = (1/n) Σ ℓ(y_i f(X_i)), to 1e-9
+    relative."""
     problem = problem_of(inst)
     p0 = random_points(seeded(seed), problem.dim, 1, lo=-1.0, hi=1.0)[0]
     step = one_step(problem, inst.eta0, p0)

@@ -6,11 +6,12 @@ The index holds every field of each claim's `ClaimInfo` (its file relative to th
 in registration order, and the sha256 of each claim source it was built from: every
 claims_*.py and test_*.py under theorems/ (the modules `registry.import_claim_modules`
 imports), the other Python files of their packages (a package's `PAPER`, the helpers its
-claims import) and the papers' claims.toml and findings.md, theorems/framework/ aside. It is used only while the same sources are on
-disk with the same hashes; otherwise the CLI imports the claims as before and says once on
-stderr how to rebuild the index: `python -m theorems index` (`lock --update` rebuilds it
-too). `ATTN_NO_INDEX=1` always imports. `python -m theorems index --check` (and
-tests/test_claim_index.py) fails while the committed index differs from a fresh build.
+claims import) and the papers' claims.toml and findings.md, theorems/framework/ aside. It is
+used only while the same sources are on disk with the same hashes; otherwise the CLI imports
+the claims as before and says once on stderr how to rebuild the index: `python -m theorems
+index` (`lock --update` rebuilds it too). `ATTN_NO_INDEX=1` always imports. `python -m
+theorems index --check` (and tests/test_claim_index.py) fails while the committed index
+differs from a fresh build.
 """
 
 from __future__ import annotations

@@ -111,6 +111,16 @@ def explain(
         f"defined in: {where}:{info.line}  (ci budget {info.budget} examples)",
         "",
     ]
+    if info.note:
+        label = info.findings or "note"
+        if info.findings:
+            path, _, anchor = info.findings.partition("#")
+            try:
+                path = Path(path).resolve().relative_to(REPO_ROOT.resolve()).as_posix()
+            except ValueError:
+                pass
+            label = f"findings ({path}#{anchor})"
+        out += [f"{label}:", *(f"  {line}" for line in info.note.splitlines()), ""]
     for variant in info.variants:  # a reading refuted as read: what holds instead
         other = claims.get(variant)
         statement = other.statement if other else "(no such claim)"

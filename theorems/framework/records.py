@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from theorems.framework import evidence
+from theorems.framework import REPO_ROOT, evidence
 from theorems.framework.verdicts import (
     VERDICTS,
     as_expected,
@@ -75,11 +75,25 @@ def identity(item: pytest.Item, info: ClaimInfo) -> dict:
     }
 
 
+def findings_link(info: ClaimInfo) -> str | None:
+    """Where the claim's findings are: its paper's findings.md and the section's anchor,
+    relative to the checkout where it lies inside it (else as registered), or None."""
+    if not info.findings:
+        return None
+    path, _, anchor = info.findings.partition("#")
+    try:
+        path = Path(path).resolve().relative_to(REPO_ROOT.resolve()).as_posix()
+    except ValueError:
+        pass
+    return f"{path}#{anchor}" if anchor else path
+
+
 def claim_fields(info: ClaimInfo) -> dict:
     return {
         "budget": info.budget,
         "figures": list(info.figures),
         "note": info.note,
+        "findings": findings_link(info),
         "runs_only_with": info.runs_only_with,
         "variants": list(info.variants),
     }
@@ -99,6 +113,7 @@ def item_record(item, info, collector, verdict, error, falsifying, reason="") ->
         "error": error,
         "figures": fields["figures"],
         "note": fields["note"],
+        "findings": fields["findings"],
         "variants": fields["variants"],
         "replayed": getattr(getattr(item, "obj", None), "__attn_replay__", None) is not None,
         "counterexample_replayed": collector.counterexample_is_replay and verdict == "refuted",
@@ -125,6 +140,7 @@ def crash_record(entry: dict, message: str) -> dict:
         "error": message,
         "figures": entry["figures"],
         "note": entry["note"],
+        "findings": entry.get("findings"),
         "variants": entry.get("variants", []),
         "replayed": False,
         "counterexample_replayed": False,

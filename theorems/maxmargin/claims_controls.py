@@ -39,7 +39,6 @@ from strategies import (
 )
 from strategies.combinators import SEEDS, random_points, seeded, with_init
 from strategies.instances import PromptInstance
-from strategies.twins import REORDERINGS
 from theorems import claim, evidence
 from theorems.maxmargin.common import (
     CONE_SCAN,
@@ -95,22 +94,11 @@ def _with_scores(inst: PromptInstance, g: torch.Tensor, meta: dict) -> PromptIns
 # ---- F2 ----------------------------------------------------------------------------------------
 
 
-@claim(
-    id="MM-F2-GLOBAL-ALWAYS",
-    kind="control",
-    provenance="[V] Fig. 1(b), [N]",
-    expected="refuted",
-    statement="(Wrong) For general scores, gradient descent from any p(0) always selects the "
-    "globally optimal tokens and converges in direction to p^mm(opt).",
-    examples=100,
-)
+@claim("MM-F2-GLOBAL-ALWAYS")
 @given(inst=with_init(global_opt_instances()))
 def test_f2_gd_always_global(inst):
-    """(Wrong) GD always converges to p^mm(opt) for general scores (spec §5 F2).
-
-    Fig. 1(b) and [N] (11/30 random runs) show GD converging to a non-global locally-optimal
-    α; Theorem L is local.
-    """
+    """(Wrong) For general scores, gradient descent from any p(0) always selects the globally
+    optimal tokens and converges in direction to p^mm(opt)."""
     _record(inst)
     out, transient = settle(inst.problem, inst.p0)
     record_outcome(out, transient)
@@ -135,26 +123,12 @@ def tied_local_instances(draw):
     return _with_scores(inst, g, {"tied_input": i})
 
 
-@claim(
-    id="MM-F3-TIE-ATTRACTS",
-    kind="control",
-    provenance="[D, N]",
-    expected="refuted",
-    statement="(Wrong: Theorem L without strictness) If no support token of α_i scores higher "
-    "than α_i (ties allowed), GD from the cone C_{ε,R0}(p^mm(α)) with "
-    f"(R0, ε) = ({F3_CONE[0]:g}, {F3_CONE[1]:g}) converges in direction to p^mm(α).",
-    examples=100,
-)
+@claim("MM-F3-TIE-ATTRACTS")
 @given(cone=tied_local_instances().flatmap(lambda i: cone_inits(i, *F3_CONE)))
 def test_f3_tie_still_attracts(cone):
-    """(Wrong) A selection tied with its support tokens still attracts GD (spec §5 F3).
-
-    A support token tying with α_i exerts no restoring force; the pull of higher-scoring
-    non-support tokens then moves p away. The spec observed this on Fig. 1(a), α = (1, 0),
-    from cones with R0 ≤ 10; the control starts from the narrowest cone of Theorem L's scan
-    (the largest R0 and smallest ε of CONE_SCAN), so that a too-small R0 (control F4) cannot
-    be why GD leaves: only the tie can.
-    """
+    """(Wrong: Theorem L without strictness) If no support token of α_i scores higher than α_i
+    (ties allowed), GD from the cone C_{ε,R0}(p^mm(α)) with (R0, ε) = (1000, 1e-06) converges in
+    direction to p^mm(α)."""
     _record(cone)
     out, transient = settle(cone.problem, cone.p0)
     record_outcome(out, transient)
@@ -162,23 +136,11 @@ def test_f3_tie_still_attracts(cone):
     check_limit(cone.problem, out, cone.alpha, "the tied")
 
 
-@claim(
-    id="MM-F4-ANY-R0",
-    kind="control",
-    provenance="[N]",
-    expected="refuted",
-    statement="(Wrong: Theorem L for any R0) If α is locally optimal, GD from any point of the "
-    "cone C_{ε,R0}(p^mm(α)) converges to p^mm(α), whatever R0 > 0 (here R0 ∈ [0.1, 2], "
-    "ε = 1e-2).",
-    examples=20,
-)
+@claim("MM-F4-ANY-R0")
 @given(cone=local_opt_instances().flatmap(lambda i: cone_inits(i, st.sampled_from(F4_R0), 1e-2)))
 def test_f4_local_convergence_any_r0(cone):
-    """(Wrong) Local convergence from any R0 (spec §5 F4).
-
-    R0 must be large enough: Fig. 1(b), α = (1, 0), escapes to the global direction from R0
-    = 2 and converges from R0 ≥ 5 [N].
-    """
+    """(Wrong: Theorem L for any R0) If α is locally optimal, GD from any point of the cone
+    C_{ε,R0}(p^mm(α)) converges to p^mm(α), whatever R0 > 0 (here R0 ∈ [0.1, 2], ε = 1e-2)."""
     evidence.metric("R0", cone.meta["cone"]["R0"])
     _record(cone)
     out, transient = settle(cone.problem, cone.p0)
@@ -200,24 +162,12 @@ def beaten_support_instances(draw):
     return _with_scores(inst, g, {"raised": (i, t)})
 
 
-@claim(
-    id="MM-F5-NONLOCAL-ATTRACTS",
-    kind="control",
-    provenance="[N]",
-    expected="refuted",
-    statement="(Wrong) GD can converge to the direction of a selection α that is not locally "
-    "optimal: if a support token of α_i scores strictly higher than α_i (no ties), GD from the "
-    "cone C_{1e-3,10}(p^mm(α)) still converges in direction to p^mm(α).",
-    examples=100,
-)
+@claim("MM-F5-NONLOCAL-ATTRACTS")
 @given(cone=beaten_support_instances().flatmap(lambda i: cone_inits(i, 10.0, 1e-3)))
 def test_f5_nonlocal_attracts(cone):
-    """(Wrong) A non-locally-optimal α attracts GD from its cone (spec §5 F5).
-
-    A higher-scoring support token pulls at margin 1, faster than any restoring force; GD
-    leaves (Fig. 1 data, α = third token: final cos ≈ −0.66 [N]). Ties are avoided on
-    purpose: with ties GD can stall (see MM-F3 and MM-THM-G).
-    """
+    """(Wrong) GD can converge to the direction of a selection α that is not locally optimal: if a
+    support token of α_i scores strictly higher than α_i (no ties), GD from the cone
+    C_{1e-3,10}(p^mm(α)) still converges in direction to p^mm(α)."""
     _record(cone)
     verdict = local_optimality(cone.keys, cone.scores, cone.alpha)
     evidence.metric("alpha locally optimal", float(verdict.locally_optimal))
@@ -230,23 +180,11 @@ def test_f5_nonlocal_attracts(cone):
 # ---- descent lemma without equal scores ----------------------------------------------------------
 
 
-@claim(
-    id="MM-C-DESCENT-GENERAL",
-    kind="control",
-    provenance="[N]",
-    expected="refuted",
-    statement="(Wrong: the descent lemma without equal non-optimal scores) For general scores "
-    "with ATT-SVM(opt) feasible, ⟨∇L(p), p^mm(opt)⟩ < 0 for every p.",
-    examples=100,
-    twins=REORDERINGS,
-)
+@claim("MM-C-DESCENT-GENERAL")
 @given(inst=global_opt_instances(), seed=SEEDS)
 def test_descent_general_scores(inst, seed):
-    """(Wrong) p^mm is a descent direction everywhere for general scores (spec §2.1).
-
-    [N]: 1,864 of 10,000 random p violate the sign with uniform random scores (n = 3, T = 5,
-    key dimension 15); with equal non-optimal scores, none (MM-LEMMA-DESCENT).
-    """
+    """(Wrong: the descent lemma without equal non-optimal scores) For general scores with
+    ATT-SVM(opt) feasible, ⟨∇L(p), p^mm(opt)⟩ < 0 for every p."""
     _record(inst)
     points = random_points(seeded(seed), inst.keys.shape[2], 20, -1.0, 1.0).numpy()
     for sign, rel, cos, agrees in descent_signs(inst, points):
@@ -277,25 +215,13 @@ def _high_score_instances(loss: str):
     return levels.flatmap(lambda lv: with_init(equal_nonopt_instances(n=1, loss=loss, levels=lv)))
 
 
-@claim(
-    id="MM-F7-CORRELATION-NO-MAXMARGIN",
-    kind="control",
-    provenance="[D, N]",
-    expected="refuted",
-    statement="(Wrong: the max-margin bias needs an exponentially-tailed loss) With the "
-    "correlation loss ℓ(x) = −x, gradient descent does NOT converge in direction to p^mm(opt) "
-    "(single input, equal non-optimal scores, ATT-SVM(opt) feasible, T ≥ 3 tokens whose key "
-    "differences k_opt − k_t span ≥ 2 dimensions, so that p^mm is a direction, not a sign).",
-    examples=100,
-)
+@claim("MM-F7-CORRELATION-NO-MAXMARGIN")
 @given(inst=with_init(equal_nonopt_instances(n=1, T=st.integers(3, 6), loss="correlation")))
 def test_f7_correlation_loss_no_max_margin(inst):
-    """(Wrong) Correlation loss ⇒ no convergence to p^mm (spec §5 F7).
-
-    The exponential comes from the softmax, not from the loss: ℓ(x) = −x gives the ATT-SVM
-    direction (spec §1.7, loss comparison of §4). With one key difference (or 1-D keys) the
-    limit direction would be forced up to a sign; the premise asks for ≥ 2 dimensions.
-    """
+    """(Wrong: the max-margin bias needs an exponentially-tailed loss) With the correlation loss
+    ℓ(x) = −x, gradient descent does NOT converge in direction to p^mm(opt) (single input, equal
+    non-optimal scores, ATT-SVM(opt) feasible, T ≥ 3 tokens whose key differences k_opt − k_t
+    span ≥ 2 dimensions, so that p^mm is a direction, not a sign)."""
     _record(inst)
     rank = difference_rank(inst.keys, inst.alpha)
     if not evidence.premise(rank >= 2, "key differences span ≥ 2-D"):
@@ -307,26 +233,13 @@ def test_f7_correlation_loss_no_max_margin(inst):
     assert not reached, f"converged to p^mm(opt): 1 − cos = {out.one_minus_cos:.2e}"
 
 
-@claim(
-    id="MM-F8-LOSS-TO-ZERO",
-    kind="control",
-    provenance="[D]",
-    expected="refuted",
-    statement="(Wrong) Under the hypotheses of Theorem G (single input, equal non-optimal "
-    "scores, logistic or exponential loss, whose infimum over R is 0), the training loss tends "
-    f"to 0: at directional convergence L(p) ≤ {F8_FLOOR_FRACTION:g}·ℓ(γ_opt), a fixed fraction "
-    f"of any positive number (optimal scores γ_opt in [{F8_TOP[0]:g}, {F8_TOP[1]:g}], so "
-    "ℓ(γ_opt) runs from 0.13 down to ~1e-13).",
-    examples=100,
-)
+@claim("MM-F8-LOSS-TO-ZERO")
 @given(inst=st.sampled_from(["logistic", "exponential"]).flatmap(_high_score_instances))
 def test_f8_loss_to_zero(inst):
-    """(Wrong) L(p(t)) → 0 (spec §5 F8).
-
-    With v fixed the floor is (1/n)Σℓ(γ_i,opt_i) > 0 (spec §1.3); L → 0 only if the optimal
-    scores → ∞. The drawn floors are small (down to ~1e-13) and the bound is relative to the
-    floor, so the loss can miss it only by sitting at that floor: the named mistake.
-    """
+    """(Wrong) Under the hypotheses of Theorem G (single input, equal non-optimal scores, logistic
+    or exponential loss, whose infimum over R is 0), the training loss tends to 0: at
+    directional convergence L(p) ≤ 0.5·ℓ(γ_opt), a fixed fraction of any positive number
+    (optimal scores γ_opt in [2, 30], so ℓ(γ_opt) runs from 0.13 down to ~1e-13)."""
     _record(inst)
     out, transient = settle(inst.problem, inst.p0)
     record_outcome(out, transient)
@@ -355,17 +268,7 @@ def _straddling_scores(n: int, T: int):
     return st.builds(build, SEEDS, st.integers(0, T - 1))
 
 
-@claim(
-    id="MM-F9-SQUARE-DIVERGES",
-    kind="control",
-    provenance="[D]",
-    expected="refuted",
-    statement="(Wrong: dropping strict monotonicity of ℓ) With the square loss ℓ(x) = (1 − x)² "
-    "and the target 1 strictly inside the range of the scores (one input, keys in general "
-    "position), gradient flow still has ‖p(t)‖ → ∞.",
-    examples=100,
-    twins=REORDERINGS,
-)
+@claim("MM-F9-SQUARE-DIVERGES")
 @given(
     inst=st.integers(2, 3).flatmap(
         lambda T: decoupled_instances(
@@ -375,11 +278,9 @@ def _straddling_scores(n: int, T: int):
     seed=SEEDS,
 )
 def test_f9_square_loss_diverges(inst, seed):
-    """(Wrong) ‖p‖ → ∞ without strict monotonicity of ℓ (spec §5 F9).
-
-    A finite attention mixture attains the target: the flow stops at a finite minimiser with
-    L = 0 (spec §5 F9), so no divergence and no max-margin limit.
-    """
+    """(Wrong: dropping strict monotonicity of ℓ) With the square loss ℓ(x) = (1 − x)² and the
+    target 1 strictly inside the range of the scores (one input, keys in general position),
+    gradient flow still has ‖p(t)‖ → ∞."""
     _record(inst)
     problem = PromptProblem(inst.keys, inst.scores, square(1.0))
     p0 = random_points(seeded(seed), inst.keys.shape[2], 1, -1.0, 1.0)[0]
@@ -401,26 +302,13 @@ def test_f9_square_loss_diverges(inst, seed):
 # ---- F13, F14 ------------------------------------------------------------------------------------
 
 
-@claim(
-    id="MM-F13-W-FULL-RANK",
-    kind="control",
-    provenance="[D, N]",
-    expected="refuted",
-    statement="(Wrong) Training W with p fixed (normalized GD, 1000 steps of lr 0.1 from a "
-    "small full-rank W(0)), W(t) converges in direction to a full-rank matrix: σ₂/σ₁ of W(T) "
-    "stays above a tenth of σ₂/σ₁ of W(0) (n ∈ {1, 2} inputs of T ≥ 3 tokens whose differences "
-    "x_iopt − x_it span ≥ 2 dimensions, so that the limit's left factor q^mm is a direction).",
-    examples=100,
-    twins=REORDERINGS,
-)
+@claim("MM-F13-W-FULL-RANK")
 @given(inst=equal_nonopt_instances(n=st.integers(1, 2), T=st.integers(3, 5)), seed=SEEDS)
 def test_f13_w_full_rank(inst, seed):
-    """(Wrong) W converges to a full-rank matrix (spec §5 F13).
-
-    ∂L/∂W = g pᵀ is rank one, so W(t) = W(0) + u(t)pᵀ and W/‖W‖ → q^mm pᵀ/(‖q^mm‖‖p‖), rank
-    one (spec §2.8; a nuclear-norm SVM belongs to the (K, Q) factorization of the companion
-    paper). The W-problem's keys are the tokens x_it themselves (W in place of the key map).
-    """
+    """(Wrong) Training W with p fixed (normalized GD, 1000 steps of lr 0.1 from a small full-rank
+    W(0)), W(t) converges in direction to a full-rank matrix: σ₂/σ₁ of W(T) stays above a tenth
+    of σ₂/σ₁ of W(0) (n ∈ {1, 2} inputs of T ≥ 3 tokens whose differences x_iopt − x_it span ≥ 2
+    dimensions, so that the limit's left factor q^mm is a direction)."""
     _record(inst)
     rank = difference_rank(inst.X, inst.alpha)
     if not evidence.premise(rank >= 2, "token differences span ≥ 2-D"):
@@ -431,22 +319,11 @@ def test_f13_w_full_rank(inst, seed):
     assert end >= F13_RANK_FRACTION * start, f"σ₂/σ₁ fell from {start:.3g} to {end:.3g}"
 
 
-@claim(
-    id="MM-F14-RATE",
-    kind="control",
-    provenance="[R?] (no rate stated), [N]",
-    expected="refuted",
-    statement="(Wrong: a rate) Plain GD with η = 1/L_p on a single input with equal non-optimal "
-    "scores has 1 − cos(p(t), p^mm) ≤ C/t with C = 10, at t = 100, 500, 1000, 2000.",
-    examples=100,
-)
+@claim("MM-F14-RATE")
 @given(inst=with_init(equal_nonopt_instances(n=1)))
 def test_f14_rate(inst):
-    """(Wrong) 1 − cos ≤ C/t for plain GD (spec §5 F14).
-
-    The paper states only asymptotic limits (spec §0 'Rates'); plain GD's directional
-    convergence is logarithmically slow ([N]: cos 0.97–0.99 after 1000 steps at η = 1).
-    """
+    """(Wrong: a rate) Plain GD with η = 1/L_p on a single input with equal non-optimal scores has
+    1 − cos(p(t), p^mm) ≤ C/t with C = 10, at t = 100, 500, 1000, 2000."""
     _record(inst)
     sol = evidence.solved(att_svm(inst.keys, inst.alpha), "ATT-SVM(α)")
     eta = 1.0 / inst.problem.smoothness_bound()
@@ -460,20 +337,13 @@ def test_f14_rate(inst):
 # ---- F11, F15: classification duties of the engine -----------------------------------------------
 
 
-@claim(
-    id="MM-F11-INFEASIBLE",
-    kind="definition",
-    provenance="[D]",
-    statement="When ATT-SVM(opt) is infeasible (some k_i,opt lies in the convex hull of its "
-    "input's other keys), the oracle certifies infeasibility (LP + Farkas vector) and the "
-    "engine never reports convergence to p^mm(opt): a run either converges to the certified "
-    "SVM of another selection, or is classified infeasible/inconclusive.",
-    examples=100,
-    twins=REORDERINGS,
-)
+@claim("MM-F11-INFEASIBLE")
 @given(inst=infeasible_instances(n=st.integers(1, 3)), seed=SEEDS)
 def test_f11_infeasible_is_classified(inst, seed):
-    """Infeasible ATT-SVM(opt) is detected and never reported as convergence (spec §5 F11)."""
+    """When ATT-SVM(opt) is infeasible (some k_i,opt lies in the convex hull of its input's other
+    keys), the oracle certifies infeasibility (LP + Farkas vector) and the engine never reports
+    convergence to p^mm(opt): a run either converges to the certified SVM of another selection,
+    or is classified infeasible/inconclusive."""
     _record(inst)
     sol = att_svm(inst.keys, inst.alpha)
     assert sol.status == "infeasible", f"oracle says {sol.status}: {sol.reason}"
@@ -513,21 +383,14 @@ def numerically_hard_instances(draw):
     )
 
 
-@claim(
-    id="MM-F15-NUMERICS",
-    kind="definition",
-    provenance="[N]",
-    statement="On numerically hard instances (the loss comparison with C up to 1000, where the "
-    "authors' '+ eps' normalized GD stalls at C = 100; single inputs whose softmax saturates "
-    "after a few steps) the engine either converges to the correct limit p^mm(opt) (opt is the "
-    "only locally-optimal selection there) or reports inconclusive: never a false "
-    "counterexample.",
-    examples=100,
-)
+@claim("MM-F15-NUMERICS")
 @given(inst=numerically_hard_instances())
 @example(inst=loss_comparison_instance(100.0, "logistic"))
 def test_f15_numerical_artefacts(inst):
-    """Float64 artefacts are resolved or reported, never mistaken for refutations (§5 F15)."""
+    """On numerically hard instances (the loss comparison with C up to 1000, where the authors' '+
+    eps' normalized GD stalls at C = 100; single inputs whose softmax saturates after a few
+    steps) the engine either converges to the correct limit p^mm(opt) (opt is the only
+    locally-optimal selection there) or reports inconclusive: never a false counterexample."""
     _record(inst)
     p0 = torch.zeros(inst.d, dtype=DTYPE) if inst.p0 is None else inst.p0
     with failures.tolerate(failures.GRADIENT_FLOW):  # "inconclusive" is a classification here

@@ -76,22 +76,14 @@ def _check_probabilities(run) -> str | None:
     return "; ".join(failures) or None
 
 
-@claim(
-    id="MM-FIG3-TIGHT",
-    kind="experiment",
-    provenance="[V] caption and data, [N] results (spec §4 Figure 3)",
-    statement="Figure 3(a) and (c): inputs [(0,0),(1,1)], [(0,0),(1,−1)], [(0,0),(0.5,1)], "
-    "Y = (+1, −1, +1), W = I, selected token 1 (every input a support vector of the v-SVM, "
-    "so p^relax = p^mm). Joint NGD (lr 0.1 on each normalized gradient, 1000 iterations) "
-    "from v = (−1, 0), p = (0, −1) converges jointly: cos(v, v^mm) ≥ 0.9999 and "
-    "cos(p, p^mm) ≥ 0.999 at the end; the averaged softmax probability of the optimal tokens "
-    "and the logistic probability of the output end within 1e-6 of 1 and do not fall after "
-    "iteration 100.",
-    examples=1,
-    figures=("mm_fig3a_joint_tight.png", "mm_fig3c_probabilities.png"),
-)
+@claim("MM-FIG3-TIGHT")
 def test_figure3_tight():
-    """Fig. 3(a), (c): tight instance; v → v^mm, p → p^mm, probabilities → 1."""
+    """Figure 3(a) and (c): inputs [(0,0),(1,1)], [(0,0),(1,−1)], [(0,0),(0.5,1)], Y = (+1, −1,
+    +1), W = I, selected token 1 (every input a support vector of the v-SVM, so p^relax = p^mm).
+    Joint NGD (lr 0.1 on each normalized gradient, 1000 iterations) from v = (−1, 0), p = (0,
+    −1) converges jointly: cos(v, v^mm) ≥ 0.9999 and cos(p, p^mm) ≥ 0.999 at the end; the
+    averaged softmax probability of the optimal tokens and the logistic probability of the
+    output end within 1e-6 of 1 and do not fall after iteration 100."""
     inst, _, svms, run = _run(tight=True)
     assert svms.tight, f"v-SVM support {svms.support.tolist()}: not tight"
     gv, gp = one_minus_cos(run.v, svms.v_mm.x), one_minus_cos(run.p, svms.p_full.x)
@@ -107,19 +99,12 @@ def test_figure3_tight():
     assert not failures, "; ".join(failures)
 
 
-@claim(
-    id="MM-FIG3-NONTIGHT",
-    kind="experiment",
-    provenance="[V] caption and data, [N] results (spec §4 Figure 3)",
-    statement="Figure 3(b): as 3(a) with the third input [(0,0),(0.5,1.5)], which is not a "
-    "support vector of the v-SVM (p^relax ≠ p^full, cosine 0.98). Joint NGD (same protocol) "
-    "ends with cos(v, v^mm) ≥ 0.9999, cos(p, p^relax) ≥ 0.999 and cos(p, p^relax) > "
-    "cos(p, p^full); the softmax and logistic probabilities end within 1e-6 of 1.",
-    examples=1,
-    figures=("mm_fig3b_joint_nontight.png",),
-)
+@claim("MM-FIG3-NONTIGHT")
 def test_figure3_nontight():
-    """Fig. 3(b): non-tight instance; p → p^relax (red), not p^full (grey)."""
+    """Figure 3(b): as 3(a) with the third input [(0,0),(0.5,1.5)], which is not a support vector
+    of the v-SVM (p^relax ≠ p^full, cosine 0.98). Joint NGD (same protocol) ends with cos(v,
+    v^mm) ≥ 0.9999, cos(p, p^relax) ≥ 0.999 and cos(p, p^relax) > cos(p, p^full); the softmax
+    and logistic probabilities end within 1e-6 of 1."""
     inst, _, svms, run = _run(tight=False)
     assert not svms.tight, "the v-SVM support set is every input: not the non-tight panel"
     gv = one_minus_cos(run.v, svms.v_mm.x)
@@ -177,59 +162,32 @@ def _agree_with_spec(cos_relax: float, cos_full: float, step: int) -> None:
     )
 
 
-@claim(
-    id="MM-FIG3-NUMBERS",
-    variant="MM-FIG3-NUMBERS-STEP100",
-    kind="experiment",
-    provenance="[N] the spec's replication numbers (spec §4 Figure 3)",
-    expected="refuted",
-    statement="Figure 3(b) as the spec records it: on the non-tight instance, joint NGD (lr 0.1 "
-    "on each normalized gradient) has cos(p, p^relax) = 0.9992 and cos(p, p^full) = 0.9875 at "
-    "1000 steps (each within 5e-4).",
-    examples=1,
-)
+@claim("MM-FIG3-NUMBERS")
 def test_figure3_spec_numbers():
-    """Refuted as recorded: at step 1000 the run is at cos(p, p^relax) = 1 − 4.7e-6 and
-    cos(p, p^full) = 0.98118, within 6e-4 of cos(p^relax, p^full) = 1/√1.04 = 0.98058. The
-    spec's pair is where this run is at step 100 (0.99914 and 0.98788, both within the
-    tolerance: MM-FIG3-NUMBERS-STEP100); the spec's "1000 steps" is most likely the step of
-    another quantity, or its replication stopped at the picture's horizon."""
+    """Figure 3(b) as the spec records it: on the non-tight instance, joint NGD (lr 0.1 on each
+    normalized gradient) has cos(p, p^relax) = 0.9992 and cos(p, p^full) = 0.9875 at 1000 steps
+    (each within 5e-4)."""
     _agree_with_spec(*_fig3b_cosines(STEPS), STEPS)
 
 
-@claim(
-    id="MM-FIG3-NUMBERS-STEP100",
-    kind="experiment",
-    provenance="[N] the spec's replication numbers (spec §4 Figure 3), [D] the step",
-    statement="Figure 3(b)'s recorded pair, read at step 100: joint NGD on the non-tight "
-    "instance has cos(p, p^relax) = 0.9992 and cos(p, p^full) = 0.9875 at step 100 (each "
-    "within 5e-4).",
-    examples=1,
-)
+@claim("MM-FIG3-NUMBERS-STEP100")
 def test_figure3_spec_numbers_at_step_100():
-    """The narrowest variant of MM-FIG3-NUMBERS that holds: the spec's pair at step 100."""
+    """Figure 3(b)'s recorded pair, read at step 100: joint NGD on the non-tight instance has
+    cos(p, p^relax) = 0.9992 and cos(p, p^full) = 0.9875 at step 100 (each within 5e-4)."""
     _agree_with_spec(*_fig3b_cosines(100), 100)
 
 
 # ---- a picture of Theorem RP ---------------------------------------------------------------------
 
 
-@claim(
-    id="MM-RP-PICTURE",
-    kind="experiment",
-    provenance="[R+] Theorem RP (spec §2.4), [N] F6 (§5), [D] cap width (claims_regpath)",
-    statement="On the keys and scores of Figure 1(b) (token (1, 0) locally optimal, not "
-    "global), the global regularization path p_R/R, R ∈ {1, 2, 5, 10, 20, 50, 100}, "
-    "approaches the global ATT-SVM direction: 1 − cos(p_R, p^mm(opt)) is non-increasing from "
-    "R = 5 on and ≤ 25/c² at R = 100 (c = R/‖p^mm‖), while it stays away from the local "
-    "direction p^mm(α); the local path of α, argmin of L over the cone ∩ ball "
-    "{‖p^mm(α)‖ ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε} (safe cap ε), lies on ‖p‖ = R and "
-    "approaches p^mm(α) (1 − cos ≤ 25/c² at R = 100).",
-    examples=1,
-    figures=("mm_regpath_fig1b.png",),
-)
+@claim("MM-RP-PICTURE")
 def test_reg_path_picture():
-    """Theorem RP on Fig. 1(b): the global path goes global; only the cap path goes local."""
+    """On the keys and scores of Figure 1(b) (token (1, 0) locally optimal, not global), the global
+    regularization path p_R/R, R ∈ {1, 2, 5, 10, 20, 50, 100}, approaches the global ATT-SVM
+    direction: 1 − cos(p_R, p^mm(opt)) is non-increasing from R = 5 on and ≤ 25/c² at R = 100 (c
+    = R/‖p^mm‖), while it stays away from the local direction p^mm(α); the local path of α,
+    argmin of L over the cone ∩ ball {‖p^mm(α)‖ ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε} (safe cap
+    ε), lies on ‖p‖ = R and approaches p^mm(α) (1 − cos ≤ 25/c² at R = 100)."""
     inst = figure1_instance("b", alpha=1)
     evidence.instance(inst.to_json())
     problem = key_problem(inst)

@@ -59,18 +59,12 @@ def _figure1(panel: str) -> tuple[list, list]:
     return inst, outcomes
 
 
-@claim(
-    id="MM-FIG1A",
-    kind="experiment",
-    provenance="[V] data, [N] results",
-    statement="Figure 1(a): one input with keys (−0.1, 1), (1, 0), (0, 0) and scores 1, 0.9, 0.9 "
-    "(equal non-optimal scores): from all six initializations (0, 1), (0, 0.5), (0, 0), "
-    "(0, −0.5), (0, −1), (0, −1.5), gradient descent converges in direction to the global "
-    "ATT-SVM solution p^mm(opt).",
-    figures=("mm_fig1a.png",),
-)
+@claim("MM-FIG1A")
 def test_figure1a():
-    """Fig. 1(a): every initialization goes to the global max-margin direction (spec §4)."""
+    """Figure 1(a): one input with keys (−0.1, 1), (1, 0), (0, 0) and scores 1, 0.9, 0.9 (equal
+    non-optimal scores): from all six initializations (0, 1), (0, 0.5), (0, 0), (0, −0.5), (0,
+    −1), (0, −1.5), gradient descent converges in direction to the global ATT-SVM solution
+    p^mm(opt)."""
     inst, outcomes = _figure1("a")
     evidence.instance(inst.to_json())
     for _, p0, out in outcomes:
@@ -79,18 +73,12 @@ def test_figure1a():
     plots.figure1(inst, "a", "mm_fig1a.png")
 
 
-@claim(
-    id="MM-FIG1B",
-    kind="experiment",
-    provenance="[V] data, [N] results",
-    statement="Figure 1(b): as 1(a) but the token (0, 0) scores 0: the token (1, 0) becomes "
-    "locally optimal (its only support token now scores lower); gradient descent from "
-    "(0, −1) and (0, −1.5) converges to its direction p^mm = (1, 0) (local), and from the "
-    "other four initializations to the global direction.",
-    figures=("mm_fig1b.png",),
-)
+@claim("MM-FIG1B")
 def test_figure1b():
-    """Fig. 1(b): two initializations go to the local direction, four to the global one."""
+    """Figure 1(b): as 1(a) but the token (0, 0) scores 0: the token (1, 0) becomes locally optimal
+    (its only support token now scores lower); gradient descent from (0, −1) and (0, −1.5)
+    converges to its direction p^mm = (1, 0) (local), and from the other four initializations to
+    the global direction."""
     inst, outcomes = _figure1("b")
     evidence.instance(inst.to_json())
     assert local_optimality(inst.keys, inst.scores, [1]).locally_optimal
@@ -132,33 +120,16 @@ def _figure2(seed: int, ngd_min: float) -> None:
         plots.figure2(inst, ngd_run, gd_run)
 
 
-@claim(
-    id="MM-FIG2",
-    variant="MM-FIG2-SEPARATION",
-    kind="experiment",
-    provenance="[V] data, [N] results",
-    expected="refuted",
-    statement="Figure 2 (three inputs, seven tokens: optimal token at (1, 0), three at (−1, 1), "
-    "three at (−0.5, −0.5), plus N(0, 0.2²) noise; scores 1 vs 0.5): gradient descent from "
-    "p(0) = 0 converges to the global direction p^mm(opt); normalized GD (lr 0.1) puts "
-    "averaged softmax ≥ 0.999 on the optimal tokens by step 100 while GD with η = 1 is still "
-    "below 0.99 there; ‖p‖ grows linearly under NGD and logarithmically under GD.",
-    examples=20,
-    figures=("mm_fig2.png",),
-)
+@claim("MM-FIG2")
 @given(seed=st.integers(0, 10_000))
 @example(seed=0)
 @example(seed=174)
 def test_figure2(seed):
-    """Fig. 2: global convergence; NGD saturates the softmax by step 100, GD does not; ‖p‖ is
-    linear under NGD and logarithmic under GD (spec §4).
-
-    Refuted as read, for every noise draw: at noise seed 174 NGD's averaged softmax at step
-    100 is 0.99696 < 0.999 (found by ci-random, seed 2). Over noise seeds 0–2000, 7 draws
-    (0.35 %) stay below 0.999 (seeds 81, 174, 709, 833, 989, 1278, 1936), the lowest
-    0.99696; GD at step 100 is at most 0.9755 on every draw. The paper's own draw (seed 0)
-    meets 0.999. The variant that holds, NGD ≥ 0.99 > GD at step 100: MM-FIG2-SEPARATION.
-    """
+    """Figure 2 (three inputs, seven tokens: optimal token at (1, 0), three at (−1, 1), three at
+    (−0.5, −0.5), plus N(0, 0.2²) noise; scores 1 vs 0.5): gradient descent from p(0) = 0
+    converges to the global direction p^mm(opt); normalized GD (lr 0.1) puts averaged softmax ≥
+    0.999 on the optimal tokens by step 100 while GD with η = 1 is still below 0.99 there; ‖p‖
+    grows linearly under NGD and logarithmically under GD."""
     _figure2(seed, FIG2_NGD_PROB_AT_100)
 
 
@@ -172,29 +143,13 @@ FIG2_SPEC_GD_NORM = (2.3, 2.8, 3.3, 4.3)
 FIG2_PROB_TOL, FIG2_NORM_TOL = 0.01, 0.2
 
 
-@claim(
-    id="MM-FIG2-NUMBERS",
-    kind="experiment",
-    provenance="[N] the spec's replication numbers (spec §4 Figure 2)",
-    expected="refuted",
-    statement="Figure 2 as the spec records it: GD with η = 1 from p(0) = 0 has averaged "
-    "softmax s_opt = 0.922 / 0.969 / 0.986 / 0.997 on the optimal tokens (each within 0.01) and "
-    "‖p‖ = 2.3 / 2.8 / 3.3 / 4.3 (each within 0.2) at steps 50 / 100 / 200 / 1000, on every "
-    "noise draw.",
-    examples=10,
-)
+@claim("MM-FIG2-NUMBERS")
 @given(seed=st.integers(0, 10_000))
 @example(seed=0)
 def test_figure2_spec_numbers(seed):
-    """Refuted: GD is slower than recorded on every draw measured. Over torch noise seeds 0–9
-    s_opt is 0.77–0.91 at step 50, 0.91–0.96 at 100, 0.963–0.983 at 200 and 0.9935–0.9969 at
-    1000, with ‖p‖ = 2.2–2.3 / 2.9–3.2 / 3.4–4.0 / 4.5–5.6; without any noise 0.894 / 0.961 /
-    0.983 / 0.997 and 2.33 / 2.99 / 3.52 / 4.60. Only step 1000's s_opt and step 50's ‖p‖
-    agree. Neither the step size (η = 2 matches s_opt but not ‖p‖) nor the noise level explains
-    the rest; the spec's draws (numpy) cannot be reproduced here, and its ½‖p^mm‖² = 0.31319
-    for the notebook's draw is not ours (0.3713, ``figure2_instance``). The conclusions that do
-    not depend on these digits hold: MM-FIG2-SEPARATION.
-    """
+    """Figure 2 as the spec records it: GD with η = 1 from p(0) = 0 has averaged softmax s_opt =
+    0.922 / 0.969 / 0.986 / 0.997 on the optimal tokens (each within 0.01) and ‖p‖ = 2.3 / 2.8 /
+    3.3 / 4.3 (each within 0.2) at steps 50 / 100 / 200 / 1000, on every noise draw."""
     inst = figure2_instance(seed)
     evidence.instance(inst.to_json())
     run = gd(inst.problem, torch.zeros(inst.d, dtype=DTYPE), eta=1.0, steps=FIG2_SPEC_STEPS[-1])
@@ -213,39 +168,23 @@ def test_figure2_spec_numbers(seed):
     assert not failures, "; ".join(failures) + f" (noise seed {seed})"
 
 
-@claim(
-    id="MM-FIG2-SEPARATION",
-    kind="experiment",
-    provenance="[V] data, [N] results, [D] threshold",
-    statement="Figure 2 on every noise draw, with the softmax threshold the draws support: "
-    "gradient descent from p(0) = 0 converges to p^mm(opt); at step 100 normalized GD (lr 0.1) "
-    "puts averaged softmax ≥ 0.99 on the optimal tokens while GD with η = 1 is below 0.99; "
-    "‖p‖ grows linearly under NGD and logarithmically under GD.",
-    examples=100,
-)
+@claim("MM-FIG2-SEPARATION")
 @given(seed=st.integers(0, 10_000))
 @example(seed=174)
 def test_figure2_separation(seed):
-    """Fig. 2 with NGD ≥ 0.99 at step 100 (MM-FIG2's 0.999 fails on 0.35 % of the draws).
-
-    The narrowest variant of MM-FIG2 that holds: over noise seeds 0–2000 NGD at step 100 is
-    ≥ 0.99696 and GD ≤ 0.9755, so 0.99 separates them on every draw measured.
-    """
+    """Figure 2 on every noise draw, with the softmax threshold the draws support: gradient descent
+    from p(0) = 0 converges to p^mm(opt); at step 100 normalized GD (lr 0.1) puts averaged
+    softmax ≥ 0.99 on the optimal tokens while GD with η = 1 is below 0.99; ‖p‖ grows linearly
+    under NGD and logarithmically under GD."""
     _figure2(seed, FIG2_SEPARATION)
 
 
-@claim(
-    id="MM-FIG-LOSS-COMPARISON",
-    kind="experiment",
-    provenance="[V] data, [?] message, [N]",
-    statement="Loss comparison (two inputs [(0, 0; 0), (1, 1; C)] and [(0, 0; 0), (1, −1; 1)], "
-    "p(0) = 0): for every C ∈ {1, …, 10, 100} and both the correlation loss ℓ(x) = −x and the "
-    "logistic loss, gradient descent converges in direction to p^mm = (1, 0); the loss and C "
-    "bend only the transient path.",
-    figures=("mm_loss_comparison.png",),
-)
+@claim("MM-FIG-LOSS-COMPARISON")
 def test_loss_comparison():
-    """The limit direction is p^mm = (1, 0) for every C and both losses (spec §4)."""
+    """Loss comparison (two inputs [(0, 0; 0), (1, 1; C)] and [(0, 0; 0), (1, −1; 1)], p(0) = 0):
+    for every C ∈ {1, …, 10, 100} and both the correlation loss ℓ(x) = −x and the logistic loss,
+    gradient descent converges in direction to p^mm = (1, 0); the loss and C bend only the
+    transient path."""
     for loss in ("correlation", "logistic"):
         for C in LOSS_COMPARISON_C:
             inst = loss_comparison_instance(C, loss)

@@ -50,7 +50,6 @@ from strategies.combinators import (
     with_init,
 )
 from strategies.instances import PromptInstance
-from strategies.twins import REORDERINGS
 from theorems import claim, evidence, saved_arguments
 from theorems.maxmargin.common import (
     CONE_GRID,
@@ -88,16 +87,7 @@ def _record(inst: PromptInstance) -> None:
 # ---- §2.1 descent lemma --------------------------------------------------------------------------
 
 
-@claim(
-    id="MM-LEMMA-DESCENT",
-    kind="lemma",
-    provenance="[D]",
-    statement="Under Assumption A, if every input's non-optimal tokens share one score "
-    "(γ_it = γ_i^- < γ_i,opt for t ≠ opt_i) and ATT-SVM(opt) is feasible, then "
-    "⟨∇L(p), p^mm⟩ < 0 for every p ∈ R^d: p^mm is a global descent direction.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("MM-LEMMA-DESCENT")
 @given(
     inst=st.one_of(
         st.sampled_from(LOSSES).flatmap(lambda loss: equal_nonopt_instances(loss=loss)),
@@ -106,7 +96,9 @@ def _record(inst: PromptInstance) -> None:
     seed=SEEDS,
 )
 def test_descent_direction(inst, seed):
-    """⟨∇L(p), p^mm⟩ < 0 for all p under equal non-optimal scores (spec §2.1)."""
+    """Under Assumption A, if every input's non-optimal tokens share one score (γ_it = γ_i^- <
+    γ_i,opt for t ≠ opt_i) and ATT-SVM(opt) is feasible, then ⟨∇L(p), p^mm⟩ < 0 for every p ∈
+    R^d: p^mm is a global descent direction."""
     _record(inst)
     points = random_points(seeded(seed), inst.keys.shape[2], 20, -1.0, 4.0).numpy()
     # Centred at opt, every term of the sum has the same sign (the lemma's proof): the
@@ -146,61 +138,28 @@ def theorem_g_counterexample() -> PromptInstance:
     )
 
 
-@claim(
-    id="MM-THM-G",
-    variant="MM-THM-G-N1",
-    kind="theorem",
-    provenance="[R?] hypotheses, [R+] conclusion",
-    expected="refuted",
-    statement="Theorem G as read: under Assumption A, η ≤ 1/L_p, ATT-SVM(opt) feasible and "
-    "equal non-optimal scores in every input (any n ≥ 1), GD from an arbitrary p(0) has "
-    "‖p(t)‖ → ∞, p(t)/‖p(t)‖ → p^mm(opt)/‖p^mm(opt)‖, s_i,opt_i → 1 and "
-    "L(p(t)) → (1/n)Σℓ(γ_i,opt_i).",
-    examples=100,
-)
+@claim("MM-THM-G")
 @given(inst=heterogeneous(equal_nonopt_instances()))
 @example(inst=theorem_g_counterexample())
 def test_theorem_g_as_read(inst):
-    """Theorem G (as read): equal non-optimal scores, any n, any p(0) ⇒ p/‖p‖ → p^mm(opt),
-    s_opt → 1, L → (1/n)Σℓ(γ_opt) (spec §2.2).
-
-    Refuted for n ≥ 2. The search finds instances satisfying every hypothesis where gradient
-    flow converges (certified, and confirmed over two decades of ‖p‖) to p^mm(α) for a
-    locally-optimal α ≠ opt: in some input α_i is a non-optimal token whose constraints are
-    all slack at p^mm(α) (an empty support set, spec §1.5 'vacuous case'), so Def. 2 imposes
-    nothing there and the other inputs' support tokens hold the direction. The descent lemma
-    (MM-LEMMA-DESCENT) still holds: ⟨p(t), p^mm(opt)⟩ grows, but along p^mm(α), not
-    p^mm(opt). The pinned regression example is a hand-reduced version (n = 2, T = 2, 2-D
-    keys: input 1's keys are 10× farther apart, so its constraint is slack at p^mm(α) = (1,
-    0) while p^mm(opt) = (1, 1.1)); the search (per-input key scales, broad p(0)) finds such
-    instances in 1 draw in 10 to 20 (13/120 and 5/90 measured), shrinking to n = 2, T = 3
-    (without the pin, ~60 s of shrinking). Ties among non-optimal tokens also let GD stall
-    on a selection that is not locally optimal: a run that stops at a finite point is decided
-    (a certified strict local minimiser refutes ‖p(t)‖ → ∞; anything else is inconclusive).
-    The narrowest variant that holds is MM-THM-G-N1 (n = 1, where opt is the only
-    locally-optimal index); the paper's actual hypotheses presumably exclude this case.
-    """
+    """Theorem G as read: under Assumption A, η ≤ 1/L_p, ATT-SVM(opt) feasible and equal
+    non-optimal scores in every input (any n ≥ 1), GD from an arbitrary p(0) has ‖p(t)‖ → ∞,
+    p(t)/‖p(t)‖ → p^mm(opt)/‖p^mm(opt)‖, s_i,opt_i → 1 and L(p(t)) → (1/n)Σℓ(γ_i,opt_i)."""
     _record(inst)
     conclude(inst.problem, inst.p0, inst.alpha, "the global")
 
 
-@claim(
-    id="MM-THM-G-N1",
-    kind="theorem",
-    provenance="[R?] hypotheses, [D] n = 1",
-    statement="Theorem G for a single input (n = 1): under Assumption A (logistic, exponential "
-    "or correlation loss), ATT-SVM(opt) feasible and equal non-optimal scores, gradient flow "
-    "(GD with η → 0) from an arbitrary p(0) converges in direction to p^mm(opt), with "
-    "s_opt → 1 and L → ℓ(γ_opt).",
-    examples=100,
-)
+@claim("MM-THM-G-N1")
 @given(
     inst=st.sampled_from(LOSSES).flatmap(
         lambda loss: heterogeneous(equal_nonopt_instances(n=1, dk=st.integers(1, 6), loss=loss))
     )
 )
 def test_theorem_g_single_input(inst):
-    """Theorem G, n = 1: any p(0) ⇒ p/‖p‖ → p^mm(opt) (spec §2.2, narrow variant)."""
+    """Theorem G for a single input (n = 1): under Assumption A (logistic, exponential or
+    correlation loss), ATT-SVM(opt) feasible and equal non-optimal scores, gradient flow (GD
+    with η → 0) from an arbitrary p(0) converges in direction to p^mm(opt), with s_opt → 1 and L
+    → ℓ(γ_opt)."""
     _record(inst)
     conclude(inst.problem, inst.p0, inst.alpha, "the global")
 
@@ -228,32 +187,15 @@ def cone_grid(draw, instances):
     return inst, starts
 
 
-@claim(
-    id="MM-THM-L-CONE",
-    kind="theorem",
-    provenance="[R+] structure, [R?] constants",
-    statement="Theorem L: under Assumption A and η ≤ 1/L_p, if α is locally optimal (Def. 2) "
-    "there are ε ∈ (0, 1) and R0 > 0 such that GD from any p(0) in the cone "
-    "C_{ε,R0}(p^mm(α)) has ‖p(t)‖ → ∞ and p(t)/‖p(t)‖ → p^mm(α)/‖p^mm(α)‖. Checked on the "
-    "grid (R0, ε) = (2, 1e-2), (5, 3e-3), (10, 1e-3), (20, 3e-4), (50, 1e-4), (100, 3e-5), "
-    "(200, 1e-5), (500, 3e-6), (1000, 1e-6) with 3 starts per cone: the smallest grid R0 from "
-    "which every start, in that cone and every narrower one, converges (1 − cos ≤ 1e-6) "
-    "exists and is at most 200.",
-    examples=100,
-)
+@claim("MM-THM-L-CONE")
 @given(cones=cone_grid(local_opt_instances()))
 def test_theorem_l_cone(cones):
-    """Theorem L: from a narrow enough cone of large enough R0 around a locally-optimal
-    p^mm(α), GD converges in direction to p^mm(α) (spec §2.3).
-
-    The theorem is existential in (ε, R0); the cones of the grid are nested, so it predicts a
-    tail of the grid where every start converges. The grid is walked from the top down until a
-    start fails to converge to p^mm(α); the last level passed is the reported R0*. A start that
-    goes to another direction, or stops at a finite minimiser, is a failure; one the engine
-    cannot decide leaves R0* undetermined (inconclusive) if it is what keeps R0* above 200.
-    R0 = 50 (the spec's largest) is not always enough: on a searched instance GD from the
-    exact ray R0·p̂^mm(α) left for the global direction at R0 = 50 and converged from 100 on.
-    """
+    """Theorem L: under Assumption A and η ≤ 1/L_p, if α is locally optimal (Def. 2) there are ε ∈
+    (0, 1) and R0 > 0 such that GD from any p(0) in the cone C_{ε,R0}(p^mm(α)) has ‖p(t)‖ → ∞
+    and p(t)/‖p(t)‖ → p^mm(α)/‖p^mm(α)‖. Checked on the grid (R0, ε) = (2, 1e-2), (5, 3e-3),
+    (10, 1e-3), (20, 3e-4), (50, 1e-4), (100, 3e-5), (200, 1e-5), (500, 3e-6), (1000, 1e-6) with
+    3 starts per cone: the smallest grid R0 from which every start, in that cone and every
+    narrower one, converges (1 − cos ≤ 1e-6) exists and is at most 200."""
     inst, grid = cones
     _record(inst)
     tail, blocker = None, None
@@ -288,25 +230,13 @@ FLOOR_CONE = (200.0, 1e-5)
 OUTER_EPS = 1e-3
 
 
-@claim(
-    id="MM-THM-L-FLOOR",
-    kind="corollary",
-    provenance="[D] the loss limit (spec §2.3 corollary), [R?] the cone invariance",
-    statement="Theorem L for a locally-optimal α that is not the global optimum: GD from the "
-    "cone C_{ε,R0}(p^mm(α)) with (R0, ε) = (200, 1e-5) has L(p(t)) → (1/n)Σℓ(γ_iα_i) "
-    "(|L − L_α| ≤ 1e-5 at the certified limit), a floor strictly above the global infimum "
-    "(1/n)Σℓ(γ_i,opt_i), and every iterate stays in the larger cone C_{1e-3,200}(p^mm(α)).",
-    examples=100,
-)
+@claim("MM-THM-L-FLOOR")
 @given(inst=cone_inits(local_opt_instances(), R0=FLOOR_CONE[0], eps=FLOOR_CONE[1]))
 def test_theorem_l_loss_floor(inst):
-    """L → L_α > inf L, and the iterates stay in the cone, from a cone around a non-global
-    locally-optimal p^mm(α) (spec §2.3 corollary).
-
-    Today's other claims check the loss floor only where α is the global optimum; here the
-    limit L_α is a local one, and L may approach it from below (the higher-scoring tokens keep
-    some attention on the way), so the gap is taken with its sign.
-    """
+    """Theorem L for a locally-optimal α that is not the global optimum: GD from the cone
+    C_{ε,R0}(p^mm(α)) with (R0, ε) = (200, 1e-5) has L(p(t)) → (1/n)Σℓ(γ_iα_i) (|L − L_α| ≤ 1e-5
+    at the certified limit), a floor strictly above the global infimum (1/n)Σℓ(γ_i,opt_i), and
+    every iterate stays in the larger cone C_{1e-3,200}(p^mm(α))."""
     _record(inst)
     problem, alpha = inst.problem, inst.alpha
     floor, infimum = problem.loss_floor(alpha), problem.loss_floor(inst.meta["opt"])
@@ -327,19 +257,12 @@ def test_theorem_l_loss_floor(inst):
     assert lowest >= FLOOR_CONE[0] * (1 - 1e-12), f"an iterate reached ‖p‖ = {lowest:.6g} < R0"
 
 
-@claim(
-    id="MM-THM-L-RANDOM",
-    kind="experiment",
-    provenance="[V] README protocol, [N]",
-    statement="Authors' protocol for Theorem L: with continuous random scores and a random "
-    "p(0), the selection α̂ that gradient descent reaches (argmax softmax per input) is "
-    "locally optimal (Def. 2) and p(t)/‖p(t)‖ → p^mm(α̂)/‖p^mm(α̂)‖.",
-    examples=100,
-)
+@claim("MM-THM-L-RANDOM")
 @given(inst=with_init(global_opt_instances()))
 def test_theorem_l_random_init(inst):
-    """Whatever GD selects from a random start is locally optimal, and the direction is its
-    ATT-SVM (spec §2.3, random-instance check)."""
+    """Authors' protocol for Theorem L: with continuous random scores and a random p(0), the
+    selection α̂ that gradient descent reaches (argmax softmax per input) is locally optimal
+    (Def. 2) and p(t)/‖p(t)‖ → p^mm(α̂)/‖p^mm(α̂)‖."""
     _record(inst)
     out = conclude(inst.problem, inst.p0)
     verdict = local_optimality(inst.keys, inst.scores, out.selected)
@@ -367,49 +290,19 @@ def assert_same_limit_with_scaled_v(inst, c: float) -> None:
     )
 
 
-@claim(
-    id="MM-GD-SCALE-V",
-    variant="MM-GD-SCALE-V-N1",
-    kind="theorem",
-    provenance="[D] spec §2.9",
-    expected="refuted",
-    statement="Scaling the value head v by c > 0 does not change where GD goes: for any data "
-    "with a unique optimum and a feasible ATT-SVM(opt) and any p(0), gradient flow with head v "
-    "and with head c·v (c log-uniform in [0.1, 10]) converge in direction to the same "
-    "p^mm(α) (1 − cos between the two limits ≤ 4e-6).",
-    examples=100,
-)
+@claim("MM-GD-SCALE-V")
 @example(**saved_arguments("MM-GD-SCALE-V"))
 @given(inst=with_init(global_opt_instances(), -1.0, 2.0), log_c=st.floats(-1.0, 1.0))
 def test_gd_limit_ignores_the_scale_of_v(inst, log_c):
-    """The limit direction of GD does not depend on the scale of v (spec §2.9).
-
-    Scaling v scales every score γ_it by c: opt, the support sets and local optimality stay
-    as they are (spec §2.9), so only the path changes. For n = 1 (or the correlation loss)
-    even the path's direction field is the same; for n ≥ 2 the inputs' weights ℓ'(Y_i f(X_i))
-    change with c, which can steer the flow into another locally-optimal selection.
-
-    Refuted: the search finds (about 1 draw in 80 to 150) data where the two flows, both
-    certified, end in different locally-optimal selections; on the pinned one (n = 3, T = 5,
-    logistic, ‖p(0)‖ = 0.41, c = 10) GD with v selects (0, 2, 1), a local optimum, and with
-    10·v the global (0, 0, 1): limits 1 − cos = 0.59 apart. The spec's own wording
-    keeps the proviso "provided the same α is selected"; what holds without it is n = 1
-    (MM-GD-SCALE-V-N1). This replaces MM-SVM-SCALE-V, which held by construction.
-    """
+    """Scaling the value head v by c > 0 does not change where GD goes: for any data with a unique
+    optimum and a feasible ATT-SVM(opt) and any p(0), gradient flow with head v and with head
+    c·v (c log-uniform in [0.1, 10]) converge in direction to the same p^mm(α) (1 − cos between
+    the two limits ≤ 4e-6)."""
     _record(inst)
     assert_same_limit_with_scaled_v(inst, 10.0**log_c)
 
 
-@claim(
-    id="MM-GD-SCALE-V-N1",
-    kind="corollary",
-    provenance="[D] spec §2.9",
-    statement="For a single input (n = 1; logistic, exponential or correlation loss) scaling "
-    "v by c > 0 does not change where GD goes: from any p(0), gradient flow with head v and "
-    "with head c·v (c log-uniform in [0.1, 10]) converge in direction to the same p^mm(α) "
-    "(1 − cos between the two limits ≤ 4e-6).",
-    examples=100,
-)
+@claim("MM-GD-SCALE-V-N1")
 @given(
     inst=st.sampled_from(LOSSES).flatmap(
         lambda loss: with_init(global_opt_instances(n=1, loss=loss), -1.0, 2.0)
@@ -417,11 +310,10 @@ def test_gd_limit_ignores_the_scale_of_v(inst, log_c):
     log_c=st.floats(-1.0, 1.0),
 )
 def test_gd_limit_ignores_the_scale_of_v_single_input(inst, log_c):
-    """n = 1: the limit direction of GD does not depend on the scale of v (spec §2.9).
-
-    With one input ∇L = ℓ'(f)∇f and f scales with c, so the flow's direction −∇L/‖∇L‖ is the
-    same field for v and c·v (ℓ' < 0): one path, one limit, whatever the selection.
-    """
+    """For a single input (n = 1; logistic, exponential or correlation loss) scaling v by c > 0
+    does not change where GD goes: from any p(0), gradient flow with head v and with head c·v (c
+    log-uniform in [0.1, 10]) converge in direction to the same p^mm(α) (1 − cos between the two
+    limits ≤ 4e-6)."""
     _record(inst)
     assert_same_limit_with_scaled_v(inst, 10.0**log_c)
 
@@ -429,22 +321,15 @@ def test_gd_limit_ignores_the_scale_of_v_single_input(inst, log_c):
 # ---- §1.9 smoothness and monotone GD -------------------------------------------------------------
 
 
-@claim(
-    id="MM-LEMMA-SMOOTH",
-    kind="lemma",
-    provenance="[R?] constant, [D] bound",
-    statement="∇L is L_p-Lipschitz with L_p = (1/n)Σ_i ‖K_i‖₂²(M1·R_i²/4 + 3·M0·R_i), where "
-    "R_i is the score range of input i and M0, M1 bound |ℓ'|, |ℓ''| on the score range (the "
-    "keys/scores form of the paper's ‖v‖‖W‖²‖X‖³ + ‖v‖²‖W‖²‖X‖⁴ constant).",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("MM-LEMMA-SMOOTH")
 @given(
     inst=st.sampled_from(LOSSES).flatmap(lambda loss: decoupled_instances(loss=loss)),
     seed=SEEDS,
 )
 def test_gradient_lipschitz(inst, seed):
-    """‖∇L(a) − ∇L(b)‖ ≤ L_p ‖a − b‖ (spec §1.9)."""
+    """∇L is L_p-Lipschitz with L_p = (1/n)Σ_i ‖K_i‖₂²(M1·R_i²/4 + 3·M0·R_i), where R_i is the
+    score range of input i and M0, M1 bound |ℓ'|, |ℓ''| on the score range (the keys/scores form
+    of the paper's ‖v‖‖W‖²‖X‖³ + ‖v‖²‖W‖²‖X‖⁴ constant)."""
     _record(inst)
     gen = seeded(seed)
     bound = inst.problem.smoothness_bound()
@@ -460,19 +345,13 @@ def test_gradient_lipschitz(inst, seed):
             assert lhs <= rhs * (1 + 1e-12) + 1e-15
 
 
-@claim(
-    id="MM-GD-MONOTONE",
-    kind="lemma",
-    provenance="[R+]",
-    statement="Under Assumption A, plain GD with step η = 1/L_p never increases the loss: "
-    "L(p(t+1)) ≤ L(p(t)) for every t, for any data and any p(0).",
-    examples=100,
-)
+@claim("MM-GD-MONOTONE")
 @given(
     inst=st.sampled_from(LOSSES).flatmap(lambda loss: with_init(global_opt_instances(loss=loss)))
 )
 def test_gd_monotone(inst):
-    """GD with η = 1/L_p decreases L monotonically (spec §1.9, §6)."""
+    """Under Assumption A, plain GD with step η = 1/L_p never increases the loss: L(p(t+1)) ≤
+    L(p(t)) for every t, for any data and any p(0)."""
     _record(inst)
     eta = 1.0 / inst.problem.smoothness_bound()
     traj = gd(inst.problem, inst.p0, eta=eta, steps=GD_STEPS)
@@ -486,18 +365,12 @@ def test_gd_monotone(inst):
     assert rise <= MONOTONE_SLACK, f"log(L − L*) rose by {rise:.3g} in one step"
 
 
-@claim(
-    id="MM-GD-CORRELATION-INCREASING",
-    kind="corollary",
-    provenance="[R+]",
-    statement="Under the hypotheses of the descent lemma (equal non-optimal scores, ATT-SVM(opt) "
-    "feasible), plain GD with η = 1/L_p increases ⟨p(t), p^mm⟩ at every step (so "
-    "‖p(t)‖ ≥ ⟨p(t), p̂^mm⟩ keeps growing).",
-    examples=100,
-)
+@claim("MM-GD-CORRELATION-INCREASING")
 @given(inst=with_init(equal_nonopt_instances()))
 def test_gd_correlation_increasing(inst):
-    """⟨p(t), p^mm⟩ strictly increases under GD with η = 1/L_p (spec §2.1 consequences)."""
+    """Under the hypotheses of the descent lemma (equal non-optimal scores, ATT-SVM(opt) feasible),
+    plain GD with η = 1/L_p increases ⟨p(t), p^mm⟩ at every step (so ‖p(t)‖ ≥ ⟨p(t), p̂^mm⟩
+    keeps growing)."""
     _record(inst)
     sol = evidence.solved(att_svm(inst.keys, inst.alpha), "ATT-SVM(α)")
     eta = 1.0 / inst.problem.smoothness_bound()
@@ -515,19 +388,11 @@ def test_gd_correlation_increasing(inst):
 # ---- §2.8 training W with p fixed ----------------------------------------------------------------
 
 
-@claim(
-    id="MM-W-RANKONE",
-    kind="lemma",
-    provenance="[D]",
-    statement="Training W with p fixed: ∂L/∂W = g(Wp)pᵀ, with g the p-gradient of the prompt "
-    "problem whose keys are the tokens x_it, evaluated at q = Wp; in particular the gradient "
-    "has rank one.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("MM-W-RANKONE")
 @given(inst=decoupled_instances(), seed=SEEDS)
 def test_w_gradient_rank_one(inst, seed):
-    """∂L/∂W (autograd) = g(Wp)pᵀ and is rank one (spec §2.8)."""
+    """Training W with p fixed: ∂L/∂W = g(Wp)pᵀ, with g the p-gradient of the prompt problem whose
+    keys are the tokens x_it, evaluated at q = Wp; in particular the gradient has rank one."""
     _record(inst)
     gen = seeded(seed)
     problem, p = w_problem(inst, gen)
@@ -545,18 +410,11 @@ def test_w_gradient_rank_one(inst, seed):
     assert ratio <= 1e-12
 
 
-@claim(
-    id="MM-W-SVM-CLOSED-FORM",
-    kind="definition",
-    provenance="[D]",
-    statement="The W-SVM min ‖W‖_F s.t. (x_iα_i − x_it)ᵀWp ≥ 1 has the solution "
-    "W^mm = q^mm pᵀ/‖p‖², where q^mm is ATT-SVM(α) with keys x_it; W^mm is rank one.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("MM-W-SVM-CLOSED-FORM")
 @given(inst=generic_instances(n=st.integers(1, 3), T=st.integers(2, 4)), seed=SEEDS)
 def test_w_svm_closed_form(inst, seed):
-    """The W-SVM (a QP in vec W) equals q^mm pᵀ/‖p‖² (spec §2.8)."""
+    """The W-SVM min ‖W‖_F s.t. (x_iα_i − x_it)ᵀWp ≥ 1 has the solution W^mm = q^mm pᵀ/‖p‖², where
+    q^mm is ATT-SVM(α) with keys x_it; W^mm is rank one."""
     _record(inst)
     p = random_points(seeded(seed), inst.d, 1, -1.0, 1.0)[0]
     qp = evidence.solved(w_svm(inst.X, p, inst.alpha), "W-SVM (QP)")
@@ -567,25 +425,12 @@ def test_w_svm_closed_form(inst, seed):
     assert singular_ratio(qp.x) <= 1e-6
 
 
-@claim(
-    id="MM-W-CONVERGE",
-    kind="theorem",
-    provenance="[V] abstract, [D], [N]",
-    statement="GD on W with p fixed is GD on q = Wp (keys x_it): for a single input with equal "
-    "non-optimal scores and a feasible ATT-SVM, normalized GD on W from a small full-rank W(0) "
-    "gives W(t)/‖W(t)‖_F → W^mm/‖W^mm‖_F = q^mm pᵀ/(‖q^mm‖‖p‖), a rank-one matrix: "
-    "σ₂(W)/σ₁(W) → 0.",
-    examples=100,
-    twins=REORDERINGS,
-)
+@claim("MM-W-CONVERGE")
 @given(inst=equal_nonopt_instances(n=1), seed=SEEDS)
 def test_w_converges_to_rank_one_svm(inst, seed):
-    """W/‖W‖_F → W^mm (rank one), σ₂/σ₁ → 0 under W-NGD (spec §2.8).
-
-    n ≥ 2: the same statement is refuted (MM-W-CONVERGE-MULTI); what holds for any n is the
-    limit W^mm(α̂) of the selection GD makes (MM-W-CONVERGE-SELECTED). The step-size
-    equivalence q(t) = W(t)p is MM-W-EQUIV-PROMPT.
-    """
+    """GD on W with p fixed is GD on q = Wp (keys x_it): for a single input with equal non-optimal
+    scores and a feasible ATT-SVM, normalized GD on W from a small full-rank W(0) gives
+    W(t)/‖W(t)‖_F → W^mm/‖W^mm‖_F = q^mm pᵀ/(‖q^mm‖‖p‖), a rank-one matrix: σ₂(W)/σ₁(W) → 0."""
     _record(inst)
     traj, W0 = train_w(inst, seeded(seed))
     evidence.solved(traj.W_mm, "W-SVM")
@@ -598,31 +443,14 @@ def test_w_converges_to_rank_one_svm(inst, seed):
     assert traj.sigma_ratio[-1] < traj.sigma_ratio[1]  # still falling
 
 
-@claim(
-    id="MM-W-CONVERGE-MULTI",
-    variant="MM-W-CONVERGE",
-    kind="theorem",
-    provenance="[V] abstract, [D], [N]",
-    expected="refuted",
-    statement="MM-W-CONVERGE for n ≥ 2: for n ∈ [2, 4] inputs with equal non-optimal scores "
-    "and a feasible ATT-SVM, GD on W with p fixed from a small full-rank W(0) (0.1·N(0, 1)) "
-    "gives W(t)/‖W(t)‖_F → W^mm(opt)/‖W^mm(opt)‖_F = q^mm pᵀ/(‖q^mm‖‖p‖). The limit is "
-    "decided by the prompt flow q = Wp (keys x_it) from where 1000 steps of W-NGD stopped.",
-    examples=100,
-    twins=REORDERINGS,
-)
+@claim("MM-W-CONVERGE-MULTI")
 @example(**saved_arguments("MM-W-CONVERGE-MULTI"))
 @given(inst=equal_nonopt_instances(n=st.integers(2, 4)), seed=SEEDS)
 def test_w_converges_multi_input(inst, seed):
-    """W/‖W‖_F → W^mm(opt) for n ≥ 2 inputs (spec §2.8: the p-results transfer).
-
-    The limit of W is read off the prompt problem: every W-gradient is g(Wp)pᵀ, so
-    W(t) = W(T) + (q(t) − q(T))pᵀ/‖p‖² with q = Wp following gradient flow on the prompt
-    problem (MM-W-EQUIV-PROMPT), and W(t)/‖W(t)‖_F → q̂^∞ p̂ᵀ. The flow of q from q(T) is traced
-    to its certified limit, which must be q^mm(opt). Refuted: the transfer carries Theorem G's
-    n ≥ 2 failure (MM-THM-G) over to W, and here even from a small W(0), i.e. q(0) near 0:
-    q settles on a locally-optimal selection other than opt. n = 1 holds (MM-W-CONVERGE).
-    """
+    """MM-W-CONVERGE for n ≥ 2: for n ∈ [2, 4] inputs with equal non-optimal scores and a feasible
+    ATT-SVM, GD on W with p fixed from a small full-rank W(0) (0.1·N(0, 1)) gives W(t)/‖W(t)‖_F
+    → W^mm(opt)/‖W^mm(opt)‖_F = q^mm pᵀ/(‖q^mm‖‖p‖). The limit is decided by the prompt flow q =
+    Wp (keys x_it) from where 1000 steps of W-NGD stopped."""
     _record(inst)
     traj, _, problem = train_w_problem(inst, seeded(seed))
     evidence.solved(traj.W_mm, "W-SVM")
@@ -630,29 +458,14 @@ def test_w_converges_multi_input(inst, seed):
     conclude(problem.prompt, traj.W @ problem.p, problem.opt_tokens(), "the global")
 
 
-@claim(
-    id="MM-W-CONVERGE-SELECTED",
-    kind="theorem",
-    provenance="[V] abstract, [D], [N]",
-    statement="GD on W with p fixed carries the p-results over for any n: for n ∈ [1, 4] "
-    "inputs with continuous random scores and a feasible ATT-SVM(opt), GD on W from a small "
-    "full-rank W(0) selects a locally-optimal α̂ (the top token of each input under q = W(t)p) "
-    "and W(t)/‖W(t)‖_F → W^mm(α̂)/‖W^mm(α̂)‖_F = q^mm(α̂)pᵀ/(‖q^mm(α̂)‖‖p‖), a rank-one matrix. "
-    "The limit is decided by the prompt flow q = Wp from where 1000 steps of W-NGD stopped.",
-    examples=100,
-    twins=REORDERINGS,
-)
+@claim("MM-W-CONVERGE-SELECTED")
 @given(inst=global_opt_instances(n=st.integers(1, 4)), seed=SEEDS)
 def test_w_converges_to_its_selection(inst, seed):
-    """W/‖W‖_F → W^mm(α̂) for the selection α̂ that q = Wp reaches, any n (spec §2.8).
-
-    What holds for n ≥ 2 where MM-W-CONVERGE-MULTI does not: the limit is the W-SVM of the
-    selection GD makes, locally optimal (MM-THM-L-RANDOM transferred to W), not always
-    opt's. Every W-gradient is g(Wp)pᵀ, so along the flow W(t) = W(T) + (q(t) − q(T))pᵀ/‖p‖²
-    (MM-W-EQUIV-PROMPT): W is rebuilt at the certified limit point of q and compared with
-    W^mm(α̂) there. After the notebooks' 1000 steps the correlation can still be 0.991
-    (n = 3, T = 6, d = 18): the 'corr after W-NGD' metric, not the limit.
-    """
+    """GD on W with p fixed carries the p-results over for any n: for n ∈ [1, 4] inputs with
+    continuous random scores and a feasible ATT-SVM(opt), GD on W from a small full-rank W(0)
+    selects a locally-optimal α̂ (the top token of each input under q = W(t)p) and W(t)/‖W(t)‖_F
+    → W^mm(α̂)/‖W^mm(α̂)‖_F = q^mm(α̂)pᵀ/(‖q^mm(α̂)‖‖p‖), a rank-one matrix. The limit is
+    decided by the prompt flow q = Wp from where 1000 steps of W-NGD stopped."""
     _record(inst)
     traj, _, problem = train_w_problem(inst, seeded(seed))
     p, q_T = problem.p, traj.W @ problem.p
@@ -677,20 +490,13 @@ EQUIV_TOL = 1e-9
 EQUIV_STEPS = 200
 
 
-@claim(
-    id="MM-W-EQUIV-PROMPT",
-    kind="lemma",
-    provenance="[D]",
-    statement="GD on W with p fixed is GD on the prompt: with any data, any p ≠ 0 "
-    "(0.1 ≤ ‖p‖ ≤ 10) and any W(0), GD on W with step η and GD on the prompt parameter q "
-    "(keys x_it) with step η‖p‖² from q(0) = W(0)p give q(t) = W(t)p at every step (200 "
-    "steps at η = 1/(L_p‖p‖²), relative error ≤ 1e-9).",
-    examples=100,
-    twins=REORDERINGS,
-)
+@claim("MM-W-EQUIV-PROMPT")
 @given(inst=decoupled_instances(), seed=SEEDS)
 def test_w_gd_is_prompt_gd(inst, seed):
-    """q(t) = W(t)p, q following GD with step η‖p‖² (spec §2.8)."""
+    """GD on W with p fixed is GD on the prompt: with any data, any p ≠ 0 (0.1 ≤ ‖p‖ ≤ 10) and any
+    W(0), GD on W with step η and GD on the prompt parameter q (keys x_it) with step η‖p‖² from
+    q(0) = W(0)p give q(t) = W(t)p at every step (200 steps at η = 1/(L_p‖p‖²), relative error ≤
+    1e-9)."""
     _record(inst)
     gen = seeded(seed)
     p = random_points(gen, inst.d, 1, -1.0, 1.0)[0]
@@ -745,26 +551,14 @@ AUTOGRAD_CANCELS = PromptInstance(
 )
 
 
-@claim(
-    id="MM-DEF-GRADIENT",
-    kind="definition",
-    provenance="[V] the loss (spec §1.7), [D] its gradient (§1.8)",
-    statement="The dynamics follow the gradient of the paper's loss: on random decoupled "
-    "instances (n ≤ 4, T ≤ 6, keys in dimension ≤ 6; logistic, exponential and correlation "
-    "loss) at p with 0.1 ≤ ‖p‖ ≤ 10, the engine's log-space ∇L(p) equals the gradient of "
-    "L(p) = (1/n) Σ ℓ(y_i vᵀX_iᵀ softmax(X_i W p)), to 1e-9 relative.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("MM-DEF-GRADIENT")
 @example(inst=AUTOGRAD_CANCELS, loss="logistic", seed=376)
 @given(inst=decoupled_instances(), loss=st.sampled_from(LOSSES), seed=SEEDS)
 def test_engine_gradient_is_the_loss_gradient(inst, loss, seed):
-    """The engine's gradient against autograd of the plain loss, an independent implementation.
-
-    A consistency check at finite p: every asymptotic claim runs this gradient, and a fault
-    that leaves the limits alone (a softmax left unnormalised in log space reaches the same
-    ray by another path) changes no limit, so only a check of the gradient itself sees it.
-    """
+    """The dynamics follow the gradient of the paper's loss: on random decoupled instances (n ≤ 4,
+    T ≤ 6, keys in dimension ≤ 6; logistic, exponential and correlation loss) at p with 0.1 ≤
+    ‖p‖ ≤ 10, the engine's log-space ∇L(p) equals the gradient of L(p) = (1/n) Σ ℓ(y_i vᵀX_iᵀ
+    softmax(X_i W p)), to 1e-9 relative."""
     problem = dataclasses.replace(inst, loss=loss).problem
     p = random_points(seeded(seed), problem.dim, 1, lo=-1.0, hi=1.0)[0]
     q = p.clone().requires_grad_(True)

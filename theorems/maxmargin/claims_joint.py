@@ -261,52 +261,32 @@ J_HYPOTHESES = (
 # ---- Theorem J on the regularization path ------------------------------------------------------
 
 
-@claim(
-    id="MM-J-RP",
-    variant=("MM-J-RP-SLACK", "MM-J-RP-TIGHT"),
-    kind="theorem",
-    provenance="[R?] hypotheses and rates, [R+] structure, [V] code (spec §2.7)",
-    expected="refuted",
-    statement="Theorem J as read. "
-    + J_HYPOTHESES
-    + ". Along the joint regularization path with r = R, v_r/r → v^mm/‖v^mm‖ and "
-    "p_R/R → p^relax/‖p^relax‖ (p^relax = p^full when every input is a v-SVM support "
-    "vector), and in the non-tight case p_R ends closer to p^relax than to p^full. Checked at "
-    "R = r = 25·‖p^relax‖: 1 − cos(v_r, v^mm) and 1 − cos(p_R, p^relax) ≤ 8/25² = 0.0128 "
-    "(random tight and non-tight instances).",
-    examples=20,
-)
+@claim("MM-J-RP")
 @given(inst=joint_instances())
 def test_joint_reg_path(inst):
-    """Theorem J (spec §2.7): the joint path tends to (v^mm, p^relax), with r = R.
-
-    Refuted as read. The r = R path maximises min_i [x_iᵀp̂ + (a_i − m̂)]: non-support
-    inputs are not dropped but enter with their v-margin bonus a_i − m̂. Its limit is
-    p^relax only when the relaxation slack is ≥ 0 (Fig. 3(b) has slack exactly 0); the
-    counterexample has negative slack and p_R heads between p^relax and p^full. The variant
-    that holds is MM-J-RP-SLACK; tight instances: MM-J-RP-TIGHT.
-    """
+    """Theorem J as read. Joint training of (v, p) with logistic loss, W = I, inputs [(0, 0), x_i]
+    in R² with the selected token α_i = 1, the v-SVM on the selected tokens feasible with a
+    support set holding both labels, and ATT-SVM(α) feasible. Along the joint regularization
+    path with r = R, v_r/r → v^mm/‖v^mm‖ and p_R/R → p^relax/‖p^relax‖ (p^relax = p^full when
+    every input is a v-SVM support vector), and in the non-tight case p_R ends closer to p^relax
+    than to p^full. Checked at R = r = 25·‖p^relax‖: 1 − cos(v_r, v^mm) and 1 − cos(p_R,
+    p^relax) ≤ 8/25² = 0.0128 (random tight and non-tight instances)."""
     problem, svms = joint_setup(inst)
     evidence.metric("relaxation slack", relaxation_slack(problem, svms))
     failure = theorem_j_failure(problem, svms, compare=True)
     assert failure is None, failure
 
 
-@claim(
-    id="MM-J-RP-TIGHT",
-    kind="theorem",
-    provenance="[R+] (spec §2.7: tight ⇒ p^relax = p^mm); [V] Fig. 3(a) data",
-    statement="Theorem J, tight case. "
-    + J_HYPOTHESES
-    + ", and every input a support vector of the v-SVM. Then p^relax = p^full and, along the "
-    "joint regularization path with r = R, v_r/r → v^mm/‖v^mm‖ and p_R/R → p^mm/‖p^mm‖: at "
-    "R = r = 25·‖p^mm‖ both 1 − cos ≤ 0.0128 (random tight instances; Fig. 3(a) pinned).",
-    examples=20,
-)
+@claim("MM-J-RP-TIGHT")
 @example(inst=FIG3A)
 @given(inst=joint_instances(tight=True))
 def test_joint_reg_path_tight(inst):
-    """Theorem J, tight case: every input is a v-SVM support vector, p^relax = p^mm."""
+    """Theorem J, tight case. Joint training of (v, p) with logistic loss, W = I, inputs [(0, 0),
+    x_i] in R² with the selected token α_i = 1, the v-SVM on the selected tokens feasible with a
+    support set holding both labels, and ATT-SVM(α) feasible, and every input a support vector
+    of the v-SVM. Then p^relax = p^full and, along the joint regularization path with r = R,
+    v_r/r → v^mm/‖v^mm‖ and p_R/R → p^mm/‖p^mm‖: at R = r = 25·‖p^mm‖ both 1 − cos ≤ 0.0128
+    (random tight instances; Fig. 3(a) pinned)."""
     problem, svms = joint_setup(inst)
     if not svms.tight:
         evidence.reject("an input is not a v-SVM support vector")
@@ -316,24 +296,19 @@ def test_joint_reg_path_tight(inst):
     assert failure is None, failure
 
 
-@claim(
-    id="MM-J-RP-SLACK",
-    kind="theorem",
-    provenance="[R?] statement (spec §2.7) with the slack condition [D] (module docstring); [N]",
-    statement="Theorem J with the relaxation-slack condition. "
-    + J_HYPOTHESES
-    + ", and some input not a support vector of the v-SVM (non-tight). If the relaxation "
-    "slack min_{i∉S}[x_iᵀp̂^relax + (a_i − m̂)] − 1/‖p^relax‖ is ≥ 0 (a_i = y_i x_iᵀv̂^mm, "
-    "m̂ = 1/‖v^mm‖), then along the joint path with r = R, v_r/r → v^mm/‖v^mm‖, "
-    "p_R/R → p^relax/‖p^relax‖, and p_R ends closer to p^relax than to p^full whenever they "
-    "differ. Checked as MM-J-RP (random non-tight instances with slack ≥ 0.05; Fig. 3(b), "
-    "slack exactly 0, pinned).",
-    examples=20,
-)
+@claim("MM-J-RP-SLACK")
 @example(inst=FIG3B)
 @given(inst=joint_instances(tight=False, slack=SLACK_MIN))
 def test_joint_reg_path_slack(inst):
-    """Theorem J when the non-support inputs' v-margin bonus covers their relaxed margin."""
+    """Theorem J with the relaxation-slack condition. Joint training of (v, p) with logistic loss,
+    W = I, inputs [(0, 0), x_i] in R² with the selected token α_i = 1, the v-SVM on the selected
+    tokens feasible with a support set holding both labels, and ATT-SVM(α) feasible, and some
+    input not a support vector of the v-SVM (non-tight). If the relaxation slack
+    min_{i∉S}[x_iᵀp̂^relax + (a_i − m̂)] − 1/‖p^relax‖ is ≥ 0 (a_i = y_i x_iᵀv̂^mm, m̂ =
+    1/‖v^mm‖), then along the joint path with r = R, v_r/r → v^mm/‖v^mm‖, p_R/R →
+    p^relax/‖p^relax‖, and p_R ends closer to p^relax than to p^full whenever they differ.
+    Checked as MM-J-RP (random non-tight instances with slack ≥ 0.05; Fig. 3(b), slack exactly
+    0, pinned)."""
     problem, svms = joint_setup(inst)
     slack = relaxation_slack(problem, svms)
     evidence.metric("relaxation slack", slack)
@@ -346,54 +321,22 @@ def test_joint_reg_path_slack(inst):
 # ---- Theorem J with joint NGD (the Fig. 3 protocol) ----------------------------------------------
 
 
-@claim(
-    id="MM-J-NGD",
-    variant="MM-J-NGD-SLACK",
-    kind="theorem",
-    provenance="[R?] (spec §2.7), [V] Fig. 3 protocol (§4)",
-    expected="refuted",
-    statement="Theorem J for joint normalized GD as read. "
-    + J_HYPOTHESES
-    + ". Joint NGD from unit-norm (v0, p0) (lr 0.1 on each separately normalized gradient, "
-    "1000 steps, the Fig. 3 protocol) ends with 1 − cos(v, v^mm) ≤ 5e-4 and "
-    "1 − cos(p, p^relax) ≤ 3e-3 (random tight and non-tight instances, random unit inits).",
-    examples=100,
-)
+@claim("MM-J-NGD")
 @given(inst=joint_instances())
 def test_joint_ngd(inst):
-    """Joint NGD (Fig. 3 protocol) from random unit inits tends to (v^mm, p^relax).
-
-    Refuted as read. The saved counterexample (n = 3, non-tight, relaxation slack −0.49)
-    shows the relaxation slack alone: v reaches v^mm (1 − cos = 1.8e-7 after 1000 steps),
-    every input ends on its selected token (softmax mass 1, positive v- and p-margins), yet p
-    settles between p^relax and p^full (1 − cos = 0.0095 and 0.018 after 1000 steps, 0.0100
-    and 0.0172 after 10⁴): equal step sizes keep ‖v‖ ≈ ‖p‖, i.e. r = R, and with negative
-    slack the non-support inputs keep shaping p (as for MM-J-RP). Its initial head scores
-    two selected tokens below the zero token, and NGD recovers from that here. A second,
-    rarer failure exists (measured once in 40 draws of MM-J-NGD-SLACK's instances without
-    its init condition): one input's attention ends on the zero token (mean softmax mass on
-    α 0.67, 1 − cos(v, v^mm) = 0.32); the saved counterexample does not show it. The variant
-    that holds, with both conditions: MM-J-NGD-SLACK.
-    """
+    """Theorem J for joint normalized GD as read. Joint training of (v, p) with logistic loss, W =
+    I, inputs [(0, 0), x_i] in R² with the selected token α_i = 1, the v-SVM on the selected
+    tokens feasible with a support set holding both labels, and ATT-SVM(α) feasible. Joint NGD
+    from unit-norm (v0, p0) (lr 0.1 on each separately normalized gradient, 1000 steps, the Fig.
+    3 protocol) ends with 1 − cos(v, v^mm) ≤ 5e-4 and 1 − cos(p, p^relax) ≤ 3e-3 (random tight
+    and non-tight instances, random unit inits)."""
     problem, svms = joint_setup(inst)
     evidence.metric("relaxation slack", relaxation_slack(problem, svms))
     failure = ngd_failure(problem, svms, inst)
     assert failure is None, failure
 
 
-@claim(
-    id="MM-J-NGD-SLACK",
-    kind="theorem",
-    provenance="[R?] (spec §2.7) with the slack condition and the init condition [D]; [N]",
-    statement="Theorem J for joint normalized GD, with the relaxation-slack and init "
-    "conditions. "
-    + J_HYPOTHESES
-    + ", relaxation slack ≥ 0 (MM-J-RP-SLACK; tight instances have no slack to meet), and an "
-    "initial head that scores every selected token above the zero token (y_i v0ᵀx_i > 0). "
-    "Joint NGD (Fig. 3 protocol) from p0 of unit norm ends with 1 − cos(v, v^mm) ≤ 5e-4 and "
-    "1 − cos(p, p^relax) ≤ 3e-3 (random instances, tight or with slack ≥ 0.05).",
-    examples=100,
-)
+@claim("MM-J-NGD-SLACK")
 @given(
     inst=st.one_of(
         joint_instances(tight=True, score_init=True),
@@ -401,7 +344,13 @@ def test_joint_ngd(inst):
     )
 )
 def test_joint_ngd_slack(inst):
-    """Joint NGD tends to (v^mm, p^relax) when the slack and init conditions hold."""
+    """Theorem J for joint normalized GD, with the relaxation-slack and init conditions. Joint
+    training of (v, p) with logistic loss, W = I, inputs [(0, 0), x_i] in R² with the selected
+    token α_i = 1, the v-SVM on the selected tokens feasible with a support set holding both
+    labels, and ATT-SVM(α) feasible, relaxation slack ≥ 0 (MM-J-RP-SLACK; tight instances have
+    no slack to meet), and an initial head that scores every selected token above the zero token
+    (y_i v0ᵀx_i > 0). Joint NGD (Fig. 3 protocol) from p0 of unit norm ends with 1 − cos(v,
+    v^mm) ≤ 5e-4 and 1 − cos(p, p^relax) ≤ 3e-3 (random instances, tight or with slack ≥ 0.05)."""
     problem, svms = joint_setup(inst)
     slack = relaxation_slack(problem, svms)
     evidence.metric("relaxation slack", slack)
@@ -414,23 +363,12 @@ def test_joint_ngd_slack(inst):
 # ---- F12 controls ------------------------------------------------------------------------------
 
 
-@claim(
-    id="MM-F12-FULL",
-    kind="control",
-    provenance="[N] (spec §2.7 table, §5 F12)",
-    expected="refuted",
-    statement="(Wrong) In joint training the attention converges to the full ATT-SVM "
-    "regardless of the support geometry of v: along the joint path with r = R, "
-    "1 − cos(p_R, p^full) ≤ 0.0128 at R = r = 25·‖p^relax‖ (random non-tight instances with "
-    "relaxation slack ≥ 0.05).",
-    examples=100,
-)
+@claim("MM-F12-FULL")
 @given(inst=joint_instances(tight=False, slack=SLACK_MIN))
 def test_f12_full_svm_regardless(inst):
-    """(Wrong) p → p^full whatever the v-SVM's support set (spec §5 F12).
-
-    The non-support inputs' constraints are relaxed; p^full wins only when R ≫ r.
-    """
+    """(Wrong) In joint training the attention converges to the full ATT-SVM regardless of the
+    support geometry of v: along the joint path with r = R, 1 − cos(p_R, p^full) ≤ 0.0128 at R =
+    r = 25·‖p^relax‖ (random non-tight instances with relaxation slack ≥ 0.05)."""
     problem, svms = joint_setup(inst)
     pt = path_point(problem, svms)
     gap = one_minus_cos(pt.p, svms.p_full.x)
@@ -439,23 +377,12 @@ def test_f12_full_svm_regardless(inst):
     assert gap <= j_tol(J_C), f"1 − cos(p_R, p^full) = {gap:.3g} > {j_tol(J_C):.3g}"
 
 
-@claim(
-    id="MM-F12-RATE",
-    kind="control",
-    provenance="[N] (spec §2.7 table, §5 F12)",
-    expected="refuted",
-    statement="(Wrong) In joint training the attention converges to p^relax regardless of how "
-    "r and R grow: with R = 4r, 1 − cos(p_R, p^relax) ≤ 0.0128 at R = 25·‖p^relax‖ "
-    "(random non-tight instances with relaxation slack ≥ 0.05).",
-    examples=100,
-)
+@claim("MM-F12-RATE")
 @given(inst=joint_instances(tight=False, slack=SLACK_MIN))
 def test_f12_relaxed_svm_any_rate(inst):
-    """(Wrong) p → p^relax for any growth of r and R (spec §5 F12).
-
-    With r = R/4 the non-support bonus is (a_i − m̂)/4 and p_R moves toward p^full (spec §7:
-    cos(p^full) = 0.99901 at R = 40, r = 10 on Fig. 3(b)).
-    """
+    """(Wrong) In joint training the attention converges to p^relax regardless of how r and R grow:
+    with R = 4r, 1 − cos(p_R, p^relax) ≤ 0.0128 at R = 25·‖p^relax‖ (random non-tight instances
+    with relaxation slack ≥ 0.05)."""
     problem, svms = joint_setup(inst)
     pt = path_point(problem, svms, ratio=RATE_RATIO)
     gap = one_minus_cos(pt.p, svms.p_relax.x)

@@ -42,7 +42,6 @@ from strategies import (
     loss_comparison_instance,
 )
 from strategies.instances import SVM_FEASIBLE, UNIQUE_OPT, PromptInstance
-from strategies.twins import REORDERINGS
 from theorems import claim, evidence, saved, saved_arguments
 from theorems.maxmargin.common import key_problem, rp_tol, safe_cap
 
@@ -162,15 +161,7 @@ RP_STATEMENT = (
 )
 
 
-@claim(
-    id="MM-RP",
-    variant="MM-RP-RATE",
-    kind="theorem",
-    provenance="[R+] statement (spec §2.4); [N] calibration (§7)",
-    statement=RP_STATEMENT.format(cs="20, 200", dim=2),
-    expected="refuted",
-    examples=60,
-)
+@claim("MM-RP")
 @example(inst=loss_comparison_instance(1.0), loss="logistic")
 @example(**saved_arguments("MM-RP"))
 @given(
@@ -178,18 +169,12 @@ RP_STATEMENT = (
     loss=st.sampled_from(LOSSES),
 )
 def test_reg_path_global(inst, loss):
-    """Theorem RP: the global regularization path tends to the global ATT-SVM direction.
-
-    The loss is drawn (60 examples in all); the spec's two-input toy (loss-comparison
-    instance, C = 1) is pinned as an explicit example.
-
-    Refuted as read, in its "no larger at the large c" clause (the search found it on
-    2026-12-01 when its draws moved): with the exponential loss on the pinned draw (n = 3,
-    T = 2, seed 256) 1 − cos(p_R, p^mm) is 1.9e-6, 3.4e-8, 3.6e-12, 8.9e-10, 3.6e-10, 9.2e-11,
-    2.3e-11 at c = 10, 15, 20, 30, 50, 100, 200 (every point certified): the path crosses the
-    limit ray near c = 20 and approaches it from the other side, so 1 − cos is not monotone
-    in R. The convergence itself holds at the rate: MM-RP-RATE.
-    """
+    """Theorem RP (regularization path, linear head). Let ℓ be strictly decreasing (logistic,
+    exponential or correlation loss), every input have a unique optimal token opt_i, and
+    ATT-SVM(opt) be feasible. Then p_R ∈ argmin_{‖p‖≤R} L(p) satisfies ‖p_R‖ = R for large R and
+    p_R/R → p^mm/‖p^mm‖, the GLOBAL ATT-SVM direction. Checked at R = c·‖p^mm‖ with c ∈ {20,
+    200} on random decoupled instances (n ≤ 3, T ≤ 4, keys in dimension 2): ‖p_R‖ = R, 1 −
+    cos(p_R, p^mm) no larger at the large c, and ≤ 25/c² there."""
     inst = dataclasses.replace(inst, loss=loss)
     problem = key_problem(inst)
     target = solved(problem.keys, global_opt(problem.scores), "opt")
@@ -199,25 +184,19 @@ def test_reg_path_global(inst, loss):
     assert failure is None, failure
 
 
-@claim(
-    id="MM-RP-RATE",
-    kind="theorem",
-    provenance="[R+] statement (spec §2.4); [N] calibration (§7)",
-    statement=RP_STATEMENT.format(cs="20, 200", dim=2).replace(
-        "1 − cos(p_R, p^mm) no larger at the large c, and ≤ 25/c² there",
-        "and 1 − cos(p_R, p^mm) ≤ 25/c² at the large c (the variant of MM-RP without its "
-        "monotonicity clause)",
-    ),
-    examples=20,
-)
+@claim("MM-RP-RATE")
 @pytest.mark.parametrize("loss", LOSSES)
 @example(inst=loss_comparison_instance(1.0))
 @example(inst=saved("MM-RP", "inst"))
 @given(inst=global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=2))
 def test_reg_path_global_rate(loss, inst):
-    """Theorem RP at its rate: ‖p_R‖ = R and 1 − cos(p_R, p^mm) ≤ 25/c² at c = 200, on the
-    draws of MM-RP and its counterexample (the path need not approach the limit ray
-    monotonically)."""
+    """Theorem RP (regularization path, linear head). Let ℓ be strictly decreasing (logistic,
+    exponential or correlation loss), every input have a unique optimal token opt_i, and
+    ATT-SVM(opt) be feasible. Then p_R ∈ argmin_{‖p‖≤R} L(p) satisfies ‖p_R‖ = R for large R and
+    p_R/R → p^mm/‖p^mm‖, the GLOBAL ATT-SVM direction. Checked at R = c·‖p^mm‖ with c ∈ {20,
+    200} on random decoupled instances (n ≤ 3, T ≤ 4, keys in dimension 2): ‖p_R‖ = R, and 1 −
+    cos(p_R, p^mm) ≤ 25/c² at the large c (the variant of MM-RP without its monotonicity
+    clause)."""
     inst = dataclasses.replace(inst, loss=loss)
     problem = key_problem(inst)
     target = solved(problem.keys, global_opt(problem.scores), "opt")
@@ -227,24 +206,15 @@ def test_reg_path_global_rate(loss, inst):
     assert failure is None, failure
 
 
-@claim(
-    id="MM-RP-3D",
-    kind="theorem",
-    provenance="[R+] statement (spec §2.4); [N] calibration (§7)",
-    statement=RP_STATEMENT.format(cs="20, 100", dim=3) + " Logistic loss.",
-    examples=20,
-    max_inconclusive=0.3,
-)
+@claim("MM-RP-3D")
 @given(inst=global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=3))
 def test_reg_path_global_3d(inst):
-    """Theorem RP in key dimension 3 (certified Riemannian restarts instead of a grid).
-
-    In dimension 3 the sphere is searched by restarts, certified when ≥ 3 of them stop at
-    the same strict minimum. Far out (c ≥ 100) most of the sphere is float64-flat (the
-    softmax is saturated on a wrong token), so only restarts seeded near p^mm reach the
-    minimum and 10–20% of the points come back uncertified (inconclusive, never support);
-    the claim still needs 20 conclusive examples.
-    """
+    """Theorem RP (regularization path, linear head). Let ℓ be strictly decreasing (logistic,
+    exponential or correlation loss), every input have a unique optimal token opt_i, and
+    ATT-SVM(opt) be feasible. Then p_R ∈ argmin_{‖p‖≤R} L(p) satisfies ‖p_R‖ = R for large R and
+    p_R/R → p^mm/‖p^mm‖, the GLOBAL ATT-SVM direction. Checked at R = c·‖p^mm‖ with c ∈ {20,
+    100} on random decoupled instances (n ≤ 3, T ≤ 4, keys in dimension 3): ‖p_R‖ = R, 1 −
+    cos(p_R, p^mm) no larger at the large c, and ≤ 25/c² there. Logistic loss."""
     problem = key_problem(inst)
     target = solved(problem.keys, global_opt(problem.scores), "opt")
     evidence.metric("‖p^mm‖", float(target.norm))
@@ -285,30 +255,15 @@ def cone_path(problem: PromptProblem, alpha, target, eps: float):
     return points
 
 
-@claim(
-    id="MM-RPLOC",
-    kind="theorem",
-    provenance="[R?] (spec §2.5 and the cone of §1.6)",
-    expected="refuted",
-    statement="Theorem RP-loc as read. If α is locally optimal (Def. 2), the cone-restricted "
-    "path p_R(α) ∈ argmin{L(p) : R0 ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 0.95} converges in "
-    "direction to p^mm(α) for some R0: with the smallest R0 ∈ {1, 2, 5}·‖p^mm(α)‖ at which "
-    "p_R is on the sphere at both radii below, "
-    "p^mm(α): at R = c·‖p^mm(α)‖, c ∈ {20, 200}, ‖p_R‖ = R, p_R is not on the cone's edge at "
-    "c = 200, and 1 − cos(p_R, p^mm(α)) ≤ 25/c² there (random non-global locally-optimal "
-    "α, keys in dimension 2).",
-    examples=50,
-)
+@claim("MM-RPLOC")
 @given(inst=local_opt_instances(dk=2))
 def test_local_reg_path_wide_cone(inst):
-    """Theorem RP-loc with the spec's cone cos ≥ 0.95 (spec §2.5).
-
-    Refuted as read: with the spec's wide cone (cos ≥ 0.95) a higher-scoring non-support
-    token can out-attend α's support tokens inside the cone, L drops below α's floor there,
-    and the minimiser sits on the cone's edge facing the higher-scoring direction at every R
-    (as on Fig. 1(b), models/regpath tests). MM-RPLOC-CAP, the cap derived for the instance,
-    is refuted too (docs/reliability.md, the 10-seed table of issue 21).
-    """
+    """Theorem RP-loc as read. If α is locally optimal (Def. 2), the cone-restricted path p_R(α) ∈
+    argmin{L(p) : R0 ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 0.95} converges in direction to p^mm(α) for
+    some R0: with the smallest R0 ∈ {1, 2, 5}·‖p^mm(α)‖ at which p_R is on the sphere at both
+    radii below, p^mm(α): at R = c·‖p^mm(α)‖, c ∈ {20, 200}, ‖p_R‖ = R, p_R is not on the cone's
+    edge at c = 200, and 1 − cos(p_R, p^mm(α)) ≤ 25/c² there (random non-global locally-optimal
+    α, keys in dimension 2)."""
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     points = cone_path(problem, inst.alpha, target, WIDE_EPS)
@@ -344,35 +299,20 @@ RPLOC_DEEP_APEX = PromptInstance(
 )
 
 
-@claim(
-    id="MM-RPLOC-CAP",
-    kind="theorem",
-    provenance="[R?] statement (spec §2.5) with the cap width [D] (safe_cap); [N]",
-    statement="Theorem RP-loc with an instance-dependent cap. If α is locally optimal (Def. 2), "
-    "let δ = min over higher-scoring tokens t of (k_iα − k_it)ᵀp̂ − 1/‖p^mm(α)‖ (> 0), Λ = the "
-    "largest ‖k_iα − k_it‖ over higher-scoring tokens plus that over support tokens, and "
-    "ε = 1 − cos(min(δ/Λ, 0.999·π/2)). Then the path p_R(α) ∈ argmin{L(p) : R0 ≤ ‖p‖ ≤ R, "
-    "cos(p, p^mm(α)) ≥ 1 − ε} over the cone C_{ε,R0} of spec §1.6 converges in direction to "
-    "p^mm(α) for some R0: the smallest R0 ∈ {1, 2, 5}·‖p^mm(α)‖ at which p_R is on the sphere "
-    "at both radii exists, and with it, at R = c·‖p^mm(α)‖, "
-    "c ∈ {20, 200}, ‖p_R‖ = R, p_R is off the cap's edge at c = 200, and 1 − cos ≤ 25/c² "
-    "there (random non-global locally-optimal α, keys in dimension 2; Fig. 1(b) pinned).",
-    examples=20,
-)
+@claim("MM-RPLOC-CAP")
 @example(inst=figure1_instance("b", alpha=1))
 @example(inst=RPLOC_DEEP_APEX)
 @given(inst=local_opt_instances(dk=2))
 def test_local_reg_path_safe_cap(inst):
-    """Theorem RP-loc inside a cap narrow enough for the instance (spec §2.5, [D] width).
-
-    Refuted as read (seeds 5, 9, 10 of ci-random, pinned): p_R stays on the inner sphere and
-    the cap's edge for every R0 of the grid. On Fig. 1(b), α = token (1, 0), the
-    formula gives ε = 8.1e-4 (the regularization-path author found ε ≈ 1e-3 works and ε =
-    0.05 does not). A fixed ε = 1e-3 is not safe on random instances: at c = 20 the
-    minimiser can still sit on its edge. The minimum is over the cone ∩ ball, not the sphere:
-    without R0 the apex can win (MM-F-RPLOC-NO-R0), and R0 = ‖p^mm(α)‖ is not always enough
-    (RPLOC_DEEP_APEX needs 2‖p^mm(α)‖): R0 is the theorem's "for some R0".
-    """
+    """Theorem RP-loc with an instance-dependent cap. If α is locally optimal (Def. 2), let δ = min
+    over higher-scoring tokens t of (k_iα − k_it)ᵀp̂ − 1/‖p^mm(α)‖ (> 0), Λ = the largest ‖k_iα
+    − k_it‖ over higher-scoring tokens plus that over support tokens, and ε = 1 − cos(min(δ/Λ,
+    0.999·π/2)). Then the path p_R(α) ∈ argmin{L(p) : R0 ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε}
+    over the cone C_{ε,R0} of spec §1.6 converges in direction to p^mm(α) for some R0: the
+    smallest R0 ∈ {1, 2, 5}·‖p^mm(α)‖ at which p_R is on the sphere at both radii exists, and
+    with it, at R = c·‖p^mm(α)‖, c ∈ {20, 200}, ‖p_R‖ = R, p_R is off the cap's edge at c = 200,
+    and 1 − cos ≤ 25/c² there (random non-global locally-optimal α, keys in dimension 2; Fig.
+    1(b) pinned)."""
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     eps = safe_cap(problem, inst.alpha, target)
@@ -387,26 +327,14 @@ def test_local_reg_path_safe_cap(inst):
     assert failure is None, failure
 
 
-@claim(
-    id="MM-F-RPLOC-NO-R0",
-    kind="control",
-    provenance="[D] the cone of spec §1.6 with R0 dropped (audit, issue 10); [N]",
-    expected="refuted",
-    statement="(Wrong: Theorem RP-loc over the ball ∩ cap, without the cone's R0) With the "
-    "cap ε of MM-RPLOC-CAP, p_R(α) ∈ argmin{L(p) : ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε} has "
-    "‖p_R‖ = R at R = c·‖p^mm(α)‖, c ∈ {20, 200}, and converges in direction to p^mm(α) "
-    "(random non-global locally-optimal α, keys in dimension 2).",
-    examples=20,
-)
+@claim("MM-F-RPLOC-NO-R0")
 @example(inst=saved("MM-F-RPLOC-NO-R0"))
 @given(inst=local_opt_instances(dk=2))
 def test_local_reg_path_without_r0(inst):
-    """(Wrong) The local path over the ball ∩ cap, with no lower bound on ‖p‖.
-
-    Where the loss near p = 0 already beats α's floor (a higher-scoring token shares the
-    attention), the minimiser stays at the apex for every R: L(0) < L_α = (1/n)Σ ℓ(γ_iα_i).
-    The theorem's cone C_{ε,R0} excludes it (MM-RPLOC-CAP, with R0 = ‖p^mm(α)‖).
-    """
+    """(Wrong: Theorem RP-loc over the ball ∩ cap, without the cone's R0) With the cap ε of
+    MM-RPLOC-CAP, p_R(α) ∈ argmin{L(p) : ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε} has ‖p_R‖ = R at R =
+    c·‖p^mm(α)‖, c ∈ {20, 200}, and converges in direction to p^mm(α) (random non-global
+    locally-optimal α, keys in dimension 2)."""
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     eps = safe_cap(problem, inst.alpha, target)
@@ -415,29 +343,15 @@ def test_local_reg_path_without_r0(inst):
     assert failure is None, failure
 
 
-@claim(
-    id="MM-RPLOC-WIDE-EDGE",
-    kind="corollary",
-    provenance="[D] derived from the large-R expansion of L − L_α on the cone (spec §1.6, "
-    "§2.5); explains MM-RPLOC",
-    statement="Where the wide cone fails, it fails at its edge. With the spec's cone "
-    "cos(p, p^mm(α)) ≥ 0.95, R0 = ‖p^mm(α)‖ and α locally optimal: if L < L_α somewhere on "
-    "the cone's outer arc at R = c·‖p^mm(α)‖ (a higher-scoring token has the smallest margin "
-    "there), then p_R lies on that arc's edge and its loss is the lowest on a 2001-point "
-    "grid of the arc (c ∈ {20, 200}; random non-global locally-optimal α, keys in dimension "
-    "2). At large R the negative part of L − L_α is a sum of e^{−R·margin} terms whose margins "
-    "are smallest at an end of the arc.",
-    examples=50,
-)
+@claim("MM-RPLOC-WIDE-EDGE")
 @given(inst=local_opt_instances(dk=2))
 def test_wide_cone_minimiser_on_its_edge(inst):
-    """Where the loss dips below α's floor inside the spec's wide cone, the minimiser is the
-    most negative gap, which the large-R expansion puts at an end of the arc.
-
-    The premise is read off the signed gap at the arc's two ends and centre (the sign of
-    ``log_gap_batch``, not the search's ranking of it); the conclusion's loss comparison uses the
-    signed gap on an independent grid of the arc.
-    """
+    """Where the wide cone fails, it fails at its edge. With the spec's cone cos(p, p^mm(α)) ≥
+    0.95, R0 = ‖p^mm(α)‖ and α locally optimal: if L < L_α somewhere on the cone's outer arc at
+    R = c·‖p^mm(α)‖ (a higher-scoring token has the smallest margin there), then p_R lies on
+    that arc's edge and its loss is the lowest on a 2001-point grid of the arc (c ∈ {20, 200};
+    random non-global locally-optimal α, keys in dimension 2). At large R the negative part of L
+    − L_α is a sum of e^{−R·margin} terms whose margins are smallest at an end of the arc."""
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     points = local_path(problem, inst.alpha, target, WIDE_EPS)
@@ -465,30 +379,13 @@ def test_wide_cone_minimiser_on_its_edge(inst):
         )
 
 
-@claim(
-    id="MM-RPLOC-MONOTONE",
-    variant="MM-RPLOC-CAP",
-    kind="conjecture",
-    provenance="[D] the spec's test heuristic ('monotone-ish', §2.4) applied to the local "
-    "path: not a statement of the paper; [N]",
-    expected="refuted",
-    statement="(A test heuristic of the spec, not a result of the paper) Along the "
-    "cone-restricted local path of MM-RPLOC-CAP, "
-    "1 − cos(p_R, p^mm(α)) at R = 200‖p^mm(α)‖ is no larger than at R = 20‖p^mm(α)‖ (up to "
-    "1e-12; random non-global locally-optimal α, keys in dimension 2).",
-    examples=20,
-)
+@claim("MM-RPLOC-MONOTONE")
 @example(inst=saved("MM-RPLOC-MONOTONE"))
 @given(inst=local_opt_instances(dk=2))
 def test_local_path_monotone(inst):
-    """(Spec check) 1 − cos(p_R, p^mm(α)) does not grow along the local path.
-
-    Refuted: the path can cross p^mm(α). On the pinned instance (found by MM-RPLOC-CAP's
-    search when that claim still checked this clause) 1 − cos is 2.2e-4 at c = 5, 4.0e-9 at
-    c = 20, 4.5e-7 at c = 40, 2.4e-8 at c = 200 and 9.9e-10 at c = 1000: the path passes
-    within 1e-4 rad of p^mm(α), moves away and converges back. Convergence itself holds
-    (MM-RPLOC-CAP); for the global path the same clause held on every draw (MM-RP).
-    """
+    """(A test heuristic of the spec, not a result of the paper) Along the cone-restricted local
+    path of MM-RPLOC-CAP, 1 − cos(p_R, p^mm(α)) at R = 200‖p^mm(α)‖ is no larger than at R =
+    20‖p^mm(α)‖ (up to 1e-12; random non-global locally-optimal α, keys in dimension 2)."""
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     eps = safe_cap(problem, inst.alpha, target)
@@ -500,24 +397,14 @@ def test_local_path_monotone(inst):
     )
 
 
-@claim(
-    id="MM-F6-GLOBAL-PATH-GOES-LOCAL",
-    kind="control",
-    provenance="[N] (spec §5 F6)",
-    expected="refuted",
-    statement="(Wrong) The global regularization path can converge to a local max-margin "
-    "direction: when α is a non-global locally-optimal selection, p_R ∈ argmin_{‖p‖≤R} L(p) "
-    "converges in direction to p^mm(α): 1 − cos(p_R, p^mm(α)) ≤ 25/c² at R = c·‖p^mm(α)‖, "
-    "c = 200 (random single-input, three-token instances with a non-global locally-optimal "
-    "α and a feasible ATT-SVM(opt), as in Fig. 1(b); keys in dimension 2).",
-    examples=20,
-)
+@claim("MM-F6-GLOBAL-PATH-GOES-LOCAL")
 @given(inst=local_opt_instances(n=1, T=3, dk=2))
 def test_f6_global_path_goes_local(inst):
-    """(Wrong) The global path converges to a locally-optimal direction (spec §5 F6).
-
-    Theorem RP: the path is global. Only the cone-restricted path goes local (MM-RPLOC-CAP).
-    """
+    """(Wrong) The global regularization path can converge to a local max-margin direction: when α
+    is a non-global locally-optimal selection, p_R ∈ argmin_{‖p‖≤R} L(p) converges in direction
+    to p^mm(α): 1 − cos(p_R, p^mm(α)) ≤ 25/c² at R = c·‖p^mm(α)‖, c = 200 (random single-input,
+    three-token instances with a non-global locally-optimal α and a feasible ATT-SVM(opt), as in
+    Fig. 1(b); keys in dimension 2)."""
     problem = key_problem(inst)
     local = solved(problem.keys, inst.alpha, "α")
     glob = solved(problem.keys, global_opt(problem.scores), "opt")
@@ -651,30 +538,16 @@ NL_STATEMENT = (
 )
 
 
-@claim(
-    id="MM-NL",
-    kind="theorem",
-    provenance="[R?] statement (spec §2.6; [V] abstract: 'even for nonlinear prediction "
-    "heads'); [D] sufficient condition; [N] calibration",
-    statement="Theorem NL (nonlinear head, regularization path) under the safe sufficient "
-    "condition. "
-    + NL_STATEMENT
-    + "‖p_R‖ = R for large R and p_R/R → the ATT-SVM direction of the ψ-optimal tokens. "
-    "Checked at R = c·‖p^mm‖, c ∈ {5, 20, 200, 1000} (tokens in R², n ≤ 3, T ≤ 4): ‖p_R‖ = R "
-    "at every c and 1 − cos(p_R, p^mm(ψ-opt)) ≤ 25/c² at every c ≥ 20.",
-    examples=20,
-    twins=REORDERINGS,
-)
+@claim("MM-NL")
 @given(inst=convex_head_instances())
 def test_nonlinear_head_reg_path(inst):
-    """Theorem NL: with a head for which one token beats every mixture, p_R/R tends to the
-    ATT-SVM direction of the ψ-optimal tokens (spec §2.6).
-
-    For ψ = ‖u‖² the loss gap to the floor is formed in log space (ψ(x + δ) − ψ(x) =
-    2xᵀδ + ‖δ‖², δ a signed sum of softmax weights), so the path is resolved out to c = 1000,
-    where the plain float64 loss is flat beyond c ≈ 25. The tolerance is the global path's
-    25/c² (MM-RP). The spec's 'monotone-ish' heuristic fails here: MM-NL-MONOTONE.
-    """
+    """Theorem NL (nonlinear head, regularization path) under the safe sufficient condition. For
+    f(X) = ψ(Xᵀ softmax(XWp)) with logistic loss, if for every input the supremum of Y_i
+    ψ(X_iᵀs) over the simplex is attained only at the vertex of a unique ψ-optimal token (here
+    ψ(u) = ‖u‖², Y_i = +1, W = I: strictly convex along the simplex) and ATT-SVM(ψ-opt) is
+    feasible, then ‖p_R‖ = R for large R and p_R/R → the ATT-SVM direction of the ψ-optimal
+    tokens. Checked at R = c·‖p^mm‖, c ∈ {5, 20, 200, 1000} (tokens in R², n ≤ 3, T ≤ 4): ‖p_R‖
+    = R at every c and 1 − cos(p_R, p^mm(ψ-opt)) ≤ 25/c² at every c ≥ 20."""
     evidence.instance(_head_json(inst, "squared_norm"))
     problem = head_problem(inst, squared_norm)
     target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
@@ -686,28 +559,17 @@ def test_nonlinear_head_reg_path(inst):
     assert failure is None, failure
 
 
-@claim(
-    id="MM-NL-LABELS",
-    kind="theorem",
-    provenance="[R?] statement (spec §2.6, with Y_i ∈ {±1}); [D] sufficient condition and head; "
-    "[N] calibration",
-    statement="Theorem NL with labels of both signs: for f(X) = ψ(Xᵀ softmax(XWp)) with "
-    "logistic loss, ψ(u) = u₁² − u₂², W = I, if for every input the supremum of Y_i ψ(X_iᵀs) "
-    "over the simplex is attained only at the vertex of a unique ψ-optimal token "
-    "argmax_t Y_i ψ(x_it) (here: tokens of a Y = +1 input differ only in u₁, of a Y = −1 input "
-    "only in u₂) and ATT-SVM(ψ-opt) is feasible, then ‖p_R‖ = R for large R and p_R/R → the "
-    "ATT-SVM direction of the ψ-optimal tokens. Checked as MM-NL: at R = c·‖p^mm‖, "
-    "c ∈ {5, 20, 200, 1000}, ‖p_R‖ = R at every c and 1 − cos(p_R, p^mm(ψ-opt)) ≤ 25/c² at every "
-    "c ≥ 20 (n ≤ 4, T ≤ 4, at least one input of each label).",
-    examples=20,
-    twins=REORDERINGS,
-)
+@claim("MM-NL-LABELS")
 @given(inst=mixed_label_head_instances())
 def test_nonlinear_head_reg_path_mixed_labels(inst):
-    """Theorem NL where the label decides the selection: for a Y = −1 input the ψ-optimal
-    token is the one of *smallest* ψ, so a reading that forgot Y_i (argmax ψ) points the path
-    at another SVM. MM-NL draws Y_i = +1 only, where the two readings coincide.
-    """
+    """Theorem NL with labels of both signs: for f(X) = ψ(Xᵀ softmax(XWp)) with logistic loss, ψ(u)
+    = u₁² − u₂², W = I, if for every input the supremum of Y_i ψ(X_iᵀs) over the simplex is
+    attained only at the vertex of a unique ψ-optimal token argmax_t Y_i ψ(x_it) (here: tokens
+    of a Y = +1 input differ only in u₁, of a Y = −1 input only in u₂) and ATT-SVM(ψ-opt) is
+    feasible, then ‖p_R‖ = R for large R and p_R/R → the ATT-SVM direction of the ψ-optimal
+    tokens. Checked as MM-NL: at R = c·‖p^mm‖, c ∈ {5, 20, 200, 1000}, ‖p_R‖ = R at every c and
+    1 − cos(p_R, p^mm(ψ-opt)) ≤ 25/c² at every c ≥ 20 (n ≤ 4, T ≤ 4, at least one input of each
+    label)."""
     evidence.instance(_head_json(inst, "saddle_square"))
     problem = head_problem(inst, saddle_square)
     target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
@@ -748,31 +610,16 @@ NL_CROSSING = PromptInstance(
 )
 
 
-@claim(
-    id="MM-NL-MONOTONE",
-    variant="MM-NL",
-    kind="conjecture",
-    provenance="[D] the spec's test heuristic ('monotone-ish', §2.4) applied to the head of "
-    "§2.6: not a statement of the paper; [N]",
-    expected="refuted",
-    statement="(A test heuristic of the spec, not a result of the paper: the 'monotone-ish' "
-    "check, for the nonlinear head) "
-    + NL_STATEMENT
-    + "1 − cos(p_R, p^mm(ψ-opt)) at R = 20‖p^mm‖ is no larger than at R = 5‖p^mm‖ (up to "
-    "1e-12).",
-    examples=20,
-    twins=REORDERINGS,
-)
+@claim("MM-NL-MONOTONE")
 @example(inst=NL_CROSSING)
 @given(inst=convex_head_instances())
 def test_nonlinear_head_monotone(inst):
-    """(Spec check) 1 − cos(p_R, p^mm) does not grow along the nonlinear-head path.
-
-    Refuted: the path can pass close to p^mm at small R and approach it from the other side
-    later (pinned counterexample, found by this claim's search in ~60 draws: 1 − cos 4.6e-6
-    at c = 5, 1.4e-4 at c = 10, 9.4e-5 at c = 20). The limit itself holds (MM-NL). For the
-    linear head the same clause held on every draw at c ∈ {20, 200} (MM-RP).
-    """
+    """(A test heuristic of the spec, not a result of the paper: the 'monotone-ish' check, for the
+    nonlinear head) For f(X) = ψ(Xᵀ softmax(XWp)) with logistic loss, if for every input the
+    supremum of Y_i ψ(X_iᵀs) over the simplex is attained only at the vertex of a unique
+    ψ-optimal token (here ψ(u) = ‖u‖², Y_i = +1, W = I: strictly convex along the simplex) and
+    ATT-SVM(ψ-opt) is feasible, then 1 − cos(p_R, p^mm(ψ-opt)) at R = 20‖p^mm‖ is no larger than
+    at R = 5‖p^mm‖ (up to 1e-12)."""
     evidence.instance(_head_json(inst, "squared_norm"))
     problem = head_problem(inst, squared_norm)
     target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
@@ -785,25 +632,13 @@ def test_nonlinear_head_monotone(inst):
     )
 
 
-@claim(
-    id="MM-F10-CONCAVE-HEAD-DIVERGES",
-    kind="control",
-    provenance="[N] (spec §2.6, §5 F10)",
-    expected="refuted",
-    statement="(Wrong: Theorem NL without the vertex condition) For the nonlinear head "
-    "ψ(u) = 2 − ‖u‖² (concave), Y_i = +1, W = I, the regularization path still diverges: "
-    "‖p_R‖ = R at R = 10 and R = 100 (so that p_R/R could converge to an SVM direction); "
-    "random Gaussian tokens in R², n ≤ 3, T ≤ 4.",
-    examples=20,
-    twins=REORDERINGS,
-)
+@claim("MM-F10-CONCAVE-HEAD-DIVERGES")
 @given(inst=gaussian_head_instances())
 def test_f10_concave_head_diverges(inst):
-    """(Wrong) A concave head's regularization path diverges (spec §5 F10).
-
-    When a mixture of tokens beats every vertex, the loss has a finite minimiser; p_R stops
-    at it and stays interior (spec [N]: ‖p_R‖ ≤ 0.75 for R ≤ 100).
-    """
+    """(Wrong: Theorem NL without the vertex condition) For the nonlinear head ψ(u) = 2 − ‖u‖²
+    (concave), Y_i = +1, W = I, the regularization path still diverges: ‖p_R‖ = R at R = 10 and
+    R = 100 (so that p_R/R could converge to an SVM direction); random Gaussian tokens in R², n
+    ≤ 3, T ≤ 4."""
     evidence.instance(_head_json(inst, "concave_bump"))
     problem = head_problem(inst, concave_bump)
     for R in F10_RADII:

@@ -40,7 +40,6 @@ from strategies import (
 from strategies.combinators import SEEDS, generic_instances, random_points, seeded, with_alpha
 from strategies.instances import PromptInstance
 from strategies.prompt import decoupled_data
-from strategies.twins import REORDERINGS
 from theorems import claim, evidence
 from theorems.maxmargin.common import directional_derivative
 
@@ -83,14 +82,7 @@ def in_convex_hull(point: np.ndarray, vertices: np.ndarray) -> bool:
     return res.status == 0
 
 
-@claim(
-    id="MM-SVM-FEASIBLE-N1",
-    kind="definition",
-    provenance="[D]",
-    statement="For a single input (n = 1), ATT-SVM(α) is feasible if and only if the key k_α "
-    "does not lie in the convex hull of the other keys {k_t : t ≠ α}.",
-    examples=50,
-)
+@claim("MM-SVM-FEASIBLE-N1")
 @given(
     inst=st.one_of(
         with_alpha(decoupled_instances(n=1, T=st.integers(2, 6), dk=st.integers(1, 3))),
@@ -98,7 +90,8 @@ def in_convex_hull(point: np.ndarray, vertices: np.ndarray) -> bool:
     )
 )
 def test_feasible_iff_outside_hull(inst):
-    """n = 1: ATT-SVM(α) is feasible ⇔ k_α ∉ conv{k_t : t ≠ α} (spec §1.4)."""
+    """For a single input (n = 1), ATT-SVM(α) is feasible if and only if the key k_α does not lie
+    in the convex hull of the other keys {k_t : t ≠ α}."""
     _record(inst)
     keys = inst.keys.numpy()[0]
     a = int(inst.alpha[0])
@@ -111,17 +104,11 @@ def test_feasible_iff_outside_hull(inst):
     )
 
 
-@claim(
-    id="MM-SVM-FEASIBLE-GENERIC",
-    kind="definition",
-    provenance="[D]",
-    statement="For generic keys (i.i.d. Gaussian) of dimension dk ≥ n(T−1), ATT-SVM(α) is "
-    "feasible for every selection α ∈ [T]^n.",
-    examples=50,
-)
+@claim("MM-SVM-FEASIBLE-GENERIC")
 @given(inst=generic_instances())
 def test_feasible_generic(inst):
-    """Generic keys with dk ≥ n(T−1): every ATT-SVM(α) is feasible (spec §1.4)."""
+    """For generic keys (i.i.d. Gaussian) of dimension dk ≥ n(T−1), ATT-SVM(α) is feasible for
+    every selection α ∈ [T]^n."""
     _record(inst)
     sol = att_svm(inst.keys, inst.alpha)
     evidence.metric("KKT residual", sol.certificate.worst if sol.certificate else math.nan)
@@ -141,20 +128,12 @@ def least_distance_nnls(A: np.ndarray, b: np.ndarray) -> np.ndarray:
     return A.T @ u / (1.0 - float(b @ u))
 
 
-@claim(
-    id="MM-SVM-UNIQUE",
-    kind="definition",
-    provenance="[D]",
-    statement="When ATT-SVM(α) is feasible its solution p^mm(α) is unique (strictly convex "
-    "objective on a polyhedron): independent algorithms (the certified interior-point oracle, "
-    "and Lawson–Hanson least-distance NNLS on the constraints in shuffled order) return the "
-    "same point.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("MM-SVM-UNIQUE")
 @given(inst=generic_instances(), seed=SEEDS)
 def test_svm_unique(inst, seed):
-    """ATT-SVM(α) has one solution: two algorithms agree (spec §1.4 "Uniqueness")."""
+    """When ATT-SVM(α) is feasible its solution p^mm(α) is unique (strictly convex objective on a
+    polyhedron): independent algorithms (the certified interior-point oracle, and Lawson–Hanson
+    least-distance NNLS on the constraints in shuffled order) return the same point."""
     _record(inst)
     # The reference pipeline (LP + interior point + polish): the default oracle's fast path is
     # itself a Lawson–Hanson NNLS, which would compare the algorithm with itself.
@@ -178,18 +157,11 @@ def socp_max_margin(A: np.ndarray) -> float:
     return float(t.value)
 
 
-@claim(
-    id="MM-SVM-MARGIN",
-    kind="definition",
-    provenance="[D]",
-    statement="When ATT-SVM(α) is feasible, 1/‖p^mm(α)‖ = max over unit u of min over i and "
-    "t ≠ α_i of (k_iα_i − k_it)ᵀu, attained at u = p^mm(α)/‖p^mm(α)‖.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("MM-SVM-MARGIN")
 @given(inst=generic_instances(), seed=SEEDS)
 def test_svm_margin(inst, seed):
-    """1/‖p^mm‖ is the max-min margin over unit directions (spec §1.4 "Margin")."""
+    """When ATT-SVM(α) is feasible, 1/‖p^mm(α)‖ = max over unit u of min over i and t ≠ α_i of
+    (k_iα_i − k_it)ᵀu, attained at u = p^mm(α)/‖p^mm(α)‖."""
     _record(inst)
     sol = evidence.solved(att_svm(inst.keys, inst.alpha), "ATT-SVM(α)")
     A, _, _ = att_constraints(inst.keys, inst.alpha)
@@ -210,18 +182,11 @@ def test_svm_margin(inst, seed):
 # ---- invariances (spec §2.9) ---------------------------------------------------------------------
 
 
-@claim(
-    id="MM-SVM-KEY-SHIFT",
-    kind="metamorphic",
-    provenance="[D]",
-    statement="Shifting every key of input i by the same vector c_i (k_it → k_it + c_i) leaves "
-    "the softmax, the loss L(p), the gradient direction and ATT-SVM(α) unchanged.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("MM-SVM-KEY-SHIFT")
 @given(inst=generic_instances(), seed=SEEDS)
 def test_key_shift_invariance(inst, seed):
-    """Per-input key shifts change neither softmax, loss, nor p^mm (spec §2.9)."""
+    """Shifting every key of input i by the same vector c_i (k_it → k_it + c_i) leaves the softmax,
+    the loss L(p), the gradient direction and ATT-SVM(α) unchanged."""
     _record(inst)
     gen = seeded(seed)
     keys = inst.keys
@@ -252,19 +217,12 @@ def random_orthogonal(gen: torch.Generator, d: int) -> torch.Tensor:
     return Q * torch.sign(torch.diagonal(R))[None, :]
 
 
-@claim(
-    id="MM-SVM-ORTHOGONAL",
-    kind="metamorphic",
-    provenance="[D]",
-    statement="Replacing every key by Q k_it (Q orthogonal) maps p^mm(α) to Q p^mm(α), and "
-    "maps the gradient-descent path likewise: GD (η = 1/L_p) from Q p(0) on the rotated keys "
-    "visits Q p(t).",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("MM-SVM-ORTHOGONAL")
 @given(inst=generic_instances(), seed=SEEDS)
 def test_orthogonal_equivariance(inst, seed):
-    """Keys → Q keys maps p^mm → Q p^mm and the GD iterates → Q iterates (spec §2.9)."""
+    """Replacing every key by Q k_it (Q orthogonal) maps p^mm(α) to Q p^mm(α), and maps the
+    gradient-descent path likewise: GD (η = 1/L_p) from Q p(0) on the rotated keys visits Q
+    p(t)."""
     _record(inst)
     gen = seeded(seed)
     d = inst.keys.shape[2]
@@ -290,18 +248,11 @@ def test_orthogonal_equivariance(inst, seed):
 # ---- §1.3: the loss floor ------------------------------------------------------------------------
 
 
-@claim(
-    id="MM-DEF-OUTPUT-BOUND",
-    kind="definition",
-    provenance="[D]",
-    statement="For every p, Y_i f(X_i) = Σ_t s_it γ_it ≤ max_t γ_it: attention can at best put "
-    "all its mass on the optimal token.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("MM-DEF-OUTPUT-BOUND")
 @given(inst=decoupled_instances(), seed=SEEDS)
 def test_output_bounded_by_best_score(inst, seed):
-    """Y f(X) ≤ max_t γ_t for all p (spec §1.3)."""
+    """For every p, Y_i f(X_i) = Σ_t s_it γ_it ≤ max_t γ_it: attention can at best put all its mass
+    on the optimal token."""
     _record(inst)
     gen = seeded(seed)
     top = inst.scores.max(dim=1).values
@@ -312,16 +263,7 @@ def test_output_bounded_by_best_score(inst, seed):
         assert float(excess.max()) <= float(bound)
 
 
-@claim(
-    id="MM-DEF-INF-LOSS",
-    kind="definition",
-    provenance="[D]",
-    statement="With a strictly decreasing loss and a unique optimal token per input whose "
-    "ATT-SVM is feasible, inf_p L(p) = (1/n) Σ_i ℓ(γ_i,opt_i) and the infimum is not attained: "
-    "L(p) exceeds it at every finite p, and L(R·p^mm) − inf L ≤ T·range(γ)·max|ℓ'|·e^{−R} → 0.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("MM-DEF-INF-LOSS")
 @given(
     inst=st.sampled_from(["logistic", "exponential", "correlation"]).flatmap(
         lambda loss: global_opt_instances(loss=loss)
@@ -329,7 +271,9 @@ def test_output_bounded_by_best_score(inst, seed):
     seed=SEEDS,
 )
 def test_infimum_not_attained(inst, seed):
-    """inf L = mean ℓ(γ_opt), never attained, approached along p^mm (spec §1.3)."""
+    """With a strictly decreasing loss and a unique optimal token per input whose ATT-SVM is
+    feasible, inf_p L(p) = (1/n) Σ_i ℓ(γ_i,opt_i) and the infimum is not attained: L(p) exceeds
+    it at every finite p, and L(R·p^mm) − inf L ≤ T·range(γ)·max|ℓ'|·e^{−R} → 0."""
     _record(inst)
     problem, opt = inst.problem, inst.alpha
     gen = seeded(seed)
@@ -413,19 +357,13 @@ def agrees_with_selection(inst: PromptInstance, mine: Def2):
     return verdict
 
 
-@claim(
-    id="MM-DEF-GLOBAL-IS-LOCAL",
-    kind="definition",
-    provenance="[D]",
-    statement="If every input has a unique optimal token and ATT-SVM(opt) is feasible, then "
-    "α = opt is locally optimal (Def. 2): its support tokens all score strictly below it. "
-    "Judged independently (p^mm(opt) by least-distance NNLS, support margins ≤ 1 + 1e-6, exact "
-    "score comparison) and by models.selection, which must agree on support sets and verdict.",
-    examples=50,
-)
+@claim("MM-DEF-GLOBAL-IS-LOCAL")
 @given(inst=global_opt_instances(dk=st.integers(1, 6)))
 def test_global_opt_is_locally_optimal(inst):
-    """opt is locally optimal whenever ATT-SVM(opt) is feasible (spec §1.5)."""
+    """If every input has a unique optimal token and ATT-SVM(opt) is feasible, then α = opt is
+    locally optimal (Def. 2): its support tokens all score strictly below it. Judged
+    independently (p^mm(opt) by least-distance NNLS, support margins ≤ 1 + 1e-6, exact score
+    comparison) and by models.selection, which must agree on support sets and verdict."""
     _record(inst)
     mine = def2_independent(inst)
     evidence.metric("support tokens", sum(len(s) for s in mine.support))
@@ -463,20 +401,14 @@ def _with_scores(inst: PromptInstance, g: torch.Tensor, meta: dict) -> PromptIns
     )
 
 
-@claim(
-    id="MM-DEF-TIES-NOT-LOCAL",
-    kind="definition",
-    provenance="[D, N]",
-    statement="Strictness matters in Def. 2: if a support token of α_i has the same score as "
-    "α_i, then α is not locally optimal (e.g. Fig. 1(a), α = token (1, 0), tied with its "
-    "support token (0, 0)). The tie is found by an independent Def. 2 judge (p^mm(α) by "
-    "least-distance NNLS); models.selection must reject α and list the tie as a violation.",
-    examples=50,
-)
+@claim("MM-DEF-TIES-NOT-LOCAL")
 @given(inst=tied_support_instances())
 @example(inst=figure1_instance("a", alpha=1))
 def test_ties_are_not_locally_optimal(inst):
-    """A support token tying with α_i makes α not locally optimal (spec §1.5 "Ties")."""
+    """Strictness matters in Def. 2: if a support token of α_i has the same score as α_i, then α is
+    not locally optimal (e.g. Fig. 1(a), α = token (1, 0), tied with its support token (0, 0)).
+    The tie is found by an independent Def. 2 judge (p^mm(α) by least-distance NNLS);
+    models.selection must reject α and list the tie as a violation."""
     _record(inst)
     mine = def2_independent(inst)
     evidence.premise(bool(mine.violations), "some support token ties with α_i")
@@ -486,18 +418,12 @@ def test_ties_are_not_locally_optimal(inst):
     assert listed >= mine.violations, f"ties {sorted(mine.violations)} not all in {listed}"
 
 
-@claim(
-    id="MM-DEF-N1-ONLY-OPT",
-    kind="definition",
-    provenance="[D]",
-    statement="For a single input (n = 1) whose non-optimal tokens all share one score, the "
-    "global optimum opt is the only locally-optimal index (every other α has a support token "
-    "that ties with it or beats it).",
-    examples=50,
-)
+@claim("MM-DEF-N1-ONLY-OPT")
 @given(inst=equal_nonopt_instances(n=1, dk=st.integers(1, 6)))
 def test_n1_equal_scores_only_opt_is_local(inst):
-    """n = 1, equal non-optimal scores: the locally-optimal set is {opt} (spec §2.2)."""
+    """For a single input (n = 1) whose non-optimal tokens all share one score, the global optimum
+    opt is the only locally-optimal index (every other α has a support token that ties with it
+    or beats it)."""
     _record(inst)
     found = enumerate_locally_optimal(inst.keys, inst.scores)
     evidence.metric("locally-optimal indices", len(found))
@@ -548,21 +474,14 @@ def all_support_instances(draw, loss: str):
     return dataclasses.replace(inst, X=X, v=v, W=W, meta={**inst.meta, "k": k})
 
 
-@claim(
-    id="MM-LEMMA-DESCENT-ALL-SUPPORT",
-    kind="lemma",
-    provenance="[D] (spec §2.1, the alternative hypothesis)",
-    statement="Under Assumption A, with a unique optimal token per input and ATT-SVM(opt) "
-    "feasible, if every non-optimal token of every input is a support token of p^mm "
-    "((k_iopt − k_it)ᵀp^mm = 1 for all t ≠ opt_i), then ⟨∇L(p), p^mm⟩ < 0 for every p, "
-    "whatever the non-optimal scores: each input's covariance is s_opt(γ_opt − γ̄) > 0. "
-    "Checked at 20 random p per instance, ‖p‖ log-uniform in [0.1, 10] (spec §2.1 Check).",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("MM-LEMMA-DESCENT-ALL-SUPPORT")
 @given(inst=st.sampled_from(LOSSES).flatmap(all_support_instances), seed=SEEDS)
 def test_descent_when_every_token_is_support(inst, seed):
-    """p^mm is a descent direction when every non-optimal token is a support token (§2.1)."""
+    """Under Assumption A, with a unique optimal token per input and ATT-SVM(opt) feasible, if
+    every non-optimal token of every input is a support token of p^mm ((k_iopt − k_it)ᵀp^mm = 1
+    for all t ≠ opt_i), then ⟨∇L(p), p^mm⟩ < 0 for every p, whatever the non-optimal scores:
+    each input's covariance is s_opt(γ_opt − γ̄) > 0. Checked at 20 random p per instance, ‖p‖
+    log-uniform in [0.1, 10] (spec §2.1 Check)."""
     _record(inst)
     sol = evidence.solved(att_svm(inst.keys, inst.alpha), "ATT-SVM(opt)")
     rows = np.arange(inst.n)

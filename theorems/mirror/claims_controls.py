@@ -19,7 +19,6 @@ from models.cross import correlation, md
 from models.normsvm import CONIC_TOL, entrywise_norm
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import official_cross_instances, with_random_init
-from strategies.twins import NOT_ROTATED, REORDERINGS
 from theorems import claim, evidence
 from theorems.mirror.common import (
     OFFICIAL_SHAPE,
@@ -75,21 +74,12 @@ def _converged_to_own(result, p: float) -> np.ndarray:
     return own
 
 
-@claim(
-    id="MD-C-SAME-AS-GD",
-    kind="control",
-    provenance="[D], [N] spec §5 F9",
-    expected="refuted",
-    statement="(Wrong) ℓp mirror descent has the same limit direction as GD: normalised ℓp-MD "
-    "(p ∈ {1.5, 3}, official budget) from W(0) ~ N(0, 1) on the official (6, 8, 10) instances "
-    "ends with corr(W_MD, W^mm_α̂) ≥ 0.99, W^mm_α̂ the Frobenius SVM at its selection α̂.",
-    examples=10,
-    twins=NOT_ROTATED,
-)
+@claim("MD-C-SAME-AS-GD")
 @given(inst=OFFICIAL, p=st.sampled_from((1.5, 3.0)))
 def test_md_same_limit_as_gd(inst, p):
-    """(Wrong) MD-p → the Frobenius SVM (spec F9): refuted because the ℓp-SVM is another
-    direction (cos(ℓ1.75-SVM, ℓ3-SVM) ≈ 0.92 on average) and MD-p goes to its own."""
+    """(Wrong) ℓp mirror descent has the same limit direction as GD: normalised ℓp-MD (p ∈ {1.5,
+    3}, official budget) from W(0) ~ N(0, 1) on the official (6, 8, 10) instances ends with
+    corr(W_MD, W^mm_α̂) ≥ 0.99, W^mm_α̂ the Frobenius SVM at its selection α̂."""
     record(inst)
     result = run_md(inst, p)
     own = _converged_to_own(result, p)
@@ -101,20 +91,12 @@ def test_md_same_limit_as_gd(inst, p):
     )
 
 
-@claim(
-    id="MD-C-OTHER-Q",
-    kind="control",
-    provenance="[D], [N] spec §5 F9",
-    expected="refuted",
-    statement="(Wrong) MD-p converges to the ℓq-SVM for some q ≠ p: normalised ℓp-MD (official "
-    "budget) from W(0) ~ N(0, 1) on the official (6, 8, 10) instances ends with "
-    "corr(W_MD-p, W^mm_α̂(ℓq)) ≥ 0.99.",
-    examples=10,
-    twins=NOT_ROTATED,
-)
+@claim("MD-C-OTHER-Q")
 @given(inst=OFFICIAL, pq=st.sampled_from(OTHER_Q_PAIRS))
 def test_md_converges_to_other_q(inst, pq):
-    """(Wrong) MD-p → the ℓq-SVM, q ≠ p (spec F9b): refuted, the own-p SVM is the limit."""
+    """(Wrong) MD-p converges to the ℓq-SVM for some q ≠ p: normalised ℓp-MD (official budget) from
+    W(0) ~ N(0, 1) on the official (6, 8, 10) instances ends with corr(W_MD-p, W^mm_α̂(ℓq)) ≥
+    0.99."""
     p, q = pq
     record(inst)
     result = run_md(inst, p)
@@ -130,22 +112,12 @@ def test_md_converges_to_other_q(inst, pq):
 # ---- F10 ----------------------------------------------------------------------------------------
 
 
-@claim(
-    id="MD-C-ROTATION",
-    kind="control",
-    provenance="[D] spec §5 F10, §2.13.2",
-    expected="refuted",
-    statement="(Wrong) The ℓp-AttSVM is rotation-equivariant for p ≠ 2: replacing every token by "
-    "Ux and every query by Vz (U, V orthogonal) maps W^mm(ℓp) to U W^mm(ℓp) Vᵀ, i.e. U W^mm Vᵀ "
-    "(feasible for the rotated data) has the rotated problem's optimal ℓp norm.",
-    examples=30,
-    twins=REORDERINGS,
-)
+@claim("MD-C-ROTATION")
 @given(inst=SMALL, seed=SEEDS, p=st.sampled_from((1.5, 3.0)))
 def test_lp_svm_rotates(inst, seed, p):
-    """(Wrong) rotation equivariance of the ℓp SVM (spec F10): only signed permutations commute
-    with the entrywise ℓp norm, so after a generic rotation U W^mm Vᵀ is feasible but not
-    optimal. The p = 2 contrast holds (MD-META-ROT2)."""
+    """(Wrong) The ℓp-AttSVM is rotation-equivariant for p ≠ 2: replacing every token by Ux and
+    every query by Vz (U, V orthogonal) maps W^mm(ℓp) to U W^mm(ℓp) Vᵀ, i.e. U W^mm Vᵀ (feasible
+    for the rotated data) has the rotated problem's optimal ℓp norm."""
     record(inst)
     gen = seeded(seed)
     U, V = random_orthogonal(gen, inst.d), random_orthogonal(gen, inst.d)
@@ -162,25 +134,15 @@ def test_lp_svm_rotates(inst, seed, p):
 # ---- §1.6: the row space ------------------------------------------------------------------------
 
 
-@claim(
-    id="MD-C-ROWSPACE",
-    kind="control",
-    provenance="[D] spec §1.6",
-    expected="refuted",
-    statement="(Wrong: GD's row-space property for MD) From W(0) = 0, normalised ℓp-MD with "
-    "p ≠ 2 keeps the row space of W in span{z_i}: ‖W(k)(I − P_Z)‖_F ≤ 1e-10·‖W(k)‖_F at every "
-    "step, P_Z the projector onto the span of the queries (n < d).",
-    examples=20,
-    twins=NOT_ROTATED,
-)
+@claim("MD-C-ROWSPACE")
 @given(
     inst=official_cross_instances(n=st.integers(1, 4), T=st.integers(2, 6), d=st.integers(5, 8)),
     p=st.sampled_from((1.5, 3.0)),
 )
 def test_md_row_space(inst, p):
-    """(Wrong) MD iterates keep W's row space in span{z_i} (spec §1.6): that holds for the dual
-    variable sign(W)|W|^{p−1}, whose steps are gradients Σ_i (…) z_iᵀ, not for W itself, which
-    is that variable mapped entrywise."""
+    """(Wrong: GD's row-space property for MD) From W(0) = 0, normalised ℓp-MD with p ≠ 2 keeps the
+    row space of W in span{z_i}: ‖W(k)(I − P_Z)‖_F ≤ 1e-10·‖W(k)‖_F at every step, P_Z the
+    projector onto the span of the queries (n < d)."""
     record(inst)
     run = md(inst.problem, None, p=p, lr=0.1, steps=ROWSPACE_STEPS)
     P = inst.problem.query_projector
@@ -198,24 +160,14 @@ def test_md_row_space(inst, p):
 # ---- F11, joint part ----------------------------------------------------------------------------
 
 
-@claim(
-    id="MD-C-NAIVE-JOINT",
-    kind="control",
-    provenance="[N] spec §4.6, §5 F11",
-    expected="refuted",
-    statement="(Wrong) Naive float64 joint MD certifies convergence: the official recipe as its "
-    "code computes it (autograd on log(1 + exp(−Y f)), gradients divided by ‖·‖_{p*} + eps) run "
-    "from W(0) = 0, v(0) = 0 on the official joint instance (tokens optionally perturbed by "
-    "N(0, σ²), σ ≤ 0.05; p ∈ {1.75, 2}, official budgets) ends with corr(W, W^mm_α̂(ℓp)) ≥ 0.999, "
-    "as the log-space run does.",
-    examples=4,
-    twins=NOT_ROTATED,
-)
+@claim("MD-C-NAIVE-JOINT")
 @given(p=st.sampled_from((1.75, 2.0)), noise=st.floats(0.0, 0.05), seed=SEEDS)
 def test_naive_joint_md_converges(p, noise, seed):
-    """(Wrong) the naive recipe reaches the SVM (spec F11): its loss reads exactly 0.0 within
-    a few hundred steps, every gradient falls below eps and the iterate freezes, at corr
-    0.991–0.996 on the official instance [N], while the log-space run passes 0.9999."""
+    """(Wrong) Naive float64 joint MD certifies convergence: the official recipe as its code
+    computes it (autograd on log(1 + exp(−Y f)), gradients divided by ‖·‖_{p*} + eps) run from
+    W(0) = 0, v(0) = 0 on the official joint instance (tokens optionally perturbed by N(0, σ²),
+    σ ≤ 0.05; p ∈ {1.75, 2}, official budgets) ends with corr(W, W^mm_α̂(ℓp)) ≥ 0.999, as the
+    log-space run does."""
     problem = joint_instance(noise, seed)
     evidence.instance({"X": problem.X, "Z": problem.Z, "y": problem.y, "p": p})
     exact = joint_run(problem, p)

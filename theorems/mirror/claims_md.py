@@ -33,7 +33,6 @@ from models.normsvm import CONIC_TOL
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import official_cross_instances, with_random_init
 from strategies.instances import CrossInstance
-from strategies.twins import NOT_ROTATED, REORDERINGS
 from theorems import claim, evidence, saved_arguments
 from theorems.mirror import plots
 from theorems.mirror.common import (
@@ -122,21 +121,13 @@ P2_FRAGILE_RUNS = CrossInstance.from_json(
 )
 
 
-@claim(
-    id="MD-DEF-P2",
-    kind="definition",
-    provenance="[V] code (tools/optimizers.py), [D]",
-    statement="ℓp mirror descent with p = 2 is normalised GD: the dual map sign(W)|W|^{p−1} is "
-    "the identity and ‖·‖_{p*} = ‖·‖_F, so a step of md(p = 2) and a step of W-NGD (lr 0.1) "
-    "from the same W give the same W⁺, at every iterate of md's run.",
-    examples=15,
-    twins=NOT_ROTATED,
-)
+@claim("MD-DEF-P2")
 @example(inst=P2_FRAGILE_RUNS)
 @given(inst=with_random_init(SMALL, scale=1.0))
 def test_md_p2_is_ngd(inst):
-    """md(p = 2) = w_ngd at every step (spec §1.6: "p = 2 is NGD"). md goes through the dual and
-    primal maps and the dual-norm normalisation; w_ngd through the prompt engine's NGD."""
+    """ℓp mirror descent with p = 2 is normalised GD: the dual map sign(W)|W|^{p−1} is the identity
+    and ‖·‖_{p*} = ‖·‖_F, so a step of md(p = 2) and a step of W-NGD (lr 0.1) from the same W
+    give the same W⁺, at every iterate of md's run."""
     record(inst)
     # Step for step, from the same iterate: two whole 200-step runs would also compare how the
     # flow amplifies a 1e-16 difference (4e-4 on a ci-random draw, issue 21: fragile).
@@ -167,17 +158,7 @@ def _definition(A: np.ndarray, B: np.ndarray, p: float) -> float:
     return _psi(A, p) - _psi(B, p) - float(np.sum(grad * (A - B)))
 
 
-@claim(
-    id="MD-DEF-BREGMAN",
-    kind="definition",
-    provenance="[V] code (tools/bregman_div.py), [D]",
-    statement="The directional Bregman divergence (2410.14581, Fig. 4) is the Bregman divergence "
-    "D_ψ(Â, B̂) = ψ(Â) − ψ(B̂) − ⟨∇ψ(B̂), Â − B̂⟩ of ψ = ‖·‖_p^p/p between the unit-ℓp matrices "
-    "Â = A/‖A‖_p and B̂ = B/‖B‖_p: it equals that definition, is ≥ 0, is 0 when B is a positive "
-    "multiple of A and > 0 when B's direction differs.",
-    examples=100,
-    twins=REORDERINGS,
-)
+@claim("MD-DEF-BREGMAN")
 @given(
     seed=SEEDS,
     d=st.integers(2, 6),
@@ -187,7 +168,10 @@ def _definition(A: np.ndarray, B: np.ndarray, p: float) -> float:
 @example(seed=0, d=10, p=1.75, scale=1.0)
 @example(seed=0, d=10, p=3.0, scale=1.0)
 def test_bregman_divergence_definition(seed, d, p, scale):
-    """models.cross.bregman_divergence against the definition of a Bregman divergence."""
+    """The directional Bregman divergence (2410.14581, Fig. 4) is the Bregman divergence D_ψ(Â, B̂)
+    = ψ(Â) − ψ(B̂) − ⟨∇ψ(B̂), Â − B̂⟩ of ψ = ‖·‖_p^p/p between the unit-ℓp matrices Â = A/‖A‖_p
+    and B̂ = B/‖B‖_p: it equals that definition, is ≥ 0, is 0 when B is a positive multiple of A
+    and > 0 when B's direction differs."""
     gen = seeded(seed)
     A, B, E = (torch.randn(d, d, generator=gen, dtype=DTYPE).numpy() for _ in range(3))
     E = E / np.linalg.norm(E) * np.linalg.norm(A)
@@ -234,20 +218,13 @@ def zero_coordinate_queries(draw):
     return inst, sorted(off)
 
 
-@claim(
-    id="MD-ZERO-COLS",
-    kind="lemma",
-    provenance="[D] spec §1.6",
-    statement="From W(0) = 0, normalised ℓp mirror descent (any 1 < p < ∞) keeps the columns of W "
-    "outside the joint support of the queries exactly zero: if z_ik = 0 for every input i, "
-    "then W(k)[:, k] = 0 at every step (∇L = (1/n)Σ_i ℓ'_i (Σ_t c_it x_it) z_iᵀ has those "
-    "columns zero, and the dual and primal maps act entrywise).",
-    examples=20,
-    twins=NOT_ROTATED,
-)
+@claim("MD-ZERO-COLS")
 @given(data=zero_coordinate_queries(), p=st.floats(1.2, 4.0))
 def test_md_zero_columns(data, p):
-    """Columns of W off the queries' support stay exactly 0 under ℓp-MD from 0 (spec §1.6)."""
+    """From W(0) = 0, normalised ℓp mirror descent (any 1 < p < ∞) keeps the columns of W outside
+    the joint support of the queries exactly zero: if z_ik = 0 for every input i, then W(k)[:,
+    k] = 0 at every step (∇L = (1/n)Σ_i ℓ'_i (Σ_t c_it x_it) z_iᵀ has those columns zero, and
+    the dual and primal maps act entrywise)."""
     inst, off = data
     record(inst)
     run = md(inst.problem, None, p=p, lr=0.1, steps=ZERO_COLS_STEPS, record_every=1)
@@ -293,49 +270,29 @@ DIR_STATEMENT = (
 )
 
 
-@claim(
-    id="MD-DIR",
-    variant="MD-DIR-SETTLED",
-    kind="theorem",
-    provenance="[V] abstract (directional convergence to the ℓp-AttSVM), [R+] local form, "
-    "[N] thresholds (spec §7)",
-    statement=DIR_STATEMENT + ".",
-    expected="refuted",
-    examples=4,
-    twins=NOT_ROTATED,
-)
+@claim("MD-DIR")
 @example(**saved_arguments("MD-DIR"))
 @given(inst=OFFICIAL)
 def test_md_directional_convergence(inst):
-    """MD-p ends near its own-p SVM at α̂ (spec §2.10 MD-DIR, protocol §4.5), for each p.
-
-    False as read: the budgets do not suffice when the selection settles late. Found by the ci
-    search (saved counterexample): at p = 2 the selection reaches α̂ = opt only at step 1910 of
-    2000 and D_ψ = 6.7e-2 > 3e-2 (5.5e-3 at 4000 steps, 1.0e-3 at 8000: the limit is right,
-    the budget short). A scan of 80 instances of the same strategy had one violation per p,
-    each with the selection settling after half the budget (p = 1.75: 4.7e-2, settled at 1160;
-    p = 3: 2.2e-2, settled at 12570). The variant that holds: MD-DIR-SETTLED."""
+    """Normalised ℓp mirror descent (lr 0.1) from W(0) ~ N(0, 1) on the official (n, T, d) = (6, 8,
+    10) instances converges in direction to the ℓp-AttSVM W^mm_α̂(ℓp) of the selection α̂ it
+    reaches: the directional Bregman divergence D_ψ(Ŵ^mm, Ŵ) is ≤ 1e-2 / 3e-2 / 2e-2 after 1500
+    / 2000 / 20000 steps for p = 1.75 / 2 / 3."""
     record(inst)
     failures = [_bregman_failure(*_own_bregman(inst, p)) for p in PS]
     failures = [f for f in failures if f]
     assert not failures, "; ".join(failures)
 
 
-@claim(
-    id="MD-DIR-SETTLED",
-    kind="theorem",
-    provenance="[R+] local form, [N] thresholds (spec §7) and the premise",
-    statement=DIR_STATEMENT + ", for every p whose run has settled its selection within the "
-    "first half of its budget (the selection is α̂ at every record from step 750 / 1000 / 10000 "
-    "on).",
-    examples=4,
-    min_premise=3,
-    twins=NOT_ROTATED,
-)
+@claim("MD-DIR-SETTLED")
 @given(inst=OFFICIAL)
 def test_md_directional_convergence_settled(inst):
-    """MD-DIR where the budget is not the bottleneck: the narrowest variant the search has not
-    refuted (in the 80-instance scan, every violation settled after half the budget)."""
+    """Normalised ℓp mirror descent (lr 0.1) from W(0) ~ N(0, 1) on the official (n, T, d) = (6, 8,
+    10) instances converges in direction to the ℓp-AttSVM W^mm_α̂(ℓp) of the selection α̂ it
+    reaches: the directional Bregman divergence D_ψ(Ŵ^mm, Ŵ) is ≤ 1e-2 / 3e-2 / 2e-2 after 1500
+    / 2000 / 20000 steps for p = 1.75 / 2 / 3, for every p whose run has settled its selection
+    within the first half of its budget (the selection is α̂ at every record from step 750 /
+    1000 / 10000 on)."""
     record(inst)
     failures, settled = [], []
     for p in PS:
@@ -349,20 +306,12 @@ def test_md_directional_convergence_settled(inst):
     assert not failures, "; ".join(failures)
 
 
-@claim(
-    id="MD-OWN-P",
-    kind="corollary",
-    provenance="[V] code (cross-comparison of every MD-p run with every ℓq-SVM), [N] 36/36",
-    statement="MD-p ends closest to its own SVM: for normalised ℓp-MD on the official (6, 8, 10) "
-    "instances with the official budgets, argmax over q ∈ {1.75, 2, 3} of corr(W_MD-p, "
-    "W^mm_α̂(ℓq)) is q = p.",
-    examples=6,
-    twins=NOT_ROTATED,
-)
+@claim("MD-OWN-P")
 @given(inst=OFFICIAL, p=st.sampled_from(PS))
 def test_md_own_p_closest(inst, p):
-    """argmax_q cos(W_MD-p, W^mm(ℓq)) = p (spec §2.10 check). The ℓ1.75 and ℓ2 SVMs are ~0.99
-    apart (a weak discriminator), so the margin 'cos own − best other' is recorded."""
+    """MD-p ends closest to its own SVM: for normalised ℓp-MD on the official (6, 8, 10) instances
+    with the official budgets, argmax over q ∈ {1.75, 2, 3} of corr(W_MD-p, W^mm_α̂(ℓq)) is q =
+    p."""
     record(inst)
     result = run_md(inst, p)
     cos = cosines(result, PS)
@@ -407,29 +356,15 @@ MONOTONE_STATEMENT = (
 )
 
 
-@claim(
-    id="MD-BREGMAN-MONOTONE",
-    variant="MD-BREGMAN-MONOTONE-LOCAL",
-    kind="theorem",
-    provenance="[V] abstract (a rate comparable to GD), [R?] the form (spec §2.10 MD-RATE)",
-    statement=MONOTONE_STATEMENT + ".",
-    expected="refuted",
-    examples=6,
-    twins=NOT_ROTATED,
-)
+@claim("MD-BREGMAN-MONOTONE")
 @example(**saved_arguments("MD-BREGMAN-MONOTONE"))
 @given(inst=OFFICIAL, p=st.sampled_from(PS))
 def test_bregman_eventually_monotone(inst, p):
-    """MD-RATE as the spec encodes it: D_ψ to the own-p SVM is eventually non-increasing.
-
-    False as read: the final α̂ of a run of the official length can be a direction the run is
-    still leaving. On the exact official data of seed 15 (W(0) = N(0, 1) from seed 1015), ℓ3-MD
-    selects α̂ = [3, 3, 7, 4, 7, 7] from step 460 on, gets within D_ψ = 4.3e-3 of its SVM and
-    then rises on every step from 18736 to 20000; by step 23000 input 0 switches to token 4
-    (D_ψ to the new α's SVM 9.6e-3 at 39000 steps and falling). That α̂ is ℓ3-locally optimal but
-    near-vacuous (the higher-scoring token 4 sits at margin 1.016). Seed 19 (init 1019): the
-    same at p = 3 with an α̂ that is not ℓ3-locally optimal (a support token scores 0.018
-    higher). The variant that holds is MD-BREGMAN-MONOTONE-LOCAL."""
+    """Normalised ℓp-MD (lr 0.1, official budgets 1500 / 2000 / 20000 steps at p = 1.75 / 2 / 3)
+    from W(0) ~ N(0, 1) on the official (6, 8, 10) instances: let α̂ be the final selection and
+    D_k = D_ψ(Ŵ^mm_α̂(ℓp), Ŵ(k)) on the grid k = 0, 10, 20, …; after the burn-in B (the first
+    grid step from which the selection is α̂ at every later grid step), D_k is non-increasing
+    (D_{k+10} ≤ D_k up to 1e-12)."""
     record(inst)
     result = run_md(inst, p)
     D = result.bregman(lp_svm(inst, result.alpha, p).W)
@@ -437,21 +372,15 @@ def test_bregman_eventually_monotone(inst, p):
     _monotone(result, D)
 
 
-@claim(
-    id="MD-BREGMAN-MONOTONE-LOCAL",
-    kind="theorem",
-    provenance="[R?] (spec §2.10 MD-RATE), [N] the premise",
-    statement=MONOTONE_STATEMENT + ", whenever α̂ is ℓp-locally optimal with the margin gap of "
-    "spec §3.5 (every token scoring at least α̂_i's score has margin ≥ 1.1 at W^mm_α̂(ℓp)).",
-    examples=6,
-    min_premise=4,
-    twins=NOT_ROTATED,
-)
+@claim("MD-BREGMAN-MONOTONE-LOCAL")
 @given(inst=OFFICIAL, p=st.sampled_from(PS))
 def test_bregman_eventually_monotone_local(inst, p):
-    """The narrowest variant of MD-BREGMAN-MONOTONE that the search has not refuted: the final
-    selection must be ℓp-locally optimal and not near-vacuous (its two counterexamples are a
-    non-locally-optimal α̂ and one with gap 0.016)."""
+    """Normalised ℓp-MD (lr 0.1, official budgets 1500 / 2000 / 20000 steps at p = 1.75 / 2 / 3)
+    from W(0) ~ N(0, 1) on the official (6, 8, 10) instances: let α̂ be the final selection and
+    D_k = D_ψ(Ŵ^mm_α̂(ℓp), Ŵ(k)) on the grid k = 0, 10, 20, …; after the burn-in B (the first
+    grid step from which the selection is α̂ at every later grid step), D_k is non-increasing
+    (D_{k+10} ≤ D_k up to 1e-12), whenever α̂ is ℓp-locally optimal with the margin gap of spec
+    §3.5 (every token scoring at least α̂_i's score has margin ≥ 1.1 at W^mm_α̂(ℓp))."""
     record(inst)
     result = run_md(inst, p)
     W_svm = lp_svm(inst, result.alpha, p).W
@@ -465,22 +394,12 @@ def test_bregman_eventually_monotone_local(inst, p):
 # ---- §4.5: the local-convergence experiment ------------------------------------------------------
 
 
-@claim(
-    id="MD-EXP-LOCAL",
-    kind="experiment",
-    provenance="[V] recipe (synthetic-data scripts), [N] spec §2.10 (mean Bregman 1.7e-3 / "
-    "5.3e-3 / 4.7e-3, own-p SVM best in 36/36)",
-    statement="The paper's local-convergence experiment (Fig. 4) on the official data of seeds "
-    "1–12 (n, T, d = 6, 8, 10; W(0) ~ N(0, 1); normalised MD, lr 0.1; 1500 / 2000 / 20000 steps "
-    "for p = 1.75 / 2 / 3): in every run the directional Bregman divergence to the own-p SVM at "
-    "α̂ is ≤ 1e-2 / 3e-2 / 2e-2, and the own-p SVM has the largest correlation among the "
-    "ℓ1.75, ℓ2 and ℓ3 SVMs.",
-    examples=1,
-    figures=("md_bregman.png",),
-)
+@claim("MD-EXP-LOCAL")
 def test_md_local_experiment():
-    """§4.5: 12 seeds × 3 exponents; Fig. 4 with the 3×3 cross-comparison (md_bregman.png:
-    mean D_ψp(ℓq-SVM, W_k) over the seeds for every run p and SVM q)."""
+    """The paper's local-convergence experiment (Fig. 4) on the official data of seeds 1–12 (n, T,
+    d = 6, 8, 10; W(0) ~ N(0, 1); normalised MD, lr 0.1; 1500 / 2000 / 20000 steps for p = 1.75
+    / 2 / 3): in every run the directional Bregman divergence to the own-p SVM at α̂ is ≤ 1e-2 /
+    3e-2 / 2e-2, and the own-p SVM has the largest correlation among the ℓ1.75, ℓ2 and ℓ3 SVMs."""
     curves = {(p, q): [] for p in PS for q in PS}
     steps, failures = {}, []
     for seed in EXP_SEEDS:
@@ -516,21 +435,14 @@ def test_md_local_experiment():
 # ---- §4.6: joint (W, v) training -------------------------------------------------------------
 
 
-@claim(
-    id="MD-JOINT",
-    kind="theorem",
-    provenance="[V] abstract and code (joint training), [R?] conditions, [N] spec §4.6",
-    statement="Joint (W, v) normalised ℓp mirror descent (each parameter's gradient normalised "
-    "by its own dual norm; lr 0.1; 1500 / 2000 / 20000 steps for p = 1.75 / 2 / 3) from W(0) = 0, "
-    "v(0) = 0 on the official hand-built instance (n = 2, T = 3, d = 2, z_i = x_i1) converges "
-    "to the pair of ℓp SVMs at the selection α̂ it reaches: corr(W, W^mm_α̂(ℓp)) ≥ 0.999 and "
-    "cos(v, v^mm_p) ≥ 0.999, with v^mm_p = argmin ‖v‖_p s.t. Y_i x_{iα̂_i}ᵀv ≥ 1.",
-    examples=1,
-)
+@claim("MD-JOINT")
 @pytest.mark.parametrize("p", PS)
 def test_joint_md_converges(p):
-    """Both directions converge to their SVMs (spec §4.6), in log space: the loss → 0 here
-    because v grows, and the naive float64 recipe freezes (MD-C-NAIVE-JOINT)."""
+    """Joint (W, v) normalised ℓp mirror descent (each parameter's gradient normalised by its own
+    dual norm; lr 0.1; 1500 / 2000 / 20000 steps for p = 1.75 / 2 / 3) from W(0) = 0, v(0) = 0
+    on the official hand-built instance (n = 2, T = 3, d = 2, z_i = x_i1) converges to the pair
+    of ℓp SVMs at the selection α̂ it reaches: corr(W, W^mm_α̂(ℓp)) ≥ 0.999 and cos(v, v^mm_p) ≥
+    0.999, with v^mm_p = argmin ‖v‖_p s.t. Y_i x_{iα̂_i}ᵀv ≥ 1."""
     problem = joint_instance()
     run = joint_run(problem, p)
     limit = joint_svms(problem, run, p)
@@ -553,21 +465,13 @@ def _joint_official_instance() -> CrossInstance:
     return CrossInstance(X=X, Z=Z, y=y, v=torch.ones(2, dtype=DTYPE), meta={"official": True})
 
 
-@claim(
-    id="MD-JOINT-FIRST-STEP",
-    kind="lemma",
-    provenance="[D] spec §4.6",
-    statement="In joint (W, v) training from v(0) = 0 the first W-gradient is exactly zero "
-    "(f_i = vᵀX_iᵀS(X_i W z_i) vanishes identically in W at v = 0), so at step 1 of joint "
-    "normalised ℓp-MD from W(0) = 0 only v moves: W(1) = 0 and v(1) ≠ 0.",
-    examples=20,
-    twins=NOT_ROTATED,
-)
+@claim("MD-JOINT-FIRST-STEP")
 @given(inst=SMALL, p=st.floats(1.2, 4.0))
 @example(inst=_joint_official_instance(), p=1.75)
 def test_joint_first_step(inst, p):
-    """Only v moves at step 1 (spec §4.6), in the log-space run and in the official code's
-    autograd arithmetic (which computes ∇_W of the model as written, not our formula)."""
+    """In joint (W, v) training from v(0) = 0 the first W-gradient is exactly zero (f_i =
+    vᵀX_iᵀS(X_i W z_i) vanishes identically in W at v = 0), so at step 1 of joint normalised
+    ℓp-MD from W(0) = 0 only v moves: W(1) = 0 and v(1) ≠ 0."""
     record(inst)
     problem = CrossJointProblem(inst.X, inst.Z, inst.y)
     for name, run in (
@@ -580,19 +484,12 @@ def test_joint_first_step(inst, p):
         assert v1.any(), f"{name}: v did not move at step 1 (v(1) = 0)"
 
 
-@claim(
-    id="MD-JOINT-SELECTION",
-    kind="experiment",
-    provenance="[V] notebook output (plotter.ipynb prints α̂ per p)",
-    statement="On the official joint instance, joint normalised ℓp-MD from W(0) = 0, v(0) = 0 "
-    "(lr 0.1, 1500 / 2000 / 20000 steps) selects the tokens the official notebook printed: "
-    "α̂ = (1, 0) for p = 1.75, (1, 0) for p = 2 and (0, 0) for p = 3 (0-based), so the "
-    "selection depends on p.",
-    examples=1,
-)
+@claim("MD-JOINT-SELECTION")
 @pytest.mark.parametrize("p", PS)
 def test_joint_selection_matches_notebook(p):
-    """α̂ per p = the notebook's printout (spec §4.6 [V])."""
+    """On the official joint instance, joint normalised ℓp-MD from W(0) = 0, v(0) = 0 (lr 0.1, 1500
+    / 2000 / 20000 steps) selects the tokens the official notebook printed: α̂ = (1, 0) for p =
+    1.75, (1, 0) for p = 2 and (0, 0) for p = 3 (0-based), so the selection depends on p."""
     problem = joint_instance()
     alpha = problem.selected(joint_run(problem, p).W)
     assert tuple(alpha.tolist()) == JOINT_PRINTED_ALPHA[p], (
@@ -604,19 +501,12 @@ def test_joint_selection_matches_notebook(p):
 # ---- §2.13.2: the ℓp SVM under rotations -------------------------------------------------------
 
 
-@claim(
-    id="MD-META-ROT2",
-    kind="metamorphic",
-    provenance="[D] spec §2.13.2 (p = 2 is the Frobenius case)",
-    statement="For p = 2 the ℓp-AttSVM is rotation-equivariant: replacing every token by Ux and "
-    "every query by Vz (U, V orthogonal) maps W^mm(ℓ2) to U W^mm(ℓ2) Vᵀ with the same optimal "
-    "value (solved on the ℓp power-cone path with p = 2).",
-    examples=20,
-    twins=REORDERINGS,
-)
+@claim("MD-META-ROT2")
 @given(inst=SMALL, seed=SEEDS)
 def test_lp2_svm_rotates(inst, seed):
-    """W^mm_ℓ2(UX, VZ) = U W^mm_ℓ2 Vᵀ: the contrast of MD-C-ROTATION (spec F10)."""
+    """For p = 2 the ℓp-AttSVM is rotation-equivariant: replacing every token by Ux and every query
+    by Vz (U, V orthogonal) maps W^mm(ℓ2) to U W^mm(ℓ2) Vᵀ with the same optimal value (solved
+    on the ℓp power-cone path with p = 2)."""
     record(inst)
     gen = seeded(seed)
     U, V = random_orthogonal(gen, inst.d), random_orthogonal(gen, inst.d)

@@ -31,7 +31,6 @@ from models.kqpath import (
 )
 from strategies.combinators import SEEDS
 from strategies.cross import official_cross_instances
-from strategies.twins import SAME_AXES
 from theorems import claim, evidence
 from theorems.tfsvm import plots_kq
 from theorems.tfsvm.common_kq import (
@@ -105,26 +104,12 @@ VIS_OTHER = 0.95
 # =============================================================================================
 
 
-@claim(
-    id="TF-KQ-GRAD",
-    kind="definition",
-    provenance="[D]",
-    statement="For L(K, Q) = L(KQᵀ) with G = ∇L(KQᵀ): ∇_K L = GQ and ∇_Q L = GᵀK. In particular "
-    "Q(0) = 0 gives ∇_K L = 0 at the first step, so the first (K, Q)-NGD step (without the "
-    "penalty) moves only Q, by exactly lr.",
-    examples=50,
-)
+@claim("TF-KQ-GRAD")
 @given(inst=official_cross_instances(), seed=SEEDS)
 def test_kq_gradients(inst, seed):
-    """∇_K = GQ and ∇_Q = GᵀK against autograd of the official (unvectorised) loss; at Q = 0 only
-    Q moves (spec §1.6).
-
-    G comes from the vectorised prompt engine's log-space gradient, autograd from
-    ``naive_loss`` (the official way of writing the model): two independent computations. The
-    statement is about L: with the official penalty λ(‖K‖² + ‖Q‖²), ∇_K = 2λK ≠ 0 at Q = 0 and
-    the first normalised step moves K too (to (1 − lr/‖K‖)K in ``kq_ngd``; to
-    (1 − 2lr/(2‖K‖ + 1))K under the official ``grad/(‖grad‖ + ε)``), so the run here has λ = 0.
-    """
+    """For L(K, Q) = L(KQᵀ) with G = ∇L(KQᵀ): ∇_K L = GQ and ∇_Q L = GᵀK. In particular Q(0) = 0
+    gives ∇_K L = 0 at the first step, so the first (K, Q)-NGD step (without the penalty) moves
+    only Q, by exactly lr."""
     record(inst)
     problem = inst.problem
     K, Q = random_factors(inst.d, scale=1.0 / np.sqrt(inst.d), seed=seed)
@@ -176,42 +161,21 @@ def _path_check(norm: str) -> None:
             )
 
 
-@claim(
-    id="TF-RP-F",
-    kind="theorem",
-    provenance="[V] abstract (1), [R+] form, [N] §2.7",
-    statement="Regularization path, Frobenius ball: with opt unique and Att-SVM(opt) feasible, "
-    "W̄_R ∈ argmin_{‖W‖_F ≤ R} L(W) satisfies W̄_R/R → W^mm/‖W^mm‖_F. Checked on the two "
-    "visualization instances (d = 2): 1 − corr(W̄_R, W^mm) ≤ 2e-3 at R = 80 and ≤ 2e-4 at "
-    "R = 320, and corr(W̄_R, W^mm) > corr(W̄_R, W^mm_⋆) + 0.05.",
-)
+@claim("TF-RP-F")
 def test_regpath_frobenius():
-    """The Frobenius-ball path points to the Frobenius SVM (spec §2.7 RP-F).
-
-    W̄_R is searched on the sphere ‖W‖_F = R (a 3-sphere in vec W) by a grid of ~60,000
-    points and L-BFGS refinement of the 8 best, minimising the log excess loss
-    (``models.kqpath.ball_path_point``); the search places no start at an SVM.
-    """
+    """Regularization path, Frobenius ball: with opt unique and Att-SVM(opt) feasible, W̄_R ∈
+    argmin_{‖W‖_F ≤ R} L(W) satisfies W̄_R/R → W^mm/‖W^mm‖_F. Checked on the two visualization
+    instances (d = 2): 1 − corr(W̄_R, W^mm) ≤ 2e-3 at R = 80 and ≤ 2e-4 at R = 320, and
+    corr(W̄_R, W^mm) > corr(W̄_R, W^mm_⋆) + 0.05."""
     _path_check("fro")
 
 
-@claim(
-    id="TF-RP-N",
-    kind="theorem",
-    provenance='[V] abstract (1) and "vanishing regularization", [R+] form, [N] §2.7',
-    statement="Regularization path, nuclear ball (equivalently the (K, Q) ball "
-    "½(‖K‖² + ‖Q‖²) ≤ R): W̄_R ∈ argmin_{‖W‖_⋆ ≤ R} L(W) satisfies W̄_R/R → "
-    "W^mm_⋆/‖W^mm_⋆‖_⋆. Checked on the two visualization instances (d = 2): 1 − corr(W̄_R, "
-    "W^mm_⋆) ≤ 2e-3 at R = 80 and ≤ 2e-4 at R = 320, and corr(W̄_R, W^mm_⋆) > corr(W̄_R, "
-    "W^mm) + 0.05.",
-)
+@claim("TF-RP-N")
 def test_regpath_nuclear():
-    """The nuclear-ball path points to the nuclear SVM (spec §2.7 RP-N).
-
-    The nuclear sphere of 2 × 2 matrices is charted as W = R[c·u vᵀ ± (1 − c)·u⊥v⊥ᵀ] (unit u, v;
-    c ∈ [0, 1]); its rank-1 edge (c = 1) is part of the search box, and on instance 1, whose
-    nuclear SVM has rank 1, the path point lies on it (σ₂/σ₁ ~ 1e-16).
-    """
+    """Regularization path, nuclear ball (equivalently the (K, Q) ball ½(‖K‖² + ‖Q‖²) ≤ R): W̄_R ∈
+    argmin_{‖W‖_⋆ ≤ R} L(W) satisfies W̄_R/R → W^mm_⋆/‖W^mm_⋆‖_⋆. Checked on the two
+    visualization instances (d = 2): 1 − corr(W̄_R, W^mm_⋆) ≤ 2e-3 at R = 80 and ≤ 2e-4 at R =
+    320, and corr(W̄_R, W^mm_⋆) > corr(W̄_R, W^mm) + 0.05."""
     _path_check("nuc")
 
 
@@ -238,33 +202,14 @@ def _kq_reached(inst, seed: int):
     return reached
 
 
-@claim(
-    id="TF-KQ-NUC",
-    variant="TF-KQ-NUC-PREFER",
-    kind="experiment",
-    provenance="[V] README (the (K, Q) runs are compared with W^mm_⋆), [R?] as a theorem, [N] §2.8",
-    statement="(K, Q)-NGD with the official recipe (separately normalised factors, penalty "
-    "λ = float64 ε, lr 0.1, 2000 steps, small seeded init) converges in direction to the "
-    "nuclear SVM at the selection α̂ it reaches: on instances where cos(W^mm(α̂), W^mm_⋆(α̂)) "
-    "≤ 0.95, corr(KQᵀ, W^mm_⋆(α̂)) ≥ 0.99 and ≥ corr(KQᵀ, W^mm(α̂)) + 0.05.",
-    expected="refuted",
-    examples=12,
-    min_premise=8,
-)
+@claim("TF-KQ-NUC")
 @given(inst=local_dims_instances(), seed=SEEDS)
 @example(inst=official_instance(*LOCAL_DIMS, seed=KQ_STALL[0]), seed=KQ_STALL[1])
 def test_kq_prefers_nuclear(inst, seed):
-    """(K, Q)-NGD ends near W^mm_⋆(α̂), far from W^mm(α̂) (spec §2.8 KQ-GD), at (n, T, d) =
-    (6, 8, 10).
-
-    Refuted as read (a finding): the penalty pins the iterate at logit gaps ≈ 30–36, a point of
-    the nuclear regularization path, not its limit; where that point is still 1e-2 from
-    W^mm_⋆ in correlation the run stays there (official seed 35: 0.9828; more steps do not
-    help). The spec's 24 seeds (min 0.9944) did not meet such a draw. The half that holds:
-    TF-KQ-NUC-PREFER. Init K, Q ~ N(0, 0.1²) entrywise. Where the nuclear SVM is not unique
-    the run is compared with the member of its optimal face nearest to it
-    (``corr_with_nuclear``).
-    """
+    """(K, Q)-NGD with the official recipe (separately normalised factors, penalty λ = float64 ε,
+    lr 0.1, 2000 steps, small seeded init) converges in direction to the nuclear SVM at the
+    selection α̂ it reaches: on instances where cos(W^mm(α̂), W^mm_⋆(α̂)) ≤ 0.95, corr(KQᵀ,
+    W^mm_⋆(α̂)) ≥ 0.99 and ≥ corr(KQᵀ, W^mm(α̂)) + 0.05."""
     reached = _kq_reached(inst, seed)
     if reached is None:
         return
@@ -280,22 +225,14 @@ def test_kq_prefers_nuclear(inst, seed):
     )
 
 
-@claim(
-    id="TF-KQ-NUC-PREFER",
-    kind="experiment",
-    provenance="[V] README, [N] §2.8 and 60 official seeds here (smallest margin 0.084)",
-    statement="The half of TF-KQ-NUC that holds: (K, Q)-NGD with the official recipe (λ = ε, "
-    "lr 0.1, 2000 steps, small seeded init) prefers the nuclear SVM at the selection α̂ it "
-    "reaches: on instances where cos(W^mm(α̂), W^mm_⋆(α̂)) ≤ 0.95, corr(KQᵀ, W^mm_⋆(α̂)) ≥ "
-    "corr(KQᵀ, W^mm(α̂)) + 0.05.",
-    examples=12,
-    min_premise=8,
-)
+@claim("TF-KQ-NUC-PREFER")
 @given(inst=local_dims_instances(), seed=SEEDS)
 @example(inst=official_instance(*LOCAL_DIMS, seed=KQ_STALL[0]), seed=KQ_STALL[1])
 def test_kq_nuclear_preference(inst, seed):
-    """(K, Q)-NGD ends nearer W^mm_⋆(α̂) than W^mm(α̂) by ≥ 0.05 (spec §2.8), also where it
-    stalls short of 0.99 with W^mm_⋆ (the pinned official seed 35: 0.982 vs 0.872)."""
+    """The half of TF-KQ-NUC that holds: (K, Q)-NGD with the official recipe (λ = ε, lr 0.1, 2000
+    steps, small seeded init) prefers the nuclear SVM at the selection α̂ it reaches: on
+    instances where cos(W^mm(α̂), W^mm_⋆(α̂)) ≤ 0.95, corr(KQᵀ, W^mm_⋆(α̂)) ≥ corr(KQᵀ,
+    W^mm(α̂)) + 0.05."""
     reached = _kq_reached(inst, seed)
     if reached is None:
         return
@@ -309,21 +246,12 @@ def test_kq_nuclear_preference(inst, seed):
     )
 
 
-@claim(
-    id="TF-W-FRO",
-    kind="experiment",
-    provenance="[V] README, [N] §2.8",
-    statement="The mirror statement of KQ-GD: W-NGD (lr 0.1, 2000 steps) prefers the "
-    "Frobenius SVM at the selection α̂ it reaches: on instances where cos(W^mm(α̂), "
-    "W^mm_⋆(α̂)) ≤ 0.95, corr(W, W^mm(α̂)) ≥ corr(W, W^mm_⋆(α̂)) + 0.05.",
-    examples=12,
-    min_premise=8,
-)
+@claim("TF-W-FRO")
 @given(inst=local_dims_instances(), seed=SEEDS)
 def test_w_prefers_frobenius(inst, seed):
-    """W-NGD ends nearer W^mm(α̂) than W^mm_⋆(α̂) (spec §2.8 "Assert the mirror statement"), at
-    (n, T, d) = (6, 8, 10), from W(0) = K0Q0ᵀ of TF-KQ-NUC's init: the same start, the other
-    parametrization."""
+    """The mirror statement of KQ-GD: W-NGD (lr 0.1, 2000 steps) prefers the Frobenius SVM at the
+    selection α̂ it reaches: on instances where cos(W^mm(α̂), W^mm_⋆(α̂)) ≤ 0.95, corr(W,
+    W^mm(α̂)) ≥ corr(W, W^mm_⋆(α̂)) + 0.05."""
     record(inst)
     K0, Q0 = small_factors(inst.d, seed)
     reached = svms_at(inst, w_final(inst.problem, K0 @ Q0.T))
@@ -360,42 +288,15 @@ def _diagonal_run(inst, seed: int) -> tuple[np.ndarray, object, object]:
     return w, l1, l2
 
 
-@claim(
-    id="TF-DIAG-L1",
-    variant="TF-DIAG-L1-MOST",
-    paper="2403.08699",
-    kind="experiment",
-    provenance="[V] 2403.08699 abstract (gradient flow, diagonal K, Q), [D] the ℓ1 reduction, "
-    "[N] §2.12",
-    statement="Diagonal K = diag(k), Q = diag(q) (so W = diag(k ⊙ q) and ‖W‖_⋆ = ‖k ⊙ q‖₁), "
-    "exponential loss, per-factor NGD (lr 0.1, 8000 steps) from the unbalanced small init "
-    "k = 0.1·N(0, I), q = 0: k ⊙ q converges toward the ℓ1-SVM over the diagonal at the "
-    "selection α̂ it reaches: on instances where cos(ℓ1-SVM, ℓ2-SVM) ≤ 0.95, cos(k ⊙ q, "
-    "ℓ1-SVM) ≥ 0.93 and > cos(k ⊙ q, ℓ2-SVM).",
-    expected="refuted",
-    examples=12,
-    min_premise=6,
-    twins=SAME_AXES,
-)
+@claim("TF-DIAG-L1")
 @given(inst=diagonal_instances(), seed=SEEDS)
 @example(inst=official_instance(*DIAG_DIMS, seed=DIAG_DEAD[0], loss=DIAG_LOSS), seed=DIAG_DEAD[1])
 def test_diagonal_l1(inst, seed):
-    """Diagonal (K, Q) ends near the diagonal ℓ1-SVM, not the ℓ2 one (spec §2.12), at
-    (n, T, d) = (4, 3, 8).
-
-    Refuted as read (a finding): on 65 strategy draws meeting the premise, 71 % reach cos ≥ 0.93
-    with the ℓ1-SVM and 83 % are nearer it than the ℓ2-SVM; the worst end at cos 0.40–0.60
-    with the ℓ1-SVM. Two mechanisms, both also under joint NGD (the gradient-flow path), so not
-    an artefact of normalising each factor: dead coordinates (k_j, q_j → 0 where the ℓ1-SVM is
-    non-zero: k ⊙ q goes to the ℓ1-SVM restricted to its own support, a KKT point of the
-    margin problem in (k, q)), and slow directional convergence (0.71 → 0.78 → 0.86 at 8k /
-    32k / 128k steps). The variant that holds: TF-DIAG-L1-MOST.
-
-    The theorem of 2403.08699 is about gradient flow; per-factor NGD (the official (K, Q)
-    recipe restricted to diagonals) is what the spec calibrated. The ℓ1-SVM is an LP (HiGHS),
-    the ℓ2-SVM the certified QP oracle on the keys x_it ⊙ z_i; both carry a duality
-    certificate (``models.kqpath.diag_svm``).
-    """
+    """Diagonal K = diag(k), Q = diag(q) (so W = diag(k ⊙ q) and ‖W‖_⋆ = ‖k ⊙ q‖₁), exponential
+    loss, per-factor NGD (lr 0.1, 8000 steps) from the unbalanced small init k = 0.1·N(0, I), q
+    = 0: k ⊙ q converges toward the ℓ1-SVM over the diagonal at the selection α̂ it reaches: on
+    instances where cos(ℓ1-SVM, ℓ2-SVM) ≤ 0.95, cos(k ⊙ q, ℓ1-SVM) ≥ 0.93 and > cos(k ⊙ q,
+    ℓ2-SVM)."""
     record(inst)
     w, l1, l2 = _diagonal_run(inst, seed)
     apart = _cos(l1.w, l2.w)
@@ -411,28 +312,13 @@ def test_diagonal_l1(inst, seed):
     assert c1 > c2, f"cos(k ⊙ q, ℓ1-SVM) = {c1:.4f} ≤ cos(k ⊙ q, ℓ2-SVM) = {c2:.4f} ({where})"
 
 
-@claim(
-    id="TF-DIAG-L1-MOST",
-    paper="2403.08699",
-    kind="experiment",
-    provenance="[V] 2403.08699 abstract, [D] the ℓ1 reduction, [N] §2.12 (5 of 6 instances)",
-    statement="The variant of TF-DIAG-L1 that holds: over seeds 0–11 of the official generator "
-    "at (n, T, d) = (4, 3, 8) (exponential loss; per-factor NGD, lr 0.1, 8000 steps, from "
-    "k = 0.1·N(0, I), q = 0), among the runs whose diagonal ℓ1- and ℓ2-SVMs at α̂ have cos ≤ "
-    "0.95, more than half end with cos(k ⊙ q, ℓ1-SVM) ≥ 0.93 and > cos(k ⊙ q, ℓ2-SVM), and the "
-    "mean of cos(k ⊙ q, ℓ1-SVM) exceeds the mean of cos(k ⊙ q, ℓ2-SVM) by ≥ 0.05.",
-    min_premise=1,
-)
+@claim("TF-DIAG-L1-MOST")
 def test_diagonal_l1_most():
-    """Diagonal (K, Q) leans to the ℓ1-SVM on most fixed draws, not on all (spec §2.12).
-
-    TF-DIAG-L1 (every draw) is refuted; two ways a run misses the ℓ1-SVM were seen: (i) dead
-    coordinates: k_j, q_j stay ≈ 0 on a coordinate the ℓ1-SVM uses, and k ⊙ q converges to the
-    ℓ1-SVM restricted to its own support (a KKT point of the margin problem in (k, q)); (ii)
-    slow directional convergence: cos with the ℓ1-SVM 0.71 → 0.78 → 0.86 at 8k / 32k / 128k
-    steps. Joint NGD (the gradient-flow path) behaves the same, so per-factor normalisation
-    is not the cause. The spec's calibration saw 5 of 6 instances reach the ℓ1-SVM.
-    """
+    """The variant of TF-DIAG-L1 that holds: over seeds 0–11 of the official generator at (n, T, d)
+    = (4, 3, 8) (exponential loss; per-factor NGD, lr 0.1, 8000 steps, from k = 0.1·N(0, I), q =
+    0), among the runs whose diagonal ℓ1- and ℓ2-SVMs at α̂ have cos ≤ 0.95, more than half end
+    with cos(k ⊙ q, ℓ1-SVM) ≥ 0.93 and > cos(k ⊙ q, ℓ2-SVM), and the mean of cos(k ⊙ q, ℓ1-SVM)
+    exceeds the mean of cos(k ⊙ q, ℓ2-SVM) by ≥ 0.05."""
     rows = []
     for seed in range(12):
         inst = official_instance(*DIAG_DIMS, seed=seed, loss=DIAG_LOSS)
@@ -469,25 +355,13 @@ def _corr_curve(Ws: np.ndarray, S: np.ndarray) -> np.ndarray:
     return flat @ s / np.linalg.norm(flat, axis=1).clip(min=1e-300)
 
 
-@claim(
-    id="TF-EXP-LOCAL-KQ",
-    kind="experiment",
-    provenance="[V] recipe (local_converge.ipynb), [N] §4.1",
-    statement="Local convergence (official recipe, n = 6, T = 8, d = 10, default linear-layer "
-    "init, 2000 iterations, seeds 0–11 of the notebook's generator): (K, Q)-NGD with λ = ε has "
-    "corr(KQᵀ, W^mm_⋆(α̂)) ≥ 0.99 on every run (so also on average), and the "
-    "cross-correlations are low: the mean of corr(W, W^mm_⋆(α̂)) over the W-NGD runs and the mean "
-    "of corr(KQᵀ, W^mm(α̂)) over the (K, Q) runs are each ≤ 0.95.",
-    figures=("tf_local_converge.png",),
-)
+@claim("TF-EXP-LOCAL-KQ")
 def test_local_converge_kq():
-    """The (K, Q) half of ``local_converge.ipynb`` and its cross-correlations (spec §4.1).
-
-    The notebook's data generator is reproduced bit for bit; its default init (unseeded in the
-    notebook) is drawn here from a generator seeded with the run's seed. W-NGD uses the
-    log-space direction (no ``+ ε``). The figure shows the mean correlation of every iterate
-    with the SVMs solved at each run's final α̂, as the notebook does.
-    """
+    """Local convergence (official recipe, n = 6, T = 8, d = 10, default linear-layer init, 2000
+    iterations, seeds 0–11 of the notebook's generator): (K, Q)-NGD with λ = ε has corr(KQᵀ,
+    W^mm_⋆(α̂)) ≥ 0.99 on every run (so also on average), and the cross-correlations are low:
+    the mean of corr(W, W^mm_⋆(α̂)) over the W-NGD runs and the mean of corr(KQᵀ, W^mm(α̂)) over
+    the (K, Q) runs are each ≤ 0.95."""
     curves = {key: [] for key in ("W→Fro", "W→Nuc", "KQ→Fro", "KQ→Nuc")}
     final = {key: [] for key in curves}
     for seed in LOCAL_SEEDS:
@@ -573,34 +447,21 @@ def _check_visualization(k: int, runs: dict) -> None:
         )
 
 
-@claim(
-    id="TF-EXP-VIS1",
-    kind="experiment",
-    provenance="[V] recipe (visualization1.ipynb), [N] §4.4",
-    statement="Visualization 1 (n = 2, T = 3, d = 2, seed 1): W-NGD from W = 0 selects opt and "
-    "ends with corr(W, W^mm) ≥ 0.997 and corr(W, W^mm_⋆) ≤ 0.95; (K, Q)-NGD (λ = ε) from Q = 0, "
-    "K = 0.1·N(0, 1) selects opt and ends with corr(KQᵀ, W^mm_⋆) ≥ 0.997 and corr(KQᵀ, W^mm) "
-    "≤ 0.95 (lr 0.1, 2000 iterations).",
-)
+@claim("TF-EXP-VIS1")
 def test_visualization1():
-    """W follows the Frobenius SVM, (K, Q) the nuclear one, on the first notebook's data (spec
-    §4.4). The metric '(K, Q) without penalty' records the unpenalised run (calibration 0.99992)."""
+    """Visualization 1 (n = 2, T = 3, d = 2, seed 1): W-NGD from W = 0 selects opt and ends with
+    corr(W, W^mm) ≥ 0.997 and corr(W, W^mm_⋆) ≤ 0.95; (K, Q)-NGD (λ = ε) from Q = 0, K =
+    0.1·N(0, 1) selects opt and ends with corr(KQᵀ, W^mm_⋆) ≥ 0.997 and corr(KQᵀ, W^mm) ≤ 0.95
+    (lr 0.1, 2000 iterations)."""
     _check_visualization(1, _visualization(1))
 
 
-@claim(
-    id="TF-EXP-VIS2",
-    kind="experiment",
-    provenance="[V] recipe (visualization2.ipynb), [N] §4.4",
-    statement="Visualization 2 (n = 2, T = 5, d = 2, seed 3, first tokens (1, ±0.5)): W-NGD "
-    "from W = 0 selects opt and ends with corr(W, W^mm) ≥ 0.997 and corr(W, W^mm_⋆) ≤ 0.95; "
-    "(K, Q)-NGD (λ = ε) from Q = 0, K = 0.1·N(0, 1) selects opt and ends with corr(KQᵀ, "
-    "W^mm_⋆) ≥ 0.997 and corr(KQᵀ, W^mm) ≤ 0.95 (lr 0.1, 2000 iterations).",
-    figures=("tf_visualization.png",),
-)
+@claim("TF-EXP-VIS2")
 def test_visualization2():
-    """As TF-EXP-VIS1 on the second notebook's data; draws both notebooks' figure: the paths
-    W(k)z_i against the rays W^mm z_i (solid) and W^mm_⋆ z_i (dashed)."""
+    """Visualization 2 (n = 2, T = 5, d = 2, seed 3, first tokens (1, ±0.5)): W-NGD from W = 0
+    selects opt and ends with corr(W, W^mm) ≥ 0.997 and corr(W, W^mm_⋆) ≤ 0.95; (K, Q)-NGD (λ =
+    ε) from Q = 0, K = 0.1·N(0, 1) selects opt and ends with corr(KQᵀ, W^mm_⋆) ≥ 0.997 and
+    corr(KQᵀ, W^mm) ≤ 0.95 (lr 0.1, 2000 iterations)."""
     runs = _visualization(2)
     _check_visualization(2, runs)
     plots_kq.visualization([_visualization(1), runs], "tf_visualization.png")

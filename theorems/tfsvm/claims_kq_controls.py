@@ -20,7 +20,6 @@ from models.kqpath import (
     normalized_margin,
 )
 from strategies.combinators import SEEDS
-from strategies.twins import SAME_AXES
 from theorems import claim, evidence
 from theorems.tfsvm.common_kq import (
     DIAG_STEPS,
@@ -76,21 +75,13 @@ def _apart(cos: float) -> None:
 # ---- F1, F2 ----------------------------------------------------------------------------------
 
 
-@claim(
-    id="TF-C-KQ-FRO",
-    kind="control",
-    provenance="[N] §5 F1",
-    expected="refuted",
-    statement="(Wrong) (K, Q) gradient methods converge to the Frobenius SVM: (K, Q)-NGD with "
-    "the official recipe (λ = ε, lr 0.1, 2000 steps, K, Q ~ N(0, 0.1²)) ends at least as near "
-    "W^mm(α̂) as W^mm_⋆(α̂), corr(KQᵀ, W^mm(α̂)) ≥ corr(KQᵀ, W^mm_⋆(α̂)), at the selection α̂ it "
-    "reaches (where the two SVMs point apart, cos ≤ 0.95).",
-    examples=20,
-)
+@claim("TF-C-KQ-FRO")
 @given(inst=local_dims_instances(), seed=SEEDS)
 def test_c_kq_frobenius(inst, seed):
-    """(Wrong) (K, Q) → Frobenius SVM (spec F1): it goes to the nuclear SVM (TF-KQ-NUC-PREFER),
-    which points elsewhere (mean corr with W^mm 0.858 over 24 seeds [N])."""
+    """(Wrong) (K, Q) gradient methods converge to the Frobenius SVM: (K, Q)-NGD with the official
+    recipe (λ = ε, lr 0.1, 2000 steps, K, Q ~ N(0, 0.1²)) ends at least as near W^mm(α̂) as
+    W^mm_⋆(α̂), corr(KQᵀ, W^mm(α̂)) ≥ corr(KQᵀ, W^mm_⋆(α̂)), at the selection α̂ it reaches
+    (where the two SVMs point apart, cos ≤ 0.95)."""
     record(inst)
     reached = svms_at(inst, kq_final(inst.problem, *small_factors(inst.d, seed)))
     _apart(reached.svm_cos)
@@ -103,21 +94,13 @@ def test_c_kq_frobenius(inst, seed):
     )
 
 
-@claim(
-    id="TF-C-W-NUC",
-    kind="control",
-    provenance="[N] §5 F2",
-    expected="refuted",
-    statement="(Wrong) W-gradient descent converges to the nuclear-norm SVM: W-NGD (lr 0.1, "
-    "2000 steps) ends at least as near W^mm_⋆(α̂) as W^mm(α̂), corr(W, W^mm_⋆(α̂)) ≥ corr(W, "
-    "W^mm(α̂)), at the selection α̂ it reaches (where the two SVMs point apart, cos ≤ 0.95; "
-    "against the nearest member of the nuclear SVM's optimal set where it is not unique).",
-    examples=20,
-)
+@claim("TF-C-W-NUC")
 @given(inst=local_dims_instances(), seed=SEEDS)
 def test_c_w_nuclear(inst, seed):
-    """(Wrong) W → nuclear SVM (spec F2): W-NGD goes to the Frobenius SVM (mean corr with the
-    nuclear one 0.863, min 0.774 [N])."""
+    """(Wrong) W-gradient descent converges to the nuclear-norm SVM: W-NGD (lr 0.1, 2000 steps)
+    ends at least as near W^mm_⋆(α̂) as W^mm(α̂), corr(W, W^mm_⋆(α̂)) ≥ corr(W, W^mm(α̂)), at
+    the selection α̂ it reaches (where the two SVMs point apart, cos ≤ 0.95; against the nearest
+    member of the nuclear SVM's optimal set where it is not unique)."""
     record(inst)
     K0, Q0 = small_factors(inst.d, seed)
     reached = svms_at(inst, w_final(inst.problem, K0 @ Q0.T))
@@ -135,27 +118,13 @@ def test_c_w_nuclear(inst, seed):
 # ---- F8 --------------------------------------------------------------------------------------
 
 
-@claim(
-    id="TF-C-NUC-UNIQUE",
-    kind="control",
-    provenance="[D, N] §5 F8",
-    expected="refuted",
-    statement="(Wrong) The nuclear SVM is unique, so the (K, Q) limit direction is independent "
-    "of the initialization: two (K, Q)-NGD runs (λ = 0, lr 0.1, 2000 steps) from different "
-    "small inits that both reach the optimal nuclear value (normalized nuclear margin within "
-    "1 % of 1/‖W^mm_⋆‖_⋆) end at directions with corr ≥ 0.99.",
-    examples=10,
-)
+@claim("TF-C-NUC-UNIQUE")
 @given(inst=aligned_query_instances(), seed=SEEDS)
 def test_c_nuclear_unique(inst, seed):
-    """(Wrong) One nuclear SVM, one (K, Q) limit (spec F8), on the degenerate family:
-    orthonormal queries, each input's one constraint direction along its own query.
-
-    There ‖W‖_⋆ ≥ tr(UᵀWU) with equality iff UᵀWU is symmetric PSD, so every PSD matrix with
-    the prescribed diagonal is optimal; in the z basis ∇L is diagonal, the rows of K and Q
-    keep their initial directions, and the off-diagonal entries of the limit are set by the
-    init. λ = 0 because the penalty stalls the runs short of the optimal value.
-    """
+    """(Wrong) The nuclear SVM is unique, so the (K, Q) limit direction is independent of the
+    initialization: two (K, Q)-NGD runs (λ = 0, lr 0.1, 2000 steps) from different small inits
+    that both reach the optimal nuclear value (normalized nuclear margin within 1 % of
+    1/‖W^mm_⋆‖_⋆) end at directions with corr ≥ 0.99."""
     record(inst)
     alpha = inst.alpha
     fro, nuc = svm_pair(inst, alpha)
@@ -183,24 +152,12 @@ def test_c_nuclear_unique(inst, seed):
 # ---- F16 -------------------------------------------------------------------------------------
 
 
-@claim(
-    id="TF-C-RP-OTHER",
-    kind="control",
-    provenance="[N] §5 F16",
-    expected="refuted",
-    statement="(Wrong) The Frobenius-ball regularization path converges to the nuclear SVM: "
-    "where the two SVMs point apart (cos ≤ 0.95), W̄_R ∈ argmin_{‖W‖_F ≤ R} L(W) at R = 320 "
-    "is at least as near W^mm_⋆ as W^mm: corr(W̄_R, W^mm_⋆) ≥ corr(W̄_R, W^mm) (d = 2).",
-    examples=10,
-)
+@claim("TF-C-RP-OTHER")
 @given(inst=planar_instances())
 def test_c_regpath_other(inst):
-    """(Wrong) RP-N's conclusion for the Frobenius ball (spec F16): that path goes to W^mm
-    (TF-RP-F), at corr 0.890 / 0.936 with W^mm_⋆ on the visualization instances [N].
-
-    Read as a preference at R = 320, not as the RP-N bound 1 − corr ≤ 2e-4: on draws with a
-    small score gap (planar seed 0: 0.0033) the paths are slow, 1 − corr = 4.1e-4 at R = 320
-    for both balls, and a bound would be refuted for slowness, not for the other norm."""
+    """(Wrong) The Frobenius-ball regularization path converges to the nuclear SVM: where the two
+    SVMs point apart (cos ≤ 0.95), W̄_R ∈ argmin_{‖W‖_F ≤ R} L(W) at R = 320 is at least as near
+    W^mm_⋆ as W^mm: corr(W̄_R, W^mm_⋆) ≥ corr(W̄_R, W^mm) (d = 2)."""
     record(inst)
     fro, nuc = svm_pair(inst, inst.alpha)
     _apart(correlation(fro.W, nuc.W))
@@ -218,26 +175,13 @@ def test_c_regpath_other(inst):
 # ---- F17 -------------------------------------------------------------------------------------
 
 
-@claim(
-    id="TF-C-DIAG-EQUAL",
-    paper="2403.08699",
-    kind="control",
-    provenance="[D, N] §5 F17",
-    expected="refuted",
-    statement="(Wrong) Diagonal (K, Q) from the balanced equal positive init k = q = 0.1·1 "
-    "reaches the ℓ1-SVM over the diagonal (per-factor NGD, exponential loss, lr 0.1, 8000 "
-    "steps): cos(k ⊙ q, ℓ1-SVM(α̂)) ≥ 0.93, also where that SVM has negative entries (here: "
-    "enough that ‖ℓ1⁺‖/‖ℓ1‖ < 0.93).",
-    examples=10,
-    twins=SAME_AXES,
-)
+@claim("TF-C-DIAG-EQUAL")
 @given(inst=diagonal_instances())
 def test_c_diagonal_equal_init(inst):
-    """(Wrong) The equal positive init reaches the ℓ1-SVM (spec F17). From k = q the two
-    factor gradients ∇_w ⊙ q and ∇_w ⊙ k are equal, so k = q for ever and k ⊙ q = k² ≥ 0: the
-    sign is locked, and no w ≥ 0 has cos above ‖ℓ1⁺‖/‖ℓ1‖ (ℓ1⁺ the positive part) with the
-    ℓ1-SVM. Draws where that bound is ≥ 0.93 are rejected: there the sign lock cannot be the
-    reason (TF-DIAG-L1 fails on some draws from a sign-free init too)."""
+    """(Wrong) Diagonal (K, Q) from the balanced equal positive init k = q = 0.1·1 reaches the
+    ℓ1-SVM over the diagonal (per-factor NGD, exponential loss, lr 0.1, 8000 steps): cos(k ⊙ q,
+    ℓ1-SVM(α̂)) ≥ 0.93, also where that SVM has negative entries (here: enough that ‖ℓ1⁺‖/‖ℓ1‖ <
+    0.93)."""
     record(inst)
     problem = diagonal_problem(inst.problem)
     start = np.full(inst.d, KQ_INIT_SCALE)
@@ -260,22 +204,12 @@ def test_c_diagonal_equal_init(inst):
 # ---- F18 -------------------------------------------------------------------------------------
 
 
-@claim(
-    id="TF-C-PENALTY-HARMLESS",
-    kind="control",
-    provenance="[N] §5 F18, [D] §6",
-    expected="refuted",
-    statement="(Wrong) The official machine-epsilon penalty λ(‖K‖² + ‖Q‖²), λ = 2.2e-16, leaves "
-    "the (K, Q) norm growth unaffected: after 2000 (K, Q)-NGD steps (lr 0.1) from the same "
-    "init, ‖KQᵀ‖_F with the penalty is at least half of ‖KQᵀ‖_F without it.",
-    examples=10,
-)
+@claim("TF-C-PENALTY-HARMLESS")
 @given(inst=local_dims_instances(), seed=SEEDS)
 def test_c_penalty_harmless(inst, seed):
-    """(Wrong) λ = ε changes nothing (spec F18): once the loss gradient is below 2λ‖K‖ the
-    normalised step is −lr·K/‖K‖, so the penalised iterate hovers at logit gaps ≈ log(1/ε) ≈ 36
-    (metric: the smallest top-two logit gap) with ‖KQᵀ‖_F ≈ 100, while the unpenalised one
-    grows to ~1e4 (spec §6)."""
+    """(Wrong) The official machine-epsilon penalty λ(‖K‖² + ‖Q‖²), λ = 2.2e-16, leaves the (K, Q)
+    norm growth unaffected: after 2000 (K, Q)-NGD steps (lr 0.1) from the same init, ‖KQᵀ‖_F
+    with the penalty is at least half of ‖KQᵀ‖_F without it."""
     record(inst)
     K0, Q0 = small_factors(inst.d, seed)
     with_penalty = kq_final(inst.problem, K0, Q0)

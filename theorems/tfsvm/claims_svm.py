@@ -27,7 +27,6 @@ from models.selection import local_optimality
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import official_cross_instances
 from strategies.instances import INDEPENDENT_QUERIES, CrossInstance
-from strategies.twins import REORDERINGS
 from theorems import claim, evidence, saved
 from theorems.tfsvm import plots_svm
 from theorems.tfsvm.common_svm import (
@@ -135,21 +134,14 @@ AUTOGRAD_CANCELS = CrossInstance(
 )
 
 
-@claim(
-    id="TF-DEF-MODEL",
-    kind="definition",
-    provenance="[V] code, [D]",
-    statement="The cross-attention model f_i(W) = vᵀX_iᵀS(X_i W z_i) computed through the "
-    "vectorised keys vec(x_it z_iᵀ) (logits, loss L(W)) equals the model written as the official "
-    "code writes it (X_i W z_i, then the softmax, then vᵀX_iᵀ·), and the log-space gradient "
-    "∇L(W) = e^M·G̃ equals the gradient of the official loss, at ‖W‖_F ∈ {0.1, 1, 10}.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("TF-DEF-MODEL")
 @example(inst=AUTOGRAD_CANCELS, seed=247)
 @given(inst=official_cross_instances(loss=st.sampled_from(LOSSES)), seed=SEEDS)
 def test_vectorised_model_is_the_official_model(inst, seed):
-    """CrossProblem's vectorised loss and log-space gradient match the official model (§1.1)."""
+    """The cross-attention model f_i(W) = vᵀX_iᵀS(X_i W z_i) computed through the vectorised keys
+    vec(x_it z_iᵀ) (logits, loss L(W)) equals the model written as the official code writes it
+    (X_i W z_i, then the softmax, then vᵀX_iᵀ·), and the log-space gradient ∇L(W) = e^M·G̃
+    equals the gradient of the official loss, at ‖W‖_F ∈ {0.1, 1, 10}."""
     record(inst)
     problem, gen = inst.problem, seeded(seed)
     for norm in MODEL_NORMS:
@@ -179,18 +171,11 @@ def test_vectorised_model_is_the_official_model(inst, seed):
 MIXED = official_cross_instances(n=st.integers(1, 5), T=st.integers(2, 6), d=st.integers(2, 7))
 
 
-@claim(
-    id="TF-RANK",
-    kind="theorem",
-    provenance="[R+] statement, [D] proof",
-    statement="rank W^mm ≤ min(n, d) and rank W^mm_⋆ ≤ min(n, d): the Frobenius and the nuclear "
-    "attention SVMs (α = opt) have rank at most the number of inputs (relative rank, σ_k > "
-    "1e-6·σ_1).",
-    examples=25,
-)
+@claim("TF-RANK")
 @given(inst=MIXED)
 def test_svm_rank_at_most_n(inst):
-    """Both attention SVMs have rank ≤ min(n, d) (spec §2.1)."""
+    """rank W^mm ≤ min(n, d) and rank W^mm_⋆ ≤ min(n, d): the Frobenius and the nuclear attention
+    SVMs (α = opt) have rank at most the number of inputs (relative rank, σ_k > 1e-6·σ_1)."""
     record(inst)
     bound = min(inst.n, inst.d)
     for norm, name in (("fro", "W^mm"), ("nuc", "W^mm_⋆")):
@@ -200,19 +185,12 @@ def test_svm_rank_at_most_n(inst):
         assert rank <= bound, f"rank {name} = {rank} > min(n, d) = {bound} (n={inst.n}, d={inst.d})"
 
 
-@claim(
-    id="TF-RANK-ROWSPACE",
-    kind="theorem",
-    provenance="[D]",
-    statement="Every nuclear-norm attention SVM optimum has its row space in span{z_i}: "
-    "W_⋆(I − P_Z) = 0 with P_Z the projector onto the queries' span (here n < d, so the "
-    "condition is not automatic); checked on the certified optimum to a tolerance derived from "
-    "its certificate.",
-    examples=25,
-)
+@claim("TF-RANK-ROWSPACE")
 @given(inst=overparameterized_instances(n=st.integers(1, 4), T=st.integers(2, 5)))
 def test_nuclear_rowspace_in_query_span(inst):
-    """‖W_⋆(I − P_Z)‖_⋆ ≤ ROWSPACE_TOL·‖W_⋆‖_⋆ (spec §2.1, proof)."""
+    """Every nuclear-norm attention SVM optimum has its row space in span{z_i}: W_⋆(I − P_Z) = 0
+    with P_Z the projector onto the queries' span (here n < d, so the condition is not
+    automatic); checked on the certified optimum to a tolerance derived from its certificate."""
     record(inst)
     W = solve(inst, "nuc", "nuclear Att-SVM").W
     leak = W @ (np.eye(inst.d) - inst.problem.query_projector)
@@ -223,17 +201,11 @@ def test_nuclear_rowspace_in_query_span(inst):
     )
 
 
-@claim(
-    id="TF-NORM-ORDER",
-    kind="theorem",
-    provenance="[D]",
-    statement="Each SVM is optimal for its own norm over the same constraints: ‖W^mm_⋆‖_⋆ ≤ "
-    "‖W^mm‖_⋆ and ‖W^mm‖_F ≤ ‖W^mm_⋆‖_F (to solver tolerance).",
-    examples=25,
-)
+@claim("TF-NORM-ORDER")
 @given(inst=MIXED)
 def test_norm_order(inst):
-    """The nuclear SVM wins in nuclear norm, the Frobenius SVM in Frobenius norm (§2.1)."""
+    """Each SVM is optimal for its own norm over the same constraints: ‖W^mm_⋆‖_⋆ ≤ ‖W^mm‖_⋆ and
+    ‖W^mm‖_F ≤ ‖W^mm_⋆‖_F (to solver tolerance)."""
     record(inst)
     fro = solve(inst, "fro", "Frobenius Att-SVM").W
     nuc = solve(inst, "nuc", "nuclear Att-SVM").W
@@ -246,17 +218,11 @@ def test_norm_order(inst):
     assert ratio <= 1 + NORM_ORDER_TOL, f"‖W^mm‖_F/‖W^mm_⋆‖_F = {ratio!r} > 1 + {NORM_ORDER_TOL}"
 
 
-@claim(
-    id="TF-RANK-NUC-LE-FRO",
-    kind="theorem",
-    provenance="[D], [N]",
-    statement="Whenever rank W^mm = min(n, d) (the generic case), rank W^mm_⋆ ≤ rank W^mm "
-    "(relative ranks).",
-    examples=25,
-)
+@claim("TF-RANK-NUC-LE-FRO")
 @given(inst=MIXED)
 def test_nuclear_rank_at_most_frobenius_rank(inst):
-    """rank W^mm_⋆ ≤ rank W^mm when W^mm has full rank min(n, d) (spec §2.1 Check)."""
+    """Whenever rank W^mm = min(n, d) (the generic case), rank W^mm_⋆ ≤ rank W^mm (relative
+    ranks)."""
     record(inst)
     fro = decided_rank(solve(inst, "fro", "Frobenius Att-SVM").W, "W^mm")
     if not evidence.premise(fro == min(inst.n, inst.d), "rank W^mm = min(n, d)"):
@@ -270,24 +236,11 @@ def test_nuclear_rank_at_most_frobenius_rank(inst):
 WIDE = official_cross_instances(n=st.integers(1, 6), T=st.integers(2, 8), d=st.integers(2, 10))
 
 
-@claim(
-    id="TF-RANK-FRO-GENERIC",
-    variant="TF-RANK-FRO-ACTIVE",
-    kind="theorem",
-    provenance="[N] spec §2.1 Check",
-    statement="On generic instances (the official generator), rank W^mm = min(n, d) "
-    "(relative rank).",
-    expected="refuted",
-    examples=100,
-)
+@claim("TF-RANK-FRO-GENERIC")
 @example(inst=saved("TF-RANK-FRO-GENERIC"))
 @given(inst=WIDE)
 def test_frobenius_rank_is_min_n_d(inst):
-    """The Frobenius SVM has full rank min(n, d) on official instances (spec §2.1 Check).
-
-    Spec §2.1 [N] itself saw rank n − 1 in about 1 draw in 10 at d = n: if the search finds
-    such a draw, the statement is false as read (the variant TF-RANK-FRO-ACTIVE names the
-    reason: an input with no support token contributes nothing to W^mm)."""
+    """On generic instances (the official generator), rank W^mm = min(n, d) (relative rank)."""
     record(inst)
     sol = solve(inst, "fro", "Frobenius Att-SVM")
     rank = decided_rank(sol.W, "W^mm")
@@ -300,19 +253,12 @@ def test_frobenius_rank_is_min_n_d(inst):
     )
 
 
-@claim(
-    id="TF-RANK-FRO-ACTIVE",
-    kind="theorem",
-    provenance="[D], [N]",
-    statement="On generic instances, rank W^mm = min(d, m), where m is the number of inputs "
-    "with at least one support token (margin ≤ 1 + 1e-6): by KKT W^mm = Σ_i q_i z_iᵀ with "
-    "q_i = Σ_t λ_it(x_iα_i − x_it), and an input without a support token has q_i = 0.",
-    examples=100,
-)
+@claim("TF-RANK-FRO-ACTIVE")
 @given(inst=WIDE)
 def test_frobenius_rank_counts_active_inputs(inst):
-    """rank W^mm = min(d, #inputs with a support token) (the narrowest variant of §2.1's
-    "rank W^mm = min(n, d)" that holds)."""
+    """On generic instances, rank W^mm = min(d, m), where m is the number of inputs with at least
+    one support token (margin ≤ 1 + 1e-6): by KKT W^mm = Σ_i q_i z_iᵀ with q_i = Σ_t λ_it(x_iα_i
+    − x_it), and an input without a support token has q_i = 0."""
     record(inst)
     sol = solve(inst, "fro", "Frobenius Att-SVM")
     rank = decided_rank(sol.W, "W^mm")
@@ -352,18 +298,12 @@ def _distinct_tokens(inst: CrossInstance) -> bool:
     return bool((gaps + np.eye(inst.T)[None] > 1e-9).all())
 
 
-@claim(
-    id="TF-FEAS-SUFF",
-    kind="theorem",
-    provenance="[D]",
-    statement="If the queries z_1, …, z_n are linearly independent (so n ≤ d) and every token "
-    "is a vertex of its input's hull (distinct unit-norm tokens), then Att-SVM(α) is feasible "
-    "for every selection α ∈ [T]^n.",
-    examples=50,
-)
+@claim("TF-FEAS-SUFF")
 @given(inst=independent_query_instances())
 def test_feasible_for_every_alpha(inst):
-    """Independent queries and distinct unit tokens ⇒ every Att-SVM(α) feasible (§2.2)."""
+    """If the queries z_1, …, z_n are linearly independent (so n ≤ d) and every token is a vertex
+    of its input's hull (distinct unit-norm tokens), then Att-SVM(α) is feasible for every
+    selection α ∈ [T]^n."""
     record(inst)
     met = INDEPENDENT_QUERIES in inst.assumptions and _distinct_tokens(inst)
     if not evidence.premise(met, "independent queries and distinct unit tokens"):
@@ -376,18 +316,12 @@ def test_feasible_for_every_alpha(inst):
     )
 
 
-@claim(
-    id="TF-FEAS-NEC",
-    kind="theorem",
-    provenance="[D]",
-    statement="If in some input the selected token x_iα_i equals another token of that input, or "
-    "lies in the convex hull of its other tokens, then Att-SVM(α) is infeasible for every W "
-    "(certified: a Farkas vector y ≥ 0 with Aᵀy = 0 and Σy > 0), whatever the queries.",
-    examples=50,
-)
+@claim("TF-FEAS-NEC")
 @given(inst=infeasible_cross_instances())
 def test_hull_selection_is_infeasible(inst):
-    """A duplicated or hull-interior selected token makes Att-SVM(α) infeasible (§2.2)."""
+    """If in some input the selected token x_iα_i equals another token of that input, or lies in
+    the convex hull of its other tokens, then Att-SVM(α) is infeasible for every W (certified: a
+    Farkas vector y ≥ 0 with Aᵀy = 0 and Σy > 0), whatever the queries."""
     record(inst)
     sol = norm_svm(inst.X, inst.Z, inst.alpha, "fro")
     assert sol.status == "infeasible", (
@@ -406,19 +340,12 @@ def test_hull_selection_is_infeasible(inst):
 # ---- §2.7: the key identity ----------------------------------------------------------------------
 
 
-@claim(
-    id="TF-KEY-IDENTITY",
-    kind="lemma",
-    provenance="[D]",
-    statement="min over KQᵀ = W of ½(‖K‖²_F + ‖Q‖²_F) equals ‖W‖_⋆ (K, Q ∈ R^{d×d}): the SVD "
-    "factorization K = UΣ^{1/2}, Q = VΣ^{1/2} attains it, and every factorization K = "
-    "UΣ^{1/2}R, Q = VΣ^{1/2}R^{-T} (R random invertible) gives at least ‖W‖_⋆.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("TF-KEY-IDENTITY")
 @given(d=st.integers(1, 8), r=st.integers(1, 8), seed=SEEDS)
 def test_balanced_factorization_is_nuclear_norm(d, r, seed):
-    """½(‖K‖² + ‖Q‖²) ≥ ‖W‖_⋆ over factorizations, with equality at the SVD (spec §2.7)."""
+    """min over KQᵀ = W of ½(‖K‖²_F + ‖Q‖²_F) equals ‖W‖_⋆ (K, Q ∈ R^{d×d}): the SVD factorization
+    K = UΣ^{1/2}, Q = VΣ^{1/2} attains it, and every factorization K = UΣ^{1/2}R, Q =
+    VΣ^{1/2}R^{-T} (R random invertible) gives at least ‖W‖_⋆."""
     gen = seeded(seed)
     A = torch.randn(d, min(r, d), generator=gen, dtype=DTYPE).numpy()
     W = A @ torch.randn(min(r, d), d, generator=gen, dtype=DTYPE).numpy()  # rank ≤ min(r, d)
@@ -467,18 +394,11 @@ def _rotated(inst: CrossInstance, U: np.ndarray, V: np.ndarray) -> CrossInstance
     )
 
 
-@claim(
-    id="TF-META-ORTH",
-    kind="metamorphic",
-    provenance="[D]",
-    statement="Orthogonal equivariance of the Frobenius SVM: replacing every token by Ux and "
-    "every query by Vz (U, V orthogonal) maps W^mm to U W^mm Vᵀ.",
-    examples=30,
-    twins=REORDERINGS,
-)
+@claim("TF-META-ORTH")
 @given(inst=WIDE, seed=SEEDS)
 def test_frobenius_svm_rotates(inst, seed):
-    """W^mm(UX, VZ) = U W^mm Vᵀ (spec §2.13.1)."""
+    """Orthogonal equivariance of the Frobenius SVM: replacing every token by Ux and every query by
+    Vz (U, V orthogonal) maps W^mm to U W^mm Vᵀ."""
     record(inst)
     gen = seeded(seed)
     U, V = random_orthogonal(gen, inst.d), random_orthogonal(gen, inst.d)
@@ -489,19 +409,12 @@ def test_frobenius_svm_rotates(inst, seed):
     assert err <= SVM_AGREE_TOL, f"‖W^mm(UX, VZ) − U W^mm Vᵀ‖ (relative) = {err:.2e}"
 
 
-@claim(
-    id="TF-META-ORTH-NUC",
-    kind="metamorphic",
-    provenance="[D]",
-    statement="Orthogonal equivariance of the nuclear SVM: replacing every token by Ux and every "
-    "query by Vz (U, V orthogonal) leaves the optimal value ‖W^mm_⋆‖_⋆ and the rank of the "
-    "solution unchanged (values and ranks, not matrices: the optimum may be non-unique).",
-    examples=20,
-    twins=REORDERINGS,
-)
+@claim("TF-META-ORTH-NUC")
 @given(inst=SMALL, seed=SEEDS)
 def test_nuclear_svm_rotates(inst, seed):
-    """‖W^mm_⋆‖_⋆ and rank W^mm_⋆ are invariant under x ↦ Ux, z ↦ Vz (spec §2.13.1)."""
+    """Orthogonal equivariance of the nuclear SVM: replacing every token by Ux and every query by
+    Vz (U, V orthogonal) leaves the optimal value ‖W^mm_⋆‖_⋆ and the rank of the solution
+    unchanged (values and ranks, not matrices: the optimum may be non-unique)."""
     record(inst)
     gen = seeded(seed)
     U, V = random_orthogonal(gen, inst.d), random_orthogonal(gen, inst.d)
@@ -514,21 +427,15 @@ def test_nuclear_svm_rotates(inst, seed):
     assert ra == rb, f"rank W^mm_⋆ = {ra}, after rotation {rb}"
 
 
-@claim(
-    id="TF-META-SCALE",
-    kind="metamorphic",
-    provenance="[D]",
-    statement="Scaling: z ↦ cz or x ↦ cx (c > 0) maps W^mm to W^mm/c and the nuclear optimal "
-    "value ‖W^mm_⋆‖_⋆ to ‖W^mm_⋆‖_⋆/c (c log-uniform in [0.1, 10]).",
-    examples=20,
-)
+@claim("TF-META-SCALE")
 @given(
     inst=SMALL,
     log_c=st.floats(-1.0, 1.0),
     which=st.sampled_from(["tokens", "queries"]),
 )
 def test_svms_scale(inst, log_c, which):
-    """W^mm_⋄ ↦ W^mm_⋄/c when the tokens or the queries are scaled by c (spec §2.13.3)."""
+    """Scaling: z ↦ cz or x ↦ cx (c > 0) maps W^mm to W^mm/c and the nuclear optimal value
+    ‖W^mm_⋆‖_⋆ to ‖W^mm_⋆‖_⋆/c (c log-uniform in [0.1, 10])."""
     record(inst)
     c = 10.0**log_c
     scaled = CrossInstance(
@@ -549,19 +456,12 @@ def test_svms_scale(inst, log_c, which):
     assert err <= NUC_VALUE_TOL, f"nuclear value {nuc_c!r} ≠ {nuc!r}/c (c={c:.3g}, {which})"
 
 
-@claim(
-    id="TF-META-SHIFT",
-    kind="metamorphic",
-    provenance="[D]",
-    statement="Per-input shift: x_it ↦ x_it + b_i (the same b_i for every token of input i) "
-    "leaves the softmax at every W, the optimal tokens, the Frobenius SVM W^mm and the nuclear "
-    "optimal value unchanged (the outputs move by vᵀb_i, so the loss changes).",
-    examples=20,
-    twins=REORDERINGS,
-)
+@claim("TF-META-SHIFT")
 @given(inst=SMALL, seed=SEEDS, scale=st.floats(0.1, 3.0))
 def test_per_input_shift(inst, seed, scale):
-    """A per-input token shift changes neither softmax, opt, nor the SVMs (spec §2.13.4)."""
+    """Per-input shift: x_it ↦ x_it + b_i (the same b_i for every token of input i) leaves the
+    softmax at every W, the optimal tokens, the Frobenius SVM W^mm and the nuclear optimal value
+    unchanged (the outputs move by vᵀb_i, so the loss changes)."""
     record(inst)
     gen = seeded(seed)
     b = scale * torch.randn(inst.n, 1, inst.d, generator=gen, dtype=DTYPE)
@@ -595,18 +495,12 @@ ORTHONORMAL = st.builds(
 )
 
 
-@claim(
-    id="TF-META-DECOUPLE",
-    kind="metamorphic",
-    provenance="[D]",
-    statement="Orthonormal queries decouple the Frobenius SVM: if z_1, …, z_n are orthonormal, "
-    "then W^mm = Σ_i q_i^mm z_iᵀ, where q_i^mm is the single-input prompt SVM of 2306.13596 on "
-    "the keys x_it (n = 1).",
-    examples=50,
-)
+@claim("TF-META-DECOUPLE")
 @given(inst=ORTHONORMAL)
 def test_orthonormal_queries_decouple(inst):
-    """W^mm = Σ_i q_i^mm z_iᵀ for orthonormal queries (spec §2.13.5)."""
+    """Orthonormal queries decouple the Frobenius SVM: if z_1, …, z_n are orthonormal, then W^mm =
+    Σ_i q_i^mm z_iᵀ, where q_i^mm is the single-input prompt SVM of 2306.13596 on the keys x_it
+    (n = 1)."""
     record(inst)
     W = solve(inst, "fro", "Frobenius Att-SVM").W
     err = _rel(W, decoupled_frobenius(inst))
@@ -614,20 +508,13 @@ def test_orthonormal_queries_decouple(inst):
     assert err <= SVM_AGREE_TOL, f"‖W^mm − Σ q_i z_iᵀ‖ (relative) = {err:.2e} (n={inst.n})"
 
 
-@claim(
-    id="TF-META-SELF",
-    kind="metamorphic",
-    provenance="[V] code, [D]",
-    statement="Self-attention consistency: with z_i = x_i1, the cross-attention model with W = "
-    "KQᵀ has, for every input, the softmax and output of the first row of the self-attention "
-    "softmax(X_i Q Kᵀ X_iᵀ); and the attention SVM computed with these queries has smallest "
-    "margin exactly 1 when its margins are read from the self-attention matrix X_i W^mmᵀ X_iᵀ.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("TF-META-SELF")
 @given(inst=WIDE, seed=SEEDS)
 def test_self_attention_is_cross_attention(inst, seed):
-    """z_i = x_i1 turns the cross-attention model into the self-attention model (§2.13.6)."""
+    """Self-attention consistency: with z_i = x_i1, the cross-attention model with W = KQᵀ has, for
+    every input, the softmax and output of the first row of the self-attention softmax(X_i Q Kᵀ
+    X_iᵀ); and the attention SVM computed with these queries has smallest margin exactly 1 when
+    its margins are read from the self-attention matrix X_i W^mmᵀ X_iᵀ."""
     Z = inst.X[:, 0].clone()
     inst = CrossInstance(X=inst.X, Z=Z, y=inst.y, v=inst.v, alpha=inst.alpha, seed=inst.seed)
     record(inst)
@@ -697,23 +584,12 @@ def _mean_decreases(low_d: int, high_d: int) -> tuple[float, float]:
     return low, high
 
 
-@claim(
-    id="TF-OPGLOB-COUNT",
-    variant="TF-OPGLOB-MEAN",
-    kind="experiment",
-    provenance="[N] spec §2.5 (empirical, not proved)",
-    statement="Empirical (over-parameterization catalyzes global convergence): for official "
-    "instances with n = 3, T = 4 (all 64 selections enumerated, Frobenius local optimality), "
-    "the mean number of locally-optimal α over seeds 0–11 at d = 2 is at least that at d = 16, "
-    "and at d = 16 exactly one α (the global opt) is locally optimal in every seed.",
-    expected="refuted",
-)
+@claim("TF-OPGLOB-COUNT")
 def test_locally_optimal_count_falls_to_one():
-    """The count of locally-optimal α falls with d and is exactly 1 at d = 16 (spec §2.5).
-
-    Undecided SVM solves are bracketed: the count at d = 2 is its certain part, the count at
-    d = 16 includes the undecided ones; an undecided α at d = 16 makes the claim inconclusive.
-    """
+    """Empirical (over-parameterization catalyzes global convergence): for official instances with
+    n = 3, T = 4 (all 64 selections enumerated, Frobenius local optimality), the mean number of
+    locally-optimal α over seeds 0–11 at d = 2 is at least that at d = 16, and at d = 16 exactly
+    one α (the global opt) is locally optimal in every seed."""
     low_d, high_d = OPGLOB_DIMS
     _mean_decreases(low_d, high_d)
     found, undecided = _counts(high_d)
@@ -725,17 +601,12 @@ def test_locally_optimal_count_falls_to_one():
         assert count == 1, f"{count} locally-optimal α at d={high_d} (official seed {seed})"
 
 
-@claim(
-    id="TF-OPGLOB-MEAN",
-    kind="experiment",
-    provenance="[N] (empirical, not proved)",
-    statement="Empirical, the variant of TF-OPGLOB-COUNT that holds: for official instances with "
-    "n = 3, T = 4 (all 64 selections, Frobenius local optimality), the mean number of "
-    "locally-optimal α over seeds 0–11 is at least as large at d = 2 as at d = 16, and at "
-    "d = 16 exactly one α is locally optimal in at least 3/4 of the seeds.",
-)
+@claim("TF-OPGLOB-MEAN")
 def test_locally_optimal_count_mostly_one():
-    """The count falls with d and is mostly 1 at d = 16 (spec §2.5, as observed)."""
+    """Empirical, the variant of TF-OPGLOB-COUNT that holds: for official instances with n = 3, T =
+    4 (all 64 selections, Frobenius local optimality), the mean number of locally-optimal α over
+    seeds 0–11 is at least as large at d = 2 as at d = 16, and at d = 16 exactly one α is
+    locally optimal in at least 3/4 of the seeds."""
     low_d, high_d = OPGLOB_DIMS
     _mean_decreases(low_d, high_d)
     found, undecided = _counts(high_d)
@@ -782,19 +653,13 @@ def svm_rank_cell(d: int) -> dict:
     return cell
 
 
-@claim(
-    id="TF-EXP-SVM-RANK",
-    kind="experiment",
-    provenance="[V] recipe, [N] numbers",
-    statement="The svm_rank notebook's claim, on a reduced grid (n = 5, T = 5, d ∈ {2, 3, 5, "
-    "10}, 12 official draws per cell, α = opt, infeasible draws skipped, relative ranks): the "
-    "mean rank of the Frobenius SVM grows with d up to n (non-decreasing in d, within 0.5 of "
-    "min(n, d)), and the mean rank of the nuclear SVM stays low (at d ≥ n at least 1 below the "
-    "Frobenius mean).",
-    figures=("tf_svm_spectra.png",),
-)
+@claim("TF-EXP-SVM-RANK")
 def test_svm_rank_experiment():
-    """Frobenius rank grows to n with d; nuclear rank stays low (spec §4.2, reduced grid)."""
+    """The svm_rank notebook's claim, on a reduced grid (n = 5, T = 5, d ∈ {2, 3, 5, 10}, 12
+    official draws per cell, α = opt, infeasible draws skipped, relative ranks): the mean rank
+    of the Frobenius SVM grows with d up to n (non-decreasing in d, within 0.5 of min(n, d)),
+    and the mean rank of the nuclear SVM stays low (at d ≥ n at least 1 below the Frobenius
+    mean)."""
     n = SVM_RANK_NT[0]
     cells = [svm_rank_cell(d) for d in SVM_RANK_DIMS]
     plots_svm.spectra(cells, n, "tf_svm_spectra.png")

@@ -35,18 +35,11 @@ ABS_RANK_TOL = 1e-7
 SCS_ACCEPT_TOL = 1e-3
 
 
-@claim(
-    id="TF-C-RANK-EQUAL",
-    kind="control",
-    provenance="[N] spec F3",
-    expected="refuted",
-    statement="(Wrong) The nuclear attention SVM has the same rank as the Frobenius attention "
-    "SVM: rank W^mm_⋆ = rank W^mm (relative ranks, α = opt).",
-    examples=20,
-)
+@claim("TF-C-RANK-EQUAL")
 @given(inst=overparameterized_instances(n=st.integers(1, 5), T=st.integers(2, 6), extra=(0, 2)))
 def test_c_nuclear_rank_equals_frobenius_rank(inst):
-    """(Wrong) rank W^mm_⋆ = rank W^mm (spec §5 F3: nuclear 2–5 against Frobenius 5–15)."""
+    """(Wrong) The nuclear attention SVM has the same rank as the Frobenius attention SVM: rank
+    W^mm_⋆ = rank W^mm (relative ranks, α = opt)."""
     record(inst)
     fro = decided_rank(solve(inst, "fro", "Frobenius Att-SVM").W, "W^mm")
     nuc = decided_rank(solve(inst, "nuc", "nuclear Att-SVM").W, "W^mm_⋆")
@@ -54,22 +47,14 @@ def test_c_nuclear_rank_equals_frobenius_rank(inst):
     assert nuc == fro, f"rank W^mm_⋆ = {nuc} ≠ rank W^mm = {fro} (n={inst.n}, d={inst.d})"
 
 
-@claim(
-    id="TF-C-ALWAYS-FEASIBLE",
-    kind="control",
-    provenance="[D, N] spec F4",
-    expected="refuted",
-    statement="(Wrong) Att-SVM(opt) is always feasible (searched over official instances with "
-    "d ∈ {1, 2, 3} and n ≤ 15); infeasibility counts only when certified (a zero row or an LP "
-    "with a Farkas vector).",
-    examples=50,
-)
+@claim("TF-C-ALWAYS-FEASIBLE")
 @given(
     inst=official_cross_instances(n=st.integers(1, 15), T=st.integers(2, 8), d=st.integers(1, 3))
 )
 def test_c_svm_always_feasible(inst):
-    """(Wrong) Att-SVM(opt) is always feasible (spec §5 F4: d = 1 always infeasible; n = 15,
-    T = 5, d = 3 in 395 of 400 draws)."""
+    """(Wrong) Att-SVM(opt) is always feasible (searched over official instances with d ∈ {1, 2, 3}
+    and n ≤ 15); infeasibility counts only when certified (a zero row or an LP with a Farkas
+    vector)."""
     record(inst)
     sol = norm_svm(inst.X, inst.Z, inst.alpha, "fro")
     evidence.metric("n", inst.n)
@@ -78,22 +63,14 @@ def test_c_svm_always_feasible(inst):
     )
 
 
-@claim(
-    id="TF-C-ABS-RANK",
-    kind="control",
-    provenance="[N] spec F12",
-    expected="refuted",
-    statement="(Wrong) The rank of an attention SVM solution can be read off with an absolute "
-    "tolerance of 1e-7 from any solver: the nuclear SVM from SCS at its default accuracy has "
-    "matrix_rank(W, tol=1e-7) equal to the relative rank (σ_k > 1e-6·σ_1) of the Clarabel "
-    "solution.",
-    examples=20,
-)
+@claim("TF-C-ABS-RANK")
 @given(
     inst=official_cross_instances(n=st.integers(2, 6), T=st.integers(2, 8), d=st.integers(3, 10))
 )
 def test_c_absolute_rank_from_any_solver(inst):
-    """(Wrong) An absolute 1e-7 rank of SCS's default-accuracy nuclear SVM is its rank (F12)."""
+    """(Wrong) The rank of an attention SVM solution can be read off with an absolute tolerance of
+    1e-7 from any solver: the nuclear SVM from SCS at its default accuracy has matrix_rank(W,
+    tol=1e-7) equal to the relative rank (σ_k > 1e-6·σ_1) of the Clarabel solution."""
     record(inst)
     true_rank = decided_rank(solve(inst, "nuc", "nuclear Att-SVM (Clarabel)").W, "W^mm_⋆")
     scs = solve(inst, "nuc", "nuclear Att-SVM (SCS)", solver="SCS", tol=SCS_ACCEPT_TOL)
@@ -106,16 +83,7 @@ def test_c_absolute_rank_from_any_solver(inst):
     )
 
 
-@claim(
-    id="TF-C-NUC-DECOUPLES",
-    kind="control",
-    provenance="[D] spec §2.13.5",
-    expected="refuted",
-    statement="(Wrong) Orthonormal queries decouple the nuclear SVM too: if z_1, …, z_n are "
-    "orthonormal, the nuclear optimum is attained at the decoupled Σ_i q_i^mm z_iᵀ "
-    "(‖W^mm_⋆‖_⋆ = ‖Σ_i q_i^mm z_iᵀ‖_⋆, q_i^mm the single-input prompt SVMs).",
-    examples=20,
-)
+@claim("TF-C-NUC-DECOUPLES")
 @given(
     inst=st.builds(
         orthonormal_queries,
@@ -124,7 +92,9 @@ def test_c_absolute_rank_from_any_solver(inst):
     )
 )
 def test_c_nuclear_svm_decouples(inst):
-    """(Wrong) ‖W^mm_⋆‖_⋆ = ‖Σ q_i^mm z_iᵀ‖_⋆ for orthonormal queries (spec §2.13.5)."""
+    """(Wrong) Orthonormal queries decouple the nuclear SVM too: if z_1, …, z_n are orthonormal,
+    the nuclear optimum is attained at the decoupled Σ_i q_i^mm z_iᵀ (‖W^mm_⋆‖_⋆ = ‖Σ_i q_i^mm
+    z_iᵀ‖_⋆, q_i^mm the single-input prompt SVMs)."""
     record(inst)
     value = matrix_norm(solve(inst, "nuc", "nuclear Att-SVM").W, "nuc")
     decoupled = matrix_norm(decoupled_frobenius(inst), "nuc")

@@ -51,7 +51,6 @@ from models.nonlinear_head import (
 )
 from strategies.combinators import SEEDS, seeded
 from strategies.instances import CrossInstance
-from strategies.twins import REORDERINGS
 from theorems import claim, evidence
 from theorems.tfsvm.common_wgd import random_matrices, record
 
@@ -245,96 +244,53 @@ _CONCLUSION = (
 )
 
 
-@claim(
-    id="TF-SVMEQ",
-    variant=("TF-SVMEQ-ACTIVE", "TF-SVMEQ-D6"),
-    kind="experiment",
-    provenance="[V] abstract (3) and code recipe, [R?] formal statement, [N] thresholds "
-    "(spec §2.9)",
-    statement=f"{_RECIPE}. At d = 4, over the accepted runs: {_CONCLUSION}.",
-    expected="refuted",
-    examples=1,
-)
+@claim("TF-SVMEQ")
 def test_svmeq_official_d4():
-    """The nonlinear-head SVM equivalence on the official experiment at d = 4 (spec §2.9).
-
-    False as read (measured): over the 59 accepted runs of seeds 1–273 the medians are
-    4.1e-2 / 4.1e-2 / 0.12 (spec [N]: 6.3e-3 / 1.4e-2 / 0.10); the first 12 accepted runs
-    already give 2.8e-2, and W(0) = 0 or another W(0) shift gives 5.1e-2. The order holds;
-    the bound fails because 38 of the 59 runs have an input whose head is inactive
-    (1 − corr(W^SVMeq) median 5.5e-2 with one such input, 0.23 with two; 1.2e-3 with none).
-    The median sits on an edge: the same seeds drawn in float64 instead of the notebook's
-    float32 give 55 accepted runs and a median of 6.7e-3 (perhaps how the spec's 6.3e-3 was
-    obtained). The variants that hold: all inputs active (TF-SVMEQ-ACTIVE) and d = 6
-    (TF-SVMEQ-D6). Deterministic (fixed seeds).
-    """
+    """Official multi_token_converge recipe (spec §4.3): n = 3, T = 4, ReLU head Σ_j ReLU(u_iᵀV)_j
+    with ‖V‖_F = 1, official seeds 1, 2, … (240 usable per d), W(0) of nn.Linear's law, 2001 NGD
+    steps of length 0.1; runs with a final probability in (1e-6, 1e-3], with none ≤ 1e-6, or
+    with an infeasible SVM are rejected. 𝒪_i = {t : s_it ≥ 1e-3}; W^SVMeq = W_fin + R·W_dir. At
+    d = 4, over the accepted runs: median 1 − corr(W, W^SVMeq) ≤ median 1 − corr(W, W_dir) ≤
+    median 1 − corr(W, W^mm_single) (the Frobenius Att-SVM at the argmax), and median 1 −
+    corr(W, W^SVMeq) ≤ 2e-2."""
     check_svmeq(4)
 
 
-@claim(
-    id="TF-SVMEQ-ACTIVE",
-    kind="experiment",
-    provenance="[V] code recipe, [R?] formal statement, [D] the active-head premise, [N]",
-    statement=f"{_RECIPE}. At d = 4, over the accepted runs in which every input's head is "
-    "active at the end (u_iᵀV has a positive entry, so the input's loss term is not locally "
-    f"constant): {_CONCLUSION}.",
-    examples=1,
-)
+@claim("TF-SVMEQ-ACTIVE")
 def test_svmeq_official_d4_active_heads():
-    """TF-SVMEQ restricted to runs where every input is driven (its gradient is not
-    identically zero), the premise under which the theory's W_dir can be the limit.
-
-    Measured: 21 runs, medians 1.2e-3 / 1.5e-3 / 2.2e-2. With the notebook's autograd
-    direction instead of the exact one the same check fails (15 runs, median 4.1e-2 for
-    W^SVMeq): past masked probabilities ~1e-16 its steps follow rounding noise.
-    """
+    """Official multi_token_converge recipe (spec §4.3): n = 3, T = 4, ReLU head Σ_j ReLU(u_iᵀV)_j
+    with ‖V‖_F = 1, official seeds 1, 2, … (240 usable per d), W(0) of nn.Linear's law, 2001 NGD
+    steps of length 0.1; runs with a final probability in (1e-6, 1e-3], with none ≤ 1e-6, or
+    with an infeasible SVM are rejected. 𝒪_i = {t : s_it ≥ 1e-3}; W^SVMeq = W_fin + R·W_dir. At
+    d = 4, over the accepted runs in which every input's head is active at the end (u_iᵀV has a
+    positive entry, so the input's loss term is not locally constant): median 1 − corr(W,
+    W^SVMeq) ≤ median 1 − corr(W, W_dir) ≤ median 1 − corr(W, W^mm_single) (the Frobenius
+    Att-SVM at the argmax), and median 1 − corr(W, W^SVMeq) ≤ 2e-2."""
     check_svmeq(4, _all_active, "accepted runs with every head active")
 
 
-@claim(
-    id="TF-SVMEQ-D6",
-    kind="experiment",
-    provenance="[V] code recipe, [R?] formal statement, [N] thresholds (spec §2.9)",
-    statement=f"{_RECIPE}. At d = 6, over the accepted runs: {_CONCLUSION}.",
-    examples=1,
-)
+@claim("TF-SVMEQ-D6")
 def test_svmeq_official_d6():
-    """The official experiment at d = 6 (spec §2.9 [N]: 2.6e-3 / 1.6e-2 / 0.10).
-
-    Measured: 35 accepted runs of seeds 1–268, medians 3.0e-3 / 6.6e-3 / 0.11. The margin is
-    thin in one sense: 17 of the 35 runs have an inactive input (their 1 − corr(W^SVMeq) is
-    ≥ 0.1), so the median sits at the edge of the active group (float64 draws of the same
-    seeds: 27 runs, 1.4e-3 / 4.6e-3 / 0.11). Deterministic (fixed seeds).
-    """
+    """Official multi_token_converge recipe (spec §4.3): n = 3, T = 4, ReLU head Σ_j ReLU(u_iᵀV)_j
+    with ‖V‖_F = 1, official seeds 1, 2, … (240 usable per d), W(0) of nn.Linear's law, 2001 NGD
+    steps of length 0.1; runs with a final probability in (1e-6, 1e-3], with none ≤ 1e-6, or
+    with an infeasible SVM are rejected. 𝒪_i = {t : s_it ≥ 1e-3}; W^SVMeq = W_fin + R·W_dir. At
+    d = 6, over the accepted runs: median 1 − corr(W, W^SVMeq) ≤ median 1 − corr(W, W_dir) ≤
+    median 1 − corr(W, W^mm_single) (the Frobenius Att-SVM at the argmax), and median 1 −
+    corr(W, W^SVMeq) ≤ 2e-2."""
     check_svmeq(6)
 
 
 # ---- F15: the single-token SVM -------------------------------------------------------------------
 
 
-@claim(
-    id="TF-C-SINGLE-TOKEN",
-    kind="control",
-    provenance="[N] (spec §5 F15)",
-    expected="refuted",
-    statement="(Wrong) With a nonlinear (ReLU) head, the GD limit is the single-token SVM at "
-    "the argmax: on the official multi_token_converge runs at d = 4 that pass the official "
-    "rejection rules and have every input's head active, corr(W, W^mm_single) ≥ 0.99 after "
-    "2001 NGD steps, W^mm_single the Frobenius Att-SVM at α_i = argmax_t s_it.",
-    examples=40,
-)
+@claim("TF-C-SINGLE-TOKEN")
 @given(index=st.deferred(lambda: st.sampled_from(accepted_indices(4))))
 def test_f15_single_token_limit(index):
-    """(Wrong) The ReLU-head limit is the one-token SVM (spec §5 F15).
-
-    The search runs over the official runs at d = 4 that the official rules accept (shared
-    with TF-SVMEQ; drawn among the accepted ones, since three in four seeds are rejected).
-    Runs with an inactive input (whose attention nothing drives, so that a miss there would
-    not be F15's reason) are rejected. F15's reason: the limit keeps a set 𝒪_i of several
-    tokens with finite log-ratios (W^SVMeq = W_fin + R·W_dir), which no single-token SVM
-    represents; corr(W, W^SVMeq) is recorded beside it. Where every 𝒪_i is a single token the
-    statement is true: the 9 such runs have corr ≥ 0.998.
-    """
+    """(Wrong) With a nonlinear (ReLU) head, the GD limit is the single-token SVM at the argmax: on
+    the official multi_token_converge runs at d = 4 that pass the official rejection rules and
+    have every input's head active, corr(W, W^mm_single) ≥ 0.99 after 2001 NGD steps,
+    W^mm_single the Frobenius Att-SVM at α_i = argmax_t s_it."""
     run = official_runs(4)[index]
     evidence.instance(run.to_json())
     if run.inactive:
@@ -374,28 +330,12 @@ def lattice_cross_instances(
     return CrossInstance(X=X, Z=Z, y=y, v=v)
 
 
-@claim(
-    id="TF-C-NO-STATIONARY",
-    kind="control",
-    provenance="[D] (spec §2.3, §5 F13)",
-    expected="refuted",
-    statement="(Wrong: NOSTAT without its hypotheses) Every cross-attention loss "
-    "L(W) = (1/n) Σ_i ℓ(Y_i vᵀX_iᵀS(X_i W z_i)) with a fixed head v and the logistic loss has "
-    "no stationary point: ∇L(W) ≠ 0 at every W.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("TF-C-NO-STATIONARY")
 @given(inst=lattice_cross_instances(), seed=SEEDS)
 def test_f13_no_stationary_points(inst, seed):
-    """(Wrong) ∇L(W) ≠ 0 for every data set (spec §5 F13).
-
-    F13's reason: an input whose scores are all equal has Y_i f_i(W) = γ_i for every W, so
-    its term is constant; with every input so (n = 1 suffices) ∇L ≡ 0. The gradient is the
-    engine's log-space one: its coefficients s_it Σ_u s_iu (γ_it − γ_iu) are formed from
-    the score differences, exactly zero when the lattice scores tie, so M = −inf certifies
-    ∇L(W) = 0 exactly (not an underflow). TF-NOSTAT-ANY-T shows T ≤ d is not needed; the
-    dependent-query witness (cancellation between inputs at one W) is not searched for here.
-    """
+    """(Wrong: NOSTAT without its hypotheses) Every cross-attention loss L(W) = (1/n) Σ_i ℓ(Y_i
+    vᵀX_iᵀS(X_i W z_i)) with a fixed head v and the logistic loss has no stationary point: ∇L(W)
+    ≠ 0 at every W."""
     record(inst)
     problem = inst.problem
     g = problem.scores.numpy()

@@ -33,7 +33,6 @@ from strategies.cross import (
     random_W,
     with_random_init,
 )
-from strategies.twins import REORDERINGS
 from theorems import claim, evidence
 from theorems.tfsvm import plots_wgd
 from theorems.tfsvm.common_wgd import (
@@ -123,68 +122,34 @@ def check_nostat_bound(inst, seed) -> None:
 _NOSTAT_BOUND = "‖∇L(W)‖_F ≥ B(W) = σ_n(Z)·(Σ_i ℓ'(Y_i f_i)² Var_{s_i(W)}(γ_i)²)^{1/2} / (n‖v‖) > 0"
 
 
-@claim(
-    id="TF-NOSTAT",
-    kind="theorem",
-    provenance="[V] abstract (no stationary points), [D] statement and bound (spec §2.3)",
-    statement="If the queries z_i are linearly independent, each input's tokens are linearly "
-    "independent (T ≤ d) and every input has two distinct scores, then ∇L(W) ≠ 0 for every W. "
-    f"Quantitatively [D]: {_NOSTAT_BOUND}. Checked at random W of Frobenius norm 0.1–10 and "
-    "along NGD paths.",
-    examples=50,
-)
+@claim("TF-NOSTAT")
 @given(inst=nostat_instances(), seed=SEEDS)
 def test_no_stationary_points(inst, seed):
-    """∇L(W) ≠ 0 for all W, with the lower bound B(W) (spec §2.3).
-
-    Why B: vᵀx_it = Y_i γ_it, so vᵀ Σ_t c_it x_it = Y_i Var_{s_i}(γ_i) (c_it the gradient
-    coefficients of spec §1.6), and vᵀ∇L(W) = (1/n) Σ_i ℓ'_i Y_i Var_i z_iᵀ: a combination of
-    independent queries with non-zero weights. ‖∇L‖ is the engine's log-space gradient; B is
-    computed apart, from the attention and the scores alone.
-    """
+    """If the queries z_i are linearly independent, each input's tokens are linearly independent (T
+    ≤ d) and every input has two distinct scores, then ∇L(W) ≠ 0 for every W. Quantitatively
+    [D]: ‖∇L(W)‖_F ≥ B(W) = σ_n(Z)·(Σ_i ℓ'(Y_i f_i)² Var_{s_i(W)}(γ_i)²)^{1/2} / (n‖v‖) > 0.
+    Checked at random W of Frobenius norm 0.1–10 and along NGD paths."""
     check_nostat_bound(inst, seed)
 
 
-@claim(
-    id="TF-NOSTAT-ANY-T",
-    kind="theorem",
-    provenance="[D] (this suite: the derivation of TF-NOSTAT without T ≤ d)",
-    statement="NOSTAT without the tokens' independence: if the queries z_i are linearly "
-    "independent (n ≤ d) and every input has two distinct scores, then for any T (here "
-    f"T > d) ∇L(W) ≠ 0 for every W, with {_NOSTAT_BOUND}.",
-    examples=30,
-)
+@claim("TF-NOSTAT-ANY-T")
 @given(
     inst=official_cross_instances(n=st.integers(1, 4), T=st.integers(5, 8), d=st.integers(4, 4)),
     seed=SEEDS,
 )
 def test_no_stationary_points_any_t(inst, seed):
-    """The spec's hypothesis T ≤ d (independent tokens) is not needed (spec §2.3, F13).
-
-    B(W) uses only the head direction: vᵀ∇L(W) = (1/n) Σ_i ℓ'_i Y_i Var_{s_i}(γ_i) z_iᵀ,
-    whatever the number of tokens. Official data with d = 4 < T (distinct unit tokens: distinct
-    scores almost surely).
-    """
+    """NOSTAT without the tokens' independence: if the queries z_i are linearly independent (n ≤ d)
+    and every input has two distinct scores, then for any T (here T > d) ∇L(W) ≠ 0 for every W,
+    with ‖∇L(W)‖_F ≥ B(W) = σ_n(Z)·(Σ_i ℓ'(Y_i f_i)² Var_{s_i(W)}(γ_i)²)^{1/2} / (n‖v‖) > 0."""
     check_nostat_bound(inst, seed)
 
 
-@claim(
-    id="TF-NOSTAT-DESCENT",
-    kind="corollary",
-    provenance="[D] (descent lemma), [R+] step size (spec §1.7, §2.3 consequence)",
-    statement="Under the NOSTAT hypotheses, GD W ← W − η∇L(W) with η = 1/L_W, L_W a rigorous "
-    "Lipschitz constant of ∇L in Frobenius geometry, has L(W(k)) non-increasing (2000 steps "
-    "from a random W(0)).",
-    examples=30,
-)
+@claim("TF-NOSTAT-DESCENT")
 @given(inst=with_random_init(nostat_instances()))
 def test_gd_loss_non_increasing(inst):
-    """GD with η = 1/L_W never increases the loss (spec §2.3 consequence, §1.7).
-
-    L_W is the prompt problem's ``smoothness_bound`` on vec(W) (Frobenius geometry): the
-    descent lemma gives L(W⁺) ≤ L(W) − (η/2)‖∇L‖². The loss is recomputed by the torch model
-    from the iterates, not from the engine's gradient.
-    """
+    """Under the NOSTAT hypotheses, GD W ← W − η∇L(W) with η = 1/L_W, L_W a rigorous Lipschitz
+    constant of ∇L in Frobenius geometry, has L(W(k)) non-increasing (2000 steps from a random
+    W(0))."""
     record(inst)
     problem = inst.problem
     L_W = problem.prompt.smoothness_bound()
@@ -200,26 +165,13 @@ def test_gd_loss_non_increasing(inst):
     )
 
 
-@claim(
-    id="TF-NOSTAT-GROWTH",
-    kind="corollary",
-    provenance="[D], [R+] (spec §2.3 consequence)",
-    statement="Under the NOSTAT hypotheses, ‖W(t)‖ → ∞ under gradient flow (the path of GD "
-    "with η ≤ 1/L_W as η → 0) from any W(0): the flow has no finite limit point, and ‖W(t)‖ "
-    "is eventually increasing (checked: the flow reaches ‖W‖ = 1e4 and ‖W‖ increases along "
-    "the last half of its arc length).",
-    examples=30,
-)
+@claim("TF-NOSTAT-GROWTH")
 @given(inst=with_random_init(nostat_instances()))
 def test_norm_grows(inst):
-    """‖W(t)‖ → ∞ and eventually increasing (spec §2.3 consequence).
-
-    A flow that stops at an exact stationary point (∇L = 0 in log space) or at a certified
-    strict local minimiser is a counterexample; any other early stop is inconclusive. GD with
-    η = 1/L_W is far too slow to show "eventually" in a fixed budget (calibration: one run from
-    ‖W(0)‖ = 4.1 still shrank after 64,000 steps), so the asymptotic statement is checked on
-    the flow GD discretises.
-    """
+    """Under the NOSTAT hypotheses, ‖W(t)‖ → ∞ under gradient flow (the path of GD with η ≤ 1/L_W
+    as η → 0) from any W(0): the flow has no finite limit point, and ‖W(t)‖ is eventually
+    increasing (checked: the flow reaches ‖W‖ = 1e4 and ‖W‖ increases along the last half of its
+    arc length)."""
     record(inst)
     norms, s = growth(inst.problem, inst.W0, GROWTH_NORM)
     tail = norms[s >= s[-1] / 2]
@@ -235,24 +187,12 @@ def test_norm_grows(inst):
 # ---- §2.4 G-EQ ----------------------------------------------------------------------------------
 
 
-@claim(
-    id="TF-GEQ-LEMMA",
-    kind="lemma",
-    provenance="[D] (spec §2.4)",
-    statement="If every input's non-optimal tokens share one score γ_i⁻ < γ_i⁺ and "
-    "Att-SVM(opt) is feasible, then ⟨∇L(W), W^mm⟩ < 0 for every W; quantitatively "
-    "−⟨∇L(W), W^mm⟩ ≥ (1/n) Σ_i |ℓ'_i| (γ_i⁺ − γ_i⁻) s_i,opt (1 − s_i,opt) > 0.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("TF-GEQ-LEMMA")
 @given(inst=equal_nonopt_cross_instances(), seed=SEEDS)
 def test_geq_descent_lemma(inst, seed):
-    """W^mm is a descent direction everywhere under equal non-optimal scores (spec §2.4).
-
-    ⟨∇L, W^mm⟩ is summed term by term in log space, centred at opt: every term then has
-    the lemma's sign, so the computed sign is exact however small the value; the bound is
-    computed apart from the attention and the scores.
-    """
+    """If every input's non-optimal tokens share one score γ_i⁻ < γ_i⁺ and Att-SVM(opt) is
+    feasible, then ⟨∇L(W), W^mm⟩ < 0 for every W; quantitatively −⟨∇L(W), W^mm⟩ ≥ (1/n) Σ_i
+    |ℓ'_i| (γ_i⁺ − γ_i⁻) s_i,opt (1 − s_i,opt) > 0."""
     record(inst)
     problem = inst.problem
     W_mm = frobenius_svm(inst, inst.alpha, "Att-SVM(opt)")
@@ -270,43 +210,22 @@ def test_geq_descent_lemma(inst, seed):
         )
 
 
-@claim(
-    id="TF-GEQ-GLOBAL",
-    variant="TF-GEQ-GLOBAL-N1",
-    kind="theorem",
-    provenance="[R+] (spec §2.4, as in 2306.13596), [R?] hypotheses",
-    statement="Under Assumption A and η ≤ 1/L_W, if every input's non-optimal tokens share one "
-    "score and Att-SVM(opt) is feasible, then GD (here: gradient flow, its η → 0 limit) from "
-    "any W(0) has ‖W(t)‖ → ∞ and W(t)/‖W(t)‖ → W^mm/‖W^mm‖ (any n ≥ 1).",
-    expected="refuted",
-    examples=100,
-)
+@claim("TF-GEQ-GLOBAL")
 @example(inst=pinned("TF-GEQ-GLOBAL"))
 @given(inst=with_random_init(equal_nonopt_cross_instances()))
 def test_geq_global_convergence(inst):
-    """Equal non-optimal scores ⇒ global directional convergence to W^mm(opt), any n and
-    W(0) (spec §2.4, the reading the spec asks to encode).
-
-    False as read for n ≥ 2. On the pinned instance (ties exact) input 2 selects a non-optimal
-    token whose tied rivals exert no force on it: the flow is certified to the tie-sharing SVM
-    of [0, 3, 0, 1, 2] (corr 0.630 with W^mm(opt)). The variant that holds is n = 1.
-    """
+    """Under Assumption A and η ≤ 1/L_W, if every input's non-optimal tokens share one score and
+    Att-SVM(opt) is feasible, then GD (here: gradient flow, its η → 0 limit) from any W(0) has
+    ‖W(t)‖ → ∞ and W(t)/‖W(t)‖ → W^mm/‖W^mm‖ (any n ≥ 1)."""
     record(inst)
     assert_limit(inst.problem, flow_limit(inst.problem, inst.W0), inst.alpha, "the global")
 
 
-@claim(
-    id="TF-GEQ-GLOBAL-N1",
-    kind="theorem",
-    provenance="[R+] (spec §2.4), [D] n = 1",
-    statement="G-EQ for a single input (n = 1): equal non-optimal scores and Att-SVM(opt) "
-    "feasible ⇒ gradient flow from any W(0) converges in direction to W^mm(opt), with "
-    "s_opt → 1.",
-    examples=50,
-)
+@claim("TF-GEQ-GLOBAL-N1")
 @given(inst=with_random_init(equal_nonopt_cross_instances(n=1)))
 def test_geq_global_single_input(inst):
-    """G-EQ, n = 1: any W(0) ⇒ W/‖W‖ → W^mm(opt) (spec §2.4, narrow variant)."""
+    """G-EQ for a single input (n = 1): equal non-optimal scores and Att-SVM(opt) feasible ⇒
+    gradient flow from any W(0) converges in direction to W^mm(opt), with s_opt → 1."""
     record(inst)
     assert_limit(inst.problem, flow_limit(inst.problem, inst.W0), inst.alpha, "the global")
 
@@ -314,29 +233,14 @@ def test_geq_global_single_input(inst):
 # ---- §2.6 L-LOC ----------------------------------------------------------------------------------
 
 
-@claim(
-    id="TF-LLOC-CONE",
-    variant="TF-LLOC-CONE-R1000",
-    kind="theorem",
-    provenance="[V] abstract (locally-optimal directions), [R+] structure, [R?] cone (spec §2.6)",
-    statement="For a Frobenius-locally-optimal α (margin gap δ ≥ 0.1, spec §3.5), GD (gradient "
-    "flow) started in the cone {‖W‖ = R0, 1 − cos(W, W^mm_α) ≤ ε} converges in direction to "
-    "W^mm_α with s_iα_i → 1, at the largest R0 of the scan (R0, ε) ∈ {(2, 1e-2), (5, 3e-3), "
-    "(20, 3e-4), (100, 3e-5)}.",
-    expected="refuted",
-    examples=40,
-)
+@claim("TF-LLOC-CONE")
 @example(scan=pinned_ray_scan("TF-LLOC-CONE", LLOC_GRID))
 @given(scan=cone_scan(local_opt_cross_instances(), LLOC_GRID))
 def test_local_convergence_cone(scan):
-    """From the cone at R0 = 100, the flow converges to W^mm_α (spec §2.6 Check); the
-    smallest R0 of the scan that converged is recorded.
-
-    R0 = 100 is not always enough: in a search of 60 draws, 3 locally-optimal α (margin gaps
-    0.15–0.32) lost the flow to another selection even from the ray R0·Ŵ^mm_α itself at
-    R0 = 100 and kept it from R0 = 200 on; official draw seed 36016 with α = (0, 3, 0) (gap
-    0.103) needs R0 = 500. The variant with R0 = 1000 is TF-LLOC-CONE-R1000.
-    """
+    """For a Frobenius-locally-optimal α (margin gap δ ≥ 0.1, spec §3.5), GD (gradient flow)
+    started in the cone {‖W‖ = R0, 1 − cos(W, W^mm_α) ≤ ε} converges in direction to W^mm_α with
+    s_iα_i → 1, at the largest R0 of the scan (R0, ε) ∈ {(2, 1e-2), (5, 3e-3), (20, 3e-4), (100,
+    3e-5)}."""
     inst, starts = scan
     record(inst)
     lims = [flow_limit(s.problem, s.W0) for s in starts]
@@ -350,35 +254,21 @@ def test_local_convergence_cone(scan):
     )
 
 
-@claim(
-    id="TF-LLOC-CONE-R1000",
-    kind="theorem",
-    provenance="[R+] structure (spec §2.6), [N] R0",
-    statement="For a Frobenius-locally-optimal α (margin gap δ ≥ 0.1), gradient flow started "
-    "in the cone {‖W‖ = 1000, 1 − cos(W, W^mm_α) ≤ 1e-6} converges in direction to W^mm_α.",
-    examples=30,
-)
+@claim("TF-LLOC-CONE-R1000")
 @given(inst=local_opt_cross_instances().flatmap(lambda i: cross_cone_inits(i, *LLOC_WIDE_CONE)))
 def test_local_convergence_wide_cone(inst):
-    """From the cone at R0 = 1000, the flow converges to W^mm_α (spec §2.6, the variant of
-    TF-LLOC-CONE with a larger R0)."""
+    """For a Frobenius-locally-optimal α (margin gap δ ≥ 0.1), gradient flow started in the cone
+    {‖W‖ = 1000, 1 − cos(W, W^mm_α) ≤ 1e-6} converges in direction to W^mm_α."""
     record(inst)
     assert_limit(inst.problem, flow_limit(inst.problem, inst.W0), inst.alpha, "the locally-optimal")
 
 
-@claim(
-    id="TF-LLOC-RANDOM",
-    kind="experiment",
-    provenance="[V] official protocol (spec §2.6 random-initialization form), [N]",
-    statement="Official protocol (n = 6, T = 8, d = 10, random W(0) of the default linear-layer "
-    "scale): the selection α̂ that gradient flow reaches is Frobenius-locally optimal, and "
-    "W(t)/‖W(t)‖ → W^mm_α̂/‖W^mm_α̂‖.",
-    examples=40,
-)
+@claim("TF-LLOC-RANDOM")
 @given(inst=with_random_init(official_cross_instances(n=6, T=8, d=10), scale=official_init_std(10)))
 def test_local_convergence_random_init(inst):
-    """Whatever the flow selects from a random start is locally optimal, and the direction is
-    its SVM's (spec §2.6)."""
+    """Official protocol (n = 6, T = 8, d = 10, random W(0) of the default linear-layer scale): the
+    selection α̂ that gradient flow reaches is Frobenius-locally optimal, and W(t)/‖W(t)‖ →
+    W^mm_α̂/‖W^mm_α̂‖."""
     record(inst)
     problem = inst.problem
     lim = flow_limit(problem, inst.W0)
@@ -451,67 +341,32 @@ _EXP_SETUP = (
 )
 
 
-@claim(
-    id="TF-EXP-LOCAL-W",
-    variant="TF-EXP-LOCAL-W-4000",
-    kind="experiment",
-    provenance="[V] recipe (spec §4.1), [N] thresholds (spec §7)",
-    statement=f"{_EXP_SETUP}. After 2000 steps corr(W, W^mm_α̂) is ≥ 0.99 on average and "
-    "≥ 0.95 in every run, and the max softmax probability is ≥ 1 − 1e-6 on every input of "
-    "every run.",
-    expected="refuted",
-    examples=1,
-)
+@claim("TF-EXP-LOCAL-W")
 def test_official_local_convergence_w():
-    """§4.1 claims 1 and 2 for W at the spec's thresholds (2000 steps).
-
-    Refuted as stated: official seed 2 is at corr 0.9446 after 2000 steps (0.9936 at 4000,
-    0.9987 at 8000, 0.9997 at 16000; its certified flow converges), below the every-run 0.95.
-    NGD's direction is the log-space one (the official ``+ ε`` would freeze the iterate:
-    TF-C-NAIVE). The certified flow from the same W(0) is recorded beside it: it selects the
-    same α̂ and reaches 1 − corr ≈ 1e-9. Deterministic (fixed seeds).
-    """
+    """Official recipe (spec §4.1): n = 6, T = 8, d = 10, official seeds 0, 1, … (12 runs), W(0) of
+    the default linear-layer scale, NGD W ← W − 0.1·∇L/‖∇L‖_F; α̂ = the argmax of the final
+    softmax. After 2000 steps corr(W, W^mm_α̂) is ≥ 0.99 on average and ≥ 0.95 in every run, and
+    the max softmax probability is ≥ 1 − 1e-6 on every input of every run."""
     check_official_runs(2000)
 
 
-@claim(
-    id="TF-EXP-LOCAL-W-4000",
-    kind="experiment",
-    provenance="[V] recipe (spec §4.1), [N] thresholds (spec §7), [N] the step count",
-    statement=f"{_EXP_SETUP}. After 4000 steps corr(W, W^mm_α̂) is ≥ 0.99 on average and "
-    "≥ 0.95 in every run, and the max softmax probability is ≥ 1 − 1e-6 on every input of "
-    "every run.",
-    examples=1,
-)
+@claim("TF-EXP-LOCAL-W-4000")
 def test_official_local_convergence_w_4000():
-    """TF-EXP-LOCAL-W with twice the steps (the narrowest variant that holds: at 2000 steps
-    official seed 2 is at corr 0.9446). Deterministic (fixed seeds)."""
+    """Official recipe (spec §4.1): n = 6, T = 8, d = 10, official seeds 0, 1, … (12 runs), W(0) of
+    the default linear-layer scale, NGD W ← W − 0.1·∇L/‖∇L‖_F; α̂ = the argmax of the final
+    softmax. After 4000 steps corr(W, W^mm_α̂) is ≥ 0.99 on average and ≥ 0.95 in every run, and
+    the max softmax probability is ≥ 1 − 1e-6 on every input of every run."""
     check_official_runs(4000)
 
 
 # ---- §2.5 OP-GLOB --------------------------------------------------------------------------------
 
 
-@claim(
-    id="TF-OPGLOB-FREQ",
-    kind="experiment",
-    provenance="[V] abstract (over-parameterization), [N] frequencies (spec §2.5)",
-    statement=f"Over-parameterization catalyses global convergence (empirical, spec §2.5): with "
-    f"n = {OPGLOB_N}, T = {OPGLOB_T} (official generator, seeds 0, 1, …) and {OPGLOB_SEEDS} "
-    f"seeds per d, the fraction of gradient flows from W(0) = 0 that select opt on every "
-    f"input at d = {OPGLOB_DS[-1]} is ≥ the fraction at d = {OPGLOB_DS[0]}.",
-    examples=1,
-    figures=("tf_overparam.png",),
-)
+@claim("TF-OPGLOB-FREQ")
 def test_overparameterization_frequency():
-    """Global selection at the largest d is at least as frequent as at the smallest (spec
-    §2.5); the whole curve d ∈ {4, 6, 10, 16, 32, 64} is drawn (tf_overparam.png).
-
-    Only the two ends are compared: the spec saw 0.70–0.83 at d = 10, 16, 32, not monotone.
-    Each flow runs in the exact span reduction W = U M Vᵀ (``span_problem``: 252 coordinates
-    at d = 64 instead of 4096). A flow the engine leaves undecided counts in no fraction.
-    Deterministic (fixed seeds).
-    """
+    """Over-parameterization catalyses global convergence (empirical, spec §2.5): with n = 6, T = 8
+    (official generator, seeds 0, 1, …) and 12 seeds per d, the fraction of gradient flows from
+    W(0) = 0 that select opt on every input at d = 64 is ≥ the fraction at d = 4."""
     fractions, decided = [], []
     for d in OPGLOB_DS:
         hits = runs = 0
@@ -537,27 +392,12 @@ def test_overparameterization_frequency():
 # ---- §2.11 RATE (2402.05738) --------------------------------------------------------------------
 
 
-@claim(
-    id="TF-RATE-ORDER",
-    paper="2402.05738",
-    kind="experiment",
-    provenance="[V] abstract (adaptive steps accelerate), [N] (spec §2.11); comparative only",
-    statement="Adaptive steps accelerate directional convergence (comparative only): from "
-    "W(0) = 0 on official instances (n = 6, T = 8, d = 10) where Polyak, NGD (lr 0.1) and GD "
-    "(η = 1) all select opt, the number of steps to reach corr(W, W^mm) ≥ 0.99 satisfies "
-    "Polyak ≤ NGD < GD.",
-    examples=12,
-    min_premise=3,
-)
+@claim("TF-RATE-ORDER")
 @given(inst=official_cross_instances(n=6, T=8, d=10))
 def test_rate_order(inst):
-    """Steps to corr ≥ 0.99: Polyak ≤ NGD(0.1) < GD(1) (spec §2.11 Check).
-
-    Polyak uses L* = (1/n)Σℓ(γ_opt), the true infimum on these instances; it is run only up
-    to NGD's step count (it is the slowest per step, and the order needs no more). A method
-    that has not reached 0.99 within its budget counts as +∞; NGD not reaching it leaves the
-    order undecided (inconclusive).
-    """
+    """Adaptive steps accelerate directional convergence (comparative only): from W(0) = 0 on
+    official instances (n = 6, T = 8, d = 10) where Polyak, NGD (lr 0.1) and GD (η = 1) all
+    select opt, the number of steps to reach corr(W, W^mm) ≥ 0.99 satisfies Polyak ≤ NGD < GD."""
     record(inst)
     problem, opt = inst.problem, inst.alpha
     W_mm = frobenius_svm(inst, opt, "Att-SVM(opt)")

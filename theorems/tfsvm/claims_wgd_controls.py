@@ -26,7 +26,6 @@ from strategies.cross import (
     prescribed_score_instances,
     with_random_init,
 )
-from strategies.twins import REORDERINGS
 from theorems import claim, evidence
 from theorems.tfsvm.common_wgd import (
     assert_limit,
@@ -69,22 +68,12 @@ POINTS_PER_EXAMPLE = 20
 # ---- F5 ------------------------------------------------------------------------------------------
 
 
-@claim(
-    id="TF-C-GLOBAL-ALWAYS",
-    kind="control",
-    provenance="[N] (spec §5 F5)",
-    expected="refuted",
-    statement="(Wrong) W-GD (gradient flow) from a random W(0) always selects the globally "
-    "optimal tokens and converges in direction to W^mm(opt) (n = 6, T = 8, d = 10, official "
-    "generator, default linear-layer init scale).",
-    examples=50,
-)
+@claim("TF-C-GLOBAL-ALWAYS")
 @given(inst=with_random_init(official_cross_instances(n=6, T=8, d=10), scale=official_init_std(10)))
 def test_f5_global_always(inst):
-    """(Wrong) GD always converges to W^mm(opt) (spec §5 F5).
-
-    [N]: 4 of 24 random-init runs selected a non-global, locally-optimal α. L-LOC is local.
-    """
+    """(Wrong) W-GD (gradient flow) from a random W(0) always selects the globally optimal tokens
+    and converges in direction to W^mm(opt) (n = 6, T = 8, d = 10, official generator, default
+    linear-layer init scale)."""
     record(inst)
     assert_limit(inst.problem, flow_limit(inst.problem, inst.W0), inst.alpha, "the global")
 
@@ -92,27 +81,16 @@ def test_f5_global_always(inst):
 # ---- F6, F7: L-LOC without its hypotheses --------------------------------------------------------
 
 
-@claim(
-    id="TF-C-ANY-ALPHA",
-    kind="control",
-    provenance="[N] (spec §5 F6)",
-    expected="refuted",
-    statement="(Wrong: L-LOC without local optimality) Any selection α with a feasible "
-    "Att-SVM attracts GD: from the cone {‖W‖ = R0, 1 − cos(W, W^mm_α) ≤ ε} with (R0, ε) ∈ "
-    "{(2, 1e-2), (5, 3e-3), (20, 3e-4)}, gradient flow converges in direction to W^mm_α.",
-    examples=20,
-)
+@claim("TF-C-ANY-ALPHA")
 @given(
     inst=nonlocal_alpha_instances().flatmap(
         lambda i: st.sampled_from(F6_CONES).flatmap(lambda c: cross_cone_inits(i, *c))
     )
 )
 def test_f6_any_alpha_attracts(inst):
-    """(Wrong) A feasible but not locally-optimal α attracts GD from its cone (spec §5 F6).
-
-    A support token scoring higher than α_i pulls at margin 1, faster than any restoring
-    force: [N] the flow leaves from R0 ≤ 20 in every trial (final corr ≤ 0.68).
-    """
+    """(Wrong: L-LOC without local optimality) Any selection α with a feasible Att-SVM attracts GD:
+    from the cone {‖W‖ = R0, 1 − cos(W, W^mm_α) ≤ ε} with (R0, ε) ∈ {(2, 1e-2), (5, 3e-3), (20,
+    3e-4)}, gradient flow converges in direction to W^mm_α."""
     record(inst)
     evidence.metric("R0", inst.meta["cone"]["R0"])
     evidence.metric("score excess of the beating support token", inst.meta["beaten_by"])
@@ -120,22 +98,12 @@ def test_f6_any_alpha_attracts(inst):
     assert_limit(inst.problem, lim, inst.alpha, "the non-locally-optimal")
 
 
-@claim(
-    id="TF-C-SMALL-R0",
-    kind="control",
-    provenance="[N] (spec §5 F7)",
-    expected="refuted",
-    statement="(Wrong: L-LOC with a fixed small R0) For every Frobenius-locally-optimal α "
-    "(margin gap δ ≥ 0.1), gradient flow from the cone {‖W‖ = 2, 1 − cos(W, W^mm_α) ≤ 1e-2} "
-    "converges in direction to W^mm_α.",
-    examples=20,
-)
+@claim("TF-C-SMALL-R0")
 @given(inst=local_opt_cross_instances().flatmap(lambda i: cross_cone_inits(i, *F7_CONE)))
 def test_f7_small_r0(inst):
-    """(Wrong) R0 = 2 suffices for every locally-optimal α (spec §5 F7).
-
-    [N]: the R0 needed ranges from 2 to 100 with the α (TF-LLOC-CONE records it).
-    """
+    """(Wrong: L-LOC with a fixed small R0) For every Frobenius-locally-optimal α (margin gap δ ≥
+    0.1), gradient flow from the cone {‖W‖ = 2, 1 − cos(W, W^mm_α) ≤ 1e-2} converges in
+    direction to W^mm_α."""
     record(inst)
     assert_limit(inst.problem, flow_limit(inst.problem, inst.W0), inst.alpha, "the locally-optimal")
 
@@ -143,26 +111,13 @@ def test_f7_small_r0(inst):
 # ---- F11 -----------------------------------------------------------------------------------------
 
 
-@claim(
-    id="TF-C-NAIVE",
-    kind="control",
-    provenance="[N] (spec §5 F11, §6)",
-    expected="refuted",
-    statement="(Wrong) Naive float64 training (the official recipe: torch autograd of the "
-    "plain model, step ∇L/(‖∇L‖ + ε)) follows the true gradient direction at any length: "
-    "on the SVM ray W = R·W^mm/‖W^mm‖ with the smallest top-two logit gap in [5, 60], "
-    "cos(naive ∇L, exact ∇L) ≥ 0.99.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("TF-C-NAIVE")
 @given(inst=official_cross_instances(n=6, T=8, d=10), gap=st.floats(*F11_GAPS), seed=SEEDS)
 def test_f11_naive_direction(inst, gap, seed):
-    """(Wrong) The naive gradient keeps its direction once the softmax saturates (spec F11).
-
-    The dominant token's coefficient s_α(γ_α − Σ_u s_u γ_u) loses all relative accuracy once
-    1 − s_α < 1e-16, i.e. at top-two logit gaps beyond ~36 (spec §6). The exact direction is
-    the engine's log-space gradient; the naive one is autograd of ``naive_loss``.
-    """
+    """(Wrong) Naive float64 training (the official recipe: torch autograd of the plain model, step
+    ∇L/(‖∇L‖ + ε)) follows the true gradient direction at any length: on the SVM ray W =
+    R·W^mm/‖W^mm‖ with the smallest top-two logit gap in [5, 60], cos(naive ∇L, exact ∇L) ≥
+    0.99."""
     record(inst)
     problem = inst.problem
     W_mm = frobenius_svm(inst, inst.alpha, "Att-SVM(opt)")
@@ -184,22 +139,11 @@ def test_f11_naive_direction(inst, gap, seed):
 # ---- F14 -----------------------------------------------------------------------------------------
 
 
-@claim(
-    id="TF-C-LOSS-ZERO",
-    kind="control",
-    provenance="[D] (spec §1.3, §5 F14)",
-    expected="refuted",
-    statement="(Wrong) With the head v fixed, the loss tends to 0 under W-training: once "
-    "gradient flow on W has converged in direction, L(W) ≤ 1e-3.",
-    examples=20,
-)
+@claim("TF-C-LOSS-ZERO")
 @given(inst=with_random_init(official_cross_instances()))
 def test_f14_loss_tends_to_zero(inst):
-    """(Wrong) L(W(t)) → 0 with v fixed (spec §5 F14).
-
-    Y_i f_i = Σ_t s_it γ_it ≤ max_t γ_it, so L ≥ (1/n)Σℓ(γ_i,opt) > 0: the floor of the
-    reached selection α̂ is (1/n)Σℓ(γ_iα̂). In joint (W, v) training the loss does go to 0.
-    """
+    """(Wrong) With the head v fixed, the loss tends to 0 under W-training: once gradient flow on W
+    has converged in direction, L(W) ≤ 1e-3."""
     record(inst)
     problem = inst.problem
     lim = flow_limit(problem, inst.W0)
@@ -218,24 +162,12 @@ def test_f14_loss_tends_to_zero(inst):
 # ---- F19 -----------------------------------------------------------------------------------------
 
 
-@claim(
-    id="TF-C-GD-RATE",
-    kind="control",
-    provenance="[R?] (spec §5 F19), [N]",
-    expected="refuted",
-    statement=f"(Wrong) Plain GD converges in direction at rate 1/k: from W(0) = 0 with "
-    f"η = {F19_ETA:g}, 1 − corr(W(k), W^mm_α̂) ≤ {F19_C:g}/k at k = 100, 500, 1000, 2000 "
-    "(α̂ the selection at step 2000; official instances, n = 6, T = 8, d = 10).",
-    examples=20,
-)
+@claim("TF-C-GD-RATE")
 @given(inst=official_cross_instances(n=6, T=8, d=10))
 def test_f19_gd_rate(inst):
-    """(Wrong) 1 − corr ≤ C/k for plain GD (spec §5 F19).
-
-    No such rate is claimed for plain GD: [N] it is at corr 0.85–0.93 after 2000 steps at
-    η = 1 (its steps shrink with ‖∇L‖). The rate results of 2402.05738 are for NGD and
-    Polyak (TF-RATE-ORDER).
-    """
+    """(Wrong) Plain GD converges in direction at rate 1/k: from W(0) = 0 with η = 1, 1 −
+    corr(W(k), W^mm_α̂) ≤ 10/k at k = 100, 500, 1000, 2000 (α̂ the selection at step 2000;
+    official instances, n = 6, T = 8, d = 10)."""
     record(inst)
     problem = inst.problem
     run = w_gd(problem, None, eta=F19_ETA, steps=max(F19_CHECKPOINTS), record_every=100)
@@ -249,25 +181,11 @@ def test_f19_gd_rate(inst):
 # ---- the G-EQ lemma without equal scores ---------------------------------------------------------
 
 
-@claim(
-    id="TF-C-GEQ-LEMMA-RANDOM",
-    kind="control",
-    provenance="[N] (spec §2.4: 4.8 % violations)",
-    expected="refuted",
-    statement="(Wrong: the G-EQ lemma without equal non-optimal scores) For scores drawn "
-    "uniformly in [0, 1] (prescribed-score generator) with Att-SVM(opt) feasible, "
-    "⟨∇L(W), W^mm⟩ < 0 for every W.",
-    examples=50,
-    twins=REORDERINGS,
-)
+@claim("TF-C-GEQ-LEMMA-RANDOM")
 @given(inst=prescribed_score_instances(), seed=SEEDS)
 def test_geq_lemma_random_scores(inst, seed):
-    """(Wrong) W^mm is a descent direction everywhere for general scores (spec §2.4).
-
-    [N]: 153 of 3,200 random W (4.8 %) violate the sign with uniform random scores; 0 with
-    equal non-optimal scores (TF-GEQ-LEMMA). The value is summed term by term in log space;
-    a point where the sum cancels below 1e-10 of its largest term is not counted.
-    """
+    """(Wrong: the G-EQ lemma without equal non-optimal scores) For scores drawn uniformly in [0,
+    1] (prescribed-score generator) with Att-SVM(opt) feasible, ⟨∇L(W), W^mm⟩ < 0 for every W."""
     record(inst)
     problem = inst.problem
     W_mm = frobenius_svm(inst, inst.alpha, "Att-SVM(opt)")
