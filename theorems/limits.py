@@ -188,12 +188,15 @@ class Limit:
 
     def loss_gap(self, alpha) -> float | None:
         """L(p) − (1/n)Σℓ(γ_iα_i) at the limit point, where α is the top-score selection
-        (the floor the loss tends to); None where some α_i does not score highest."""
+        (the floor the loss tends to), recorded as slack against LOSS_GAP_TOL; None where some
+        α_i does not score highest."""
         problem, alpha = self.outcome.trajectory.problem, np.asarray(alpha)
         scores = problem.scores
         if not all(float(scores[i, a]) >= float(scores[i].max()) for i, a in enumerate(alpha)):
             return None
-        return math.exp(problem.log_loss_gap(self.outcome.p, alpha))
+        gap = math.exp(problem.log_loss_gap(self.outcome.p, alpha))
+        evidence.slack("L(p) − loss floor", gap, LOSS_GAP_TOL)
+        return gap
 
     def describe(self) -> str:
         out = self.outcome
@@ -267,5 +270,4 @@ def check_limit(problem: PromptProblem, out: Outcome, alpha, what: str) -> None:
     assert lim.converged_to(alpha), lim.why_not(alpha, what)
     gap = lim.loss_gap(alpha)
     if gap is not None:
-        evidence.slack("L(p) − loss floor", gap, LOSS_GAP_TOL)
         assert gap <= LOSS_GAP_TOL, f"L(p) − loss floor = {gap:.3g} > {LOSS_GAP_TOL:g}"
