@@ -51,6 +51,7 @@ from strategies.combinators import (
 )
 from strategies.instances import PromptInstance
 from theorems import claim, evidence, saved_arguments
+from theorems.limits import flow
 from theorems.maxmargin.common import (
     CONE_GRID,
     DIRECTION_TOL,
@@ -142,11 +143,12 @@ def theorem_g_counterexample() -> PromptInstance:
 @given(inst=heterogeneous(equal_nonopt_instances()))
 @example(inst=theorem_g_counterexample())
 def test_theorem_g_as_read(inst):
-    """Theorem G as read: under Assumption A, η ≤ 1/L_p, ATT-SVM(opt) feasible and equal
-    non-optimal scores in every input (any n ≥ 1), GD from an arbitrary p(0) has ‖p(t)‖ → ∞,
-    p(t)/‖p(t)‖ → p^mm(opt)/‖p^mm(opt)‖, s_i,opt_i → 1 and L(p(t)) → (1/n)Σℓ(γ_i,opt_i)."""
-    _record(inst)
-    conclude(inst.problem, inst.p0, inst.alpha, "the global")
+    """Theorem G: under Assumption A, η ≤ 1/L_p, ATT-SVM(opt) feasible and equal non-optimal
+    scores, GD from any p(0) has ‖p(t)‖ → ∞, p(t)/‖p(t)‖ → p^mm(opt)/‖p^mm(opt)‖, s_opt → 1
+    and L(p(t)) → (1/n)Σℓ(γ_i,opt_i)."""
+    lim = flow(inst.problem, inst.p0)
+    assert lim.converged_to(inst.alpha), lim.why_not(inst.alpha, "the global")
+    assert lim.loss_gap(inst.alpha) <= LOSS_GAP_TOL
 
 
 @claim("MM-THM-G-N1")
@@ -156,12 +158,11 @@ def test_theorem_g_as_read(inst):
     )
 )
 def test_theorem_g_single_input(inst):
-    """Theorem G for a single input (n = 1): under Assumption A (logistic, exponential or
-    correlation loss), ATT-SVM(opt) feasible and equal non-optimal scores, gradient flow (GD
-    with η → 0) from an arbitrary p(0) converges in direction to p^mm(opt), with s_opt → 1 and L
-    → ℓ(γ_opt)."""
-    _record(inst)
-    conclude(inst.problem, inst.p0, inst.alpha, "the global")
+    """Theorem G for a single input (n = 1): GD from any p(0) converges in direction to
+    p^mm(opt), with s_opt → 1 and L → ℓ(γ_opt)."""
+    lim = flow(inst.problem, inst.p0)
+    assert lim.converged_to(inst.alpha), lim.why_not(inst.alpha, "the global")
+    assert lim.loss_gap(inst.alpha) <= LOSS_GAP_TOL
 
 
 # ---- §2.3 Theorem L ------------------------------------------------------------------------------
