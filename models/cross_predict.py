@@ -281,10 +281,17 @@ def _imprecise(param: str, p, reason: str, t0: float) -> dict:
     return out | {"status": "inconclusive", "reason": reason, "seconds": time.perf_counter() - t0}
 
 
-def predict_cross(X, Z, y, v, param: str = "W", loss: str = "logistic", p=None) -> dict:
+def _quiet(stage: str) -> None:
+    """The default ``stage`` callback: say nothing."""
+
+
+def predict_cross(
+    X, Z, y, v, param: str = "W", loss: str = "logistic", p=None, *, stage=_quiet
+) -> dict:
     """The top-score tokens, the trained W (or KQᵀ), the tokens it selects, the Frobenius and
     nuclear attention SVMs at that selection and the correlation of the trained matrix with
-    each; with ``p``, also ℓp mirror descent and its ℓp SVM (spec tfsvm §2.8, §2.10, §4)."""
+    each; with ``p``, also ℓp mirror descent and its ℓp SVM (spec tfsvm §2.8, §2.10, §4).
+    ``stage(text)`` is called as each long step begins (the CLI's progress lines)."""
     if param not in ("W", "KQ"):
         raise ValueError(f"param: expected 'W' or 'KQ', got {param!r}")
     t0 = time.perf_counter()
@@ -295,10 +302,12 @@ def predict_cross(X, Z, y, v, param: str = "W", loss: str = "logistic", p=None) 
     svms = _SVMs(problem, None if p is None else float(p))
     scores = problem.scores.numpy()
     opt = problem.opt_tokens()
+    stage(f"training {'W' if param == 'W' else '(K, Q)'}")
     if param == "W":
         W, training = _train_w(problem)
     else:
         W, training = _train_kq(problem, svms)
+    stage("solving the Frobenius and nuclear attention SVMs")
     selected = problem.selected(torch.as_tensor(W))
     fro, nuc = svms("fro", selected), svms("nuc", selected)
     out = {
@@ -317,6 +326,7 @@ def predict_cross(X, Z, y, v, param: str = "W", loss: str = "logistic", p=None) 
     }
     training["W"] = W.tolist()
     if p is not None:
+        stage(f"ℓ{float(p):g} mirror descent and its SVM")
         W_md, out["training_lp"] = _train_md(problem, float(p), svms)
         out["training_lp"]["W"] = W_md.tolist()
         selected_md = problem.selected(torch.as_tensor(W_md))

@@ -60,8 +60,13 @@ def _imprecise(model: str, fields, svms, reason: str, t0: float, **known) -> dic
     return out | {"status": "inconclusive", "reason": reason, "seconds": time.perf_counter() - t0}
 
 
-def predict_prompt(X, y, v, W=None, loss="logistic", p0=None) -> dict:
-    """Global optimum, its ATT-SVM, and where gradient flow from p0 goes (spec maxmargin §2)."""
+def _quiet(stage: str) -> None:
+    """The default ``stage`` callback of the predictors: say nothing."""
+
+
+def predict_prompt(X, y, v, W=None, loss="logistic", p0=None, *, stage=_quiet) -> dict:
+    """Global optimum, its ATT-SVM, and where gradient flow from p0 goes (spec maxmargin §2).
+    ``stage(text)`` is called as each long step begins (the CLI's progress lines)."""
     t0 = time.perf_counter()
     reason = precision.prompt(X, v, W, p0)
     if reason:
@@ -69,9 +74,11 @@ def predict_prompt(X, y, v, W=None, loss="logistic", p0=None) -> dict:
     problem = PromptProblem.from_data(X, y, v, W, loss)
     scores = problem.scores.numpy()
     opt = global_opt(scores)
+    stage(f"solving ATT-SVM of the global optimum ({problem.n * (problem.T - 1)} constraints)")
     svm_global = att_svm(problem.keys, opt)
     support = support_sets(problem.keys, opt, svm_global) if svm_global.ok else None
 
+    stage("tracing gradient flow on p")
     outcome = converge(problem, p0)
     sel = outcome.selected
     local = local_optimality(problem.keys, scores, sel)
@@ -99,8 +106,9 @@ def predict_prompt(X, y, v, W=None, loss="logistic", p0=None) -> dict:
     }
 
 
-def predict_embedding(sequences, y, E0, v, eta0) -> dict:
-    """One gradient step on E from p = 0, then gradient flow on `<cls>` (spec embeddings §3)."""
+def predict_embedding(sequences, y, E0, v, eta0, *, stage=_quiet) -> dict:
+    """One gradient step on E from p = 0, then gradient flow on `<cls>` (spec embeddings §3).
+    ``stage(text)`` is called as each long step begins."""
     from models.embedding import EmbeddingProblem, average_signed_frequency, one_step
 
     t0 = time.perf_counter()
@@ -116,9 +124,11 @@ def predict_embedding(sequences, y, E0, v, eta0) -> dict:
         return _imprecise("embedding", EMBEDDING_FIELDS, ("svm",), reason, t0, **known)
     frozen = EmbeddingProblem(sequences=problem.sequences, y=problem.y, E=step.E1, v=problem.v)
     flow_problem = frozen.prompt_problem()
+    stage("tracing gradient flow on <cls>")
     outcome = converge(flow_problem, None)
     positions = torch.as_tensor(outcome.selected)
     selected = problem.sequences[torch.arange(problem.n), positions]
+    stage("solving the <cls> SVM of the selection")
     svm = cls_svm(step.E1, problem.sequences, selected)
     p = outcome.p
     return {

@@ -124,6 +124,27 @@ def _out_problem(out: str) -> str | None:
     return None
 
 
+def _predict_talking(predict, model: str, fields: dict, keys) -> dict:
+    """``predict`` on the instance, saying on stderr what it does while it runs: a warning
+    first if the instance is large, then a heartbeat (theorems.framework.progress.Heartbeat)
+    unless ATTN_PROGRESS=0."""
+    from theorems.framework import progress
+
+    sizes, work = progress.check_work(model, fields)
+    large = work >= progress.LONG_CHECK_WORK
+    if not progress.enabled(0):
+        return predict(*(fields[k] for k in keys))
+    if large:
+        print(
+            f"check: warning: a large {model} instance ({sizes}; {work:,} constraint × "
+            "dimension entries): this may take minutes; progress follows on stderr every "
+            f"{progress.seconds_text(progress.interval())} (ATTN_PROGRESS=0 silences it)",
+            file=sys.stderr,
+        )
+    with progress.Heartbeat("check", loud=large) as beat:
+        return predict(*(fields[k] for k in keys), stage=beat.stage)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     if args.out is not None and (problem := _out_problem(args.out)):
         return _error(problem, 2)
@@ -138,7 +159,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         predict = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
         return _error(f"{module}.{name} is not available: {exc}", 1)
-    result = predict(*(fields[k] for k in keys))
+    result = _predict_talking(predict, model, fields, keys)
 
     from theorems.framework.evidence import to_jsonable
 

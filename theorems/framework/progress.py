@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -213,3 +215,67 @@ class TimedCollector(evidence.Collector):
             self.ticker(self)
         except Exception:  # a broken terminal must not touch the evidence
             pass
+
+
+# --------------------------------------------------------------------------- `check`
+
+#: `check` warns before an instance whose SVM has this many (constraints × dimensions) or
+#: more: a prompt instance of n = 200, T = 50, d = 50 (490 000) took minutes on 2 cores.
+LONG_CHECK_WORK = 100_000
+
+
+def check_work(model: str, fields: dict) -> tuple[str, int]:
+    """The sizes of a `check` instance as text, and its work measure: SVM constraints ×
+    dimensions (prompt: n(T − 1)·d; cross: n(T − 1)·d², the entries of W; embedding:
+    n·T·d)."""
+    import numpy as np
+
+    if model == "embedding":
+        n, T = np.shape(fields["sequences"])[:2]
+        d = np.shape(fields["E0"])[1]
+        return f"n = {n}, T = {T}, d = {d}", n * T * d
+    n, T, d = np.shape(fields["X"])[:3]
+    dims = d * d if model == "cross" else d
+    return f"n = {n}, T = {T}, d = {d}", n * max(T - 1, 1) * dims
+
+
+class Heartbeat:
+    """What a long computation is doing, said on ``stream`` while it runs: every
+    ``interval()`` seconds the current stage and the time so far. Short runs stay silent:
+    stages are printed only once the first beat has fired, or from the start when ``loud``
+    (an instance large enough that `check` warned about it)."""
+
+    def __init__(self, label: str, *, loud: bool = False, stream=None, every: float | None = None):
+        self.label, self.loud = label, loud
+        self.stream = stream if stream is not None else sys.stderr
+        self.every = every if every is not None else interval()
+        self.current = "starting"
+        self._t0 = time.perf_counter()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._spoke = False
+
+    def _say(self, text: str) -> None:
+        print(f"{self.label}: {text}", file=self.stream, flush=True)
+        self._spoke = True
+
+    def stage(self, text: str) -> None:
+        self.current = text
+        if self.loud or self._spoke:
+            self._say(f"{text} ({seconds_text(time.perf_counter() - self._t0)} so far)")
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self._say(f"still {self.current}: {seconds_text(time.perf_counter() - self._t0)}")
+
+    def __enter__(self) -> Heartbeat:
+        self._thread = threading.Thread(target=self._run, name="check-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._spoke:
+            self._say(f"done in {seconds_text(time.perf_counter() - self._t0)}")
