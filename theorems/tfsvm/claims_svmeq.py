@@ -50,9 +50,9 @@ from models.nonlinear_head import (
     svmeq,
 )
 from strategies.combinators import SEEDS, seeded
-from strategies.instances import CrossInstance
+from strategies.cross_dynamics import lattice_cross_instances
 from theorems import claim, evidence
-from theorems.tfsvm.common_wgd import random_matrices, record
+from theorems.tfsvm.common_wgd import random_matrices
 
 DTYPE = torch.float64
 
@@ -82,10 +82,6 @@ MAX_EXCLUDED = 0.2
 F15_CORR = 0.99
 #: F13: gradients at W = 0 and at random W of Frobenius norm 0.1–10 (spec §2.3 Check).
 F13_POINTS, F13_NORMS = 20, (0.1, 10.0)
-#: F13's lattice: entries of tokens, queries and the head. Products and sums of these are
-#: exact in float64, so the scores tie exactly whenever they tie mathematically. Ordered so
-#: that Hypothesis shrinks toward 0 and ±1.
-LATTICE = (0.0, 1.0, -1.0, 0.5, -0.5)
 
 EXCLUDED_STATIONARY = "excluded: stationary point (∇L = 0 exactly: NGD has no direction)"
 REJECTED_SVM = "rejected: SVM failure (infeasible)"
@@ -94,7 +90,7 @@ REJECTED_SVM = "rejected: SVM failure (infeasible)"
 # ---- the official runs ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Run:
     """One official run: its seed, data and W(0); ``outcome`` "accepted", "rejected" or
     "excluded" with ``reason``; for accepted runs the three 1 − corr at the final iterate, the
@@ -114,6 +110,9 @@ class Run:
     inactive: tuple[int, ...] = ()
     R: float = math.nan
     max_masked: float = math.nan
+
+    def __repr__(self) -> str:
+        return f"Run(official seed {self.seed}, d = {self.problem.d}, {self.outcome})"
 
     def to_json(self) -> dict:
         p = self.problem
@@ -184,14 +183,41 @@ def official_runs(d: int) -> tuple[Run, ...]:
     )
 
 
-def accepted_indices(d: int) -> tuple[int, ...]:
-    """The positions in ``official_runs(d)`` of the runs the official rules accept."""
-    return tuple(k for k, run in enumerate(official_runs(d)) if run.outcome == "accepted")
+def accepted_runs(d: int) -> tuple[Run, ...]:
+    """The runs of ``official_runs(d)`` that the official rules accept, in order."""
+    return tuple(run for run in official_runs(d) if run.outcome == "accepted")
 
 
-def check_svmeq(d: int, keep=lambda run: True, what: str = "accepted runs") -> None:
-    """spec §2.9 Check over the accepted runs that ``keep`` keeps: median 1 − corr(W, W^SVMeq)
-    ≤ median 1 − corr(W, W_dir) ≤ median 1 − corr(W, W^mm_single), and the first ≤ 2e-2."""
+@dataclass(frozen=True)
+class Medians:
+    """The three medians of 1 − corr over the kept runs, where they come from and the kept run
+    farthest from W^SVMeq (for the messages)."""
+
+    eq: float
+    dir: float
+    single: float
+    where: str
+    worst: Run
+
+    def chain(self) -> str:
+        return (
+            f"medians of 1 − corr not ordered SVMeq ≤ W_dir ≤ single-token: {self.eq:.3g}, "
+            f"{self.dir:.3g}, {self.single:.3g} {self.where}"
+        )
+
+    def over_bound(self) -> str:
+        w = self.worst
+        return (
+            f"median 1 − corr(W, W^SVMeq) = {self.eq:.3g} > {SVMEQ_MEDIAN_BOUND:g} {self.where}; "
+            f"largest {w.gap_svmeq:.3g} at official seed {w.seed} (|𝒪_i| = {list(w.sizes)}, "
+            f"inactive inputs {list(w.inactive)})"
+        )
+
+
+def svmeq_medians(d: int, keep=lambda run: True, what: str = "accepted runs") -> Medians:
+    """The medians of 1 − corr(W, ·) for W^SVMeq, W_dir and the single-token SVM over the
+    official runs at ``d`` that the official rules accept and ``keep`` keeps. Too many runs
+    excluded by machinery failures, or fewer than MIN_ACCEPTED kept, is inconclusive."""
     runs = official_runs(d)
     counts: dict[str, int] = {}
     for run in runs:
@@ -215,84 +241,56 @@ def check_svmeq(d: int, keep=lambda run: True, what: str = "accepted runs") -> N
     evidence.metric("runs with an inactive input", sum(bool(r.inactive) for r in kept))
     evidence.slack("median 1 − corr(W, W^SVMeq) / 2e-2", m_eq, SVMEQ_MEDIAN_BOUND)
     where = f"(d = {d}, {len(kept)} {what} of {len(runs)} official seeds)"
-    assert m_eq <= m_dir * (1 + CHAIN_RTOL) and m_dir <= m_single * (1 + CHAIN_RTOL), (
-        f"medians of 1 − corr not ordered SVMeq ≤ W_dir ≤ single-token: {m_eq:.3g}, "
-        f"{m_dir:.3g}, {m_single:.3g} {where}"
-    )
     worst = kept[int(np.argmax(gaps[:, 0]))]
-    assert m_eq <= SVMEQ_MEDIAN_BOUND, (
-        f"median 1 − corr(W, W^SVMeq) = {m_eq:.3g} > {SVMEQ_MEDIAN_BOUND:g} {where}; largest "
-        f"{worst.gap_svmeq:.3g} at official seed {worst.seed} (|𝒪_i| = {list(worst.sizes)}, "
-        f"inactive inputs {list(worst.inactive)})"
-    )
+    return Medians(float(m_eq), float(m_dir), float(m_single), where, worst)
 
 
 def _all_active(run: Run) -> bool:
     return not run.inactive
 
 
-_RECIPE = (
-    "Official multi_token_converge recipe (spec §4.3): n = 3, T = 4, ReLU head "
-    "Σ_j ReLU(u_iᵀV)_j with ‖V‖_F = 1, official seeds 1, 2, … "
-    f"({SEEDS_PER_D} usable per d), W(0) of nn.Linear's law, 2001 NGD steps of length 0.1; "
-    "runs with a final probability in (1e-6, 1e-3], with none ≤ 1e-6, or with an infeasible "
-    "SVM are rejected. 𝒪_i = {t : s_it ≥ 1e-3}; W^SVMeq = W_fin + R·W_dir"
-)
-_CONCLUSION = (
-    "median 1 − corr(W, W^SVMeq) ≤ median 1 − corr(W, W_dir) ≤ median 1 − corr(W, "
-    "W^mm_single) (the Frobenius Att-SVM at the argmax), and median 1 − corr(W, W^SVMeq) ≤ 2e-2"
-)
-
-
 @claim("TF-SVMEQ")
 def test_svmeq_official_d4():
-    """Official multi_token_converge recipe (spec §4.3): n = 3, T = 4, ReLU head Σ_j ReLU(u_iᵀV)_j
-    with ‖V‖_F = 1, official seeds 1, 2, … (240 usable per d), W(0) of nn.Linear's law, 2001 NGD
-    steps of length 0.1; runs with a final probability in (1e-6, 1e-3], with none ≤ 1e-6, or
-    with an infeasible SVM are rejected. 𝒪_i = {t : s_it ≥ 1e-3}; W^SVMeq = W_fin + R·W_dir. At
-    d = 4, over the accepted runs: median 1 − corr(W, W^SVMeq) ≤ median 1 − corr(W, W_dir) ≤
-    median 1 − corr(W, W^mm_single) (the Frobenius Att-SVM at the argmax), and median 1 −
-    corr(W, W^SVMeq) ≤ 2e-2."""
-    check_svmeq(4)
+    """With a nonlinear (ReLU) head, GD converges in direction to W^SVMeq = W_fin + R·W_dir,
+    not to the single-token SVM: on the official multi_token_converge runs at d = 4, median
+    1 − corr(W, W^SVMeq) ≤ median 1 − corr(W, W_dir) ≤ median 1 − corr(W, W^mm_single), and
+    median 1 − corr(W, W^SVMeq) ≤ 2e-2."""
+    m = svmeq_medians(4)
+    assert m.eq <= m.dir * (1 + CHAIN_RTOL) and m.dir <= m.single * (1 + CHAIN_RTOL), m.chain()
+    assert m.eq <= SVMEQ_MEDIAN_BOUND, m.over_bound()
 
 
 @claim("TF-SVMEQ-ACTIVE")
 def test_svmeq_official_d4_active_heads():
-    """Official multi_token_converge recipe (spec §4.3): n = 3, T = 4, ReLU head Σ_j ReLU(u_iᵀV)_j
-    with ‖V‖_F = 1, official seeds 1, 2, … (240 usable per d), W(0) of nn.Linear's law, 2001 NGD
-    steps of length 0.1; runs with a final probability in (1e-6, 1e-3], with none ≤ 1e-6, or
-    with an infeasible SVM are rejected. 𝒪_i = {t : s_it ≥ 1e-3}; W^SVMeq = W_fin + R·W_dir. At
-    d = 4, over the accepted runs in which every input's head is active at the end (u_iᵀV has a
+    """TF-SVMEQ over the runs in which every input's head is active at the end (u_iᵀV has a
     positive entry, so the input's loss term is not locally constant): median 1 − corr(W,
-    W^SVMeq) ≤ median 1 − corr(W, W_dir) ≤ median 1 − corr(W, W^mm_single) (the Frobenius
-    Att-SVM at the argmax), and median 1 − corr(W, W^SVMeq) ≤ 2e-2."""
-    check_svmeq(4, _all_active, "accepted runs with every head active")
+    W^SVMeq) ≤ median 1 − corr(W, W_dir) ≤ median 1 − corr(W, W^mm_single), and median
+    1 − corr(W, W^SVMeq) ≤ 2e-2 at d = 4."""
+    m = svmeq_medians(4, _all_active, "accepted runs with every head active")
+    assert m.eq <= m.dir * (1 + CHAIN_RTOL) and m.dir <= m.single * (1 + CHAIN_RTOL), m.chain()
+    assert m.eq <= SVMEQ_MEDIAN_BOUND, m.over_bound()
 
 
 @claim("TF-SVMEQ-D6")
 def test_svmeq_official_d6():
-    """Official multi_token_converge recipe (spec §4.3): n = 3, T = 4, ReLU head Σ_j ReLU(u_iᵀV)_j
-    with ‖V‖_F = 1, official seeds 1, 2, … (240 usable per d), W(0) of nn.Linear's law, 2001 NGD
-    steps of length 0.1; runs with a final probability in (1e-6, 1e-3], with none ≤ 1e-6, or
-    with an infeasible SVM are rejected. 𝒪_i = {t : s_it ≥ 1e-3}; W^SVMeq = W_fin + R·W_dir. At
-    d = 6, over the accepted runs: median 1 − corr(W, W^SVMeq) ≤ median 1 − corr(W, W_dir) ≤
-    median 1 − corr(W, W^mm_single) (the Frobenius Att-SVM at the argmax), and median 1 −
-    corr(W, W^SVMeq) ≤ 2e-2."""
-    check_svmeq(6)
+    """With a nonlinear (ReLU) head, GD converges in direction to W^SVMeq = W_fin + R·W_dir,
+    not to the single-token SVM: on the official multi_token_converge runs at d = 6, median
+    1 − corr(W, W^SVMeq) ≤ median 1 − corr(W, W_dir) ≤ median 1 − corr(W, W^mm_single), and
+    median 1 − corr(W, W^SVMeq) ≤ 2e-2."""
+    m = svmeq_medians(6)
+    assert m.eq <= m.dir * (1 + CHAIN_RTOL) and m.dir <= m.single * (1 + CHAIN_RTOL), m.chain()
+    assert m.eq <= SVMEQ_MEDIAN_BOUND, m.over_bound()
 
 
 # ---- F15: the single-token SVM -------------------------------------------------------------------
 
 
 @claim("TF-C-SINGLE-TOKEN")
-@given(index=st.deferred(lambda: st.sampled_from(accepted_indices(4))))
-def test_f15_single_token_limit(index):
-    """(Wrong) With a nonlinear (ReLU) head, the GD limit is the single-token SVM at the argmax: on
-    the official multi_token_converge runs at d = 4 that pass the official rejection rules and
-    have every input's head active, corr(W, W^mm_single) ≥ 0.99 after 2001 NGD steps,
-    W^mm_single the Frobenius Att-SVM at α_i = argmax_t s_it."""
-    run = official_runs(4)[index]
-    evidence.instance(run.to_json())
+@given(run=st.deferred(lambda: st.sampled_from(accepted_runs(4))))
+def test_f15_single_token_limit(run):
+    """(Wrong) With a nonlinear (ReLU) head, the GD limit is the single-token SVM at the
+    argmax: corr(W, W^mm_single) → 1, W^mm_single the Frobenius Att-SVM at α_i = argmax_t
+    s_it, whenever every input's head is active."""
     if run.inactive:
         evidence.reject("an input's head is inactive (its gradient is identically zero)")
     corr = 1.0 - run.gap_single
@@ -307,44 +305,22 @@ def test_f15_single_token_limit(index):
 # ---- F13: no stationary points for every loss ----------------------------------------------------
 
 
-def _lattice_rows(count: int, d: int):
-    row = st.lists(st.sampled_from(LATTICE), min_size=d, max_size=d).filter(any)
-    return st.lists(row, min_size=count, max_size=count)
-
-
-@st.composite
-def lattice_cross_instances(
-    draw, n=st.integers(1, 3), T=st.integers(2, 5), d=st.integers(2, 4)
-) -> CrossInstance:
-    """Cross-attention data (linear head v, logistic loss) on a coarse lattice: every token,
-    query and the head a non-zero vector with entries in {0, ±1/2, ±1}, labels ±1. The scores
-    γ_it = Y_i vᵀx_it are then computed exactly, so they tie exactly when they tie
-    mathematically: the degenerate part of the instance space (equal scores, repeated or
-    dependent queries, T > d) that a statement about every loss covers, drawn with positive
-    probability."""
-    n, T, d = draw(n), draw(T), draw(d)
-    X = np.array([draw(_lattice_rows(T, d)) for _ in range(n)], dtype=np.float64)
-    Z = np.array(draw(_lattice_rows(n, d)), dtype=np.float64)
-    v = np.array(draw(_lattice_rows(1, d))[0], dtype=np.float64)
-    y = np.array(draw(st.lists(st.sampled_from((1.0, -1.0)), min_size=n, max_size=n)))
-    return CrossInstance(X=X, Z=Z, y=y, v=v)
+def f13_points(d: int, seed: int) -> list[np.ndarray]:
+    """W = 0 and F13_POINTS random W of Frobenius norms 0.1–10."""
+    return [np.zeros((d, d))] + list(random_matrices(seeded(seed), d, F13_POINTS, *F13_NORMS))
 
 
 @claim("TF-C-NO-STATIONARY")
 @given(inst=lattice_cross_instances(), seed=SEEDS)
 def test_f13_no_stationary_points(inst, seed):
-    """(Wrong: NOSTAT without its hypotheses) Every cross-attention loss L(W) = (1/n) Σ_i ℓ(Y_i
-    vᵀX_iᵀS(X_i W z_i)) with a fixed head v and the logistic loss has no stationary point: ∇L(W)
-    ≠ 0 at every W."""
-    record(inst)
-    problem = inst.problem
-    g = problem.scores.numpy()
+    """(Wrong: NOSTAT without its hypotheses) Every cross-attention loss L(W) = (1/n) Σ_i
+    ℓ(Y_i vᵀX_iᵀS(X_i W z_i)) with a fixed head v and the logistic loss has no stationary
+    point: ∇L(W) ≠ 0 at every W."""
+    g = inst.problem.scores.numpy()
     tied = [i for i in range(inst.n) if np.all(g[i] == g[i, 0])]
     evidence.metric("inputs with all scores equal", len(tied))
-    points = [np.zeros((inst.d, inst.d))]
-    points += list(random_matrices(seeded(seed), inst.d, F13_POINTS, *F13_NORMS))
-    for W in points:
-        M, G = problem.gradient_log(W)
+    for W in f13_points(inst.d, seed):
+        M, G = inst.problem.gradient_log(W)
         assert M > -math.inf and np.any(G != 0), (
             f"∇L(W) = 0 exactly (log-space gradient: M = {M}) at ‖W‖ = "
             f"{np.linalg.norm(W):.3g}; n = {inst.n}, T = {inst.T}, d = {inst.d}, inputs with "

@@ -26,19 +26,17 @@ from strategies.cross import (
     prescribed_score_instances,
     with_random_init,
 )
+from strategies.cross_dynamics import nonlocal_alpha_instances
 from theorems import claim, evidence
 from theorems.tfsvm.common_wgd import (
-    assert_limit,
     decisive,
     descent_value,
-    flow_limit,
     frobenius_svm,
     naive_gradient,
-    nonlocal_alpha_instances,
     official_init_std,
     random_matrices,
-    record,
     top_two_gap,
+    w_flow,
 )
 
 DTYPE = torch.float64
@@ -71,11 +69,10 @@ POINTS_PER_EXAMPLE = 20
 @claim("TF-C-GLOBAL-ALWAYS")
 @given(inst=with_random_init(official_cross_instances(n=6, T=8, d=10), scale=official_init_std(10)))
 def test_f5_global_always(inst):
-    """(Wrong) W-GD (gradient flow) from a random W(0) always selects the globally optimal tokens
-    and converges in direction to W^mm(opt) (n = 6, T = 8, d = 10, official generator, default
-    linear-layer init scale)."""
-    record(inst)
-    assert_limit(inst.problem, flow_limit(inst.problem, inst.W0), inst.alpha, "the global")
+    """(Wrong) GD from a random W(0) always selects the globally optimal tokens and converges
+    in direction to W^mm(opt)."""
+    lim = w_flow(inst.problem, inst.W0)
+    assert lim.converged_to(inst.alpha), lim.why_not(inst.alpha, "the global")
 
 
 # ---- F6, F7: L-LOC without its hypotheses --------------------------------------------------------
@@ -88,37 +85,31 @@ def test_f5_global_always(inst):
     )
 )
 def test_f6_any_alpha_attracts(inst):
-    """(Wrong: L-LOC without local optimality) Any selection α with a feasible Att-SVM attracts GD:
-    from the cone {‖W‖ = R0, 1 − cos(W, W^mm_α) ≤ ε} with (R0, ε) ∈ {(2, 1e-2), (5, 3e-3), (20,
-    3e-4)}, gradient flow converges in direction to W^mm_α."""
-    record(inst)
+    """(Wrong: L-LOC without local optimality) Any selection α with a feasible Att-SVM
+    attracts GD: from the cone {‖W‖ = R0, 1 − cos(W, W^mm_α) ≤ ε} with R0 ≤ 20, gradient
+    flow converges in direction to W^mm_α."""
     evidence.metric("R0", inst.meta["cone"]["R0"])
     evidence.metric("score excess of the beating support token", inst.meta["beaten_by"])
-    lim = flow_limit(inst.problem, inst.W0)
-    assert_limit(inst.problem, lim, inst.alpha, "the non-locally-optimal")
+    lim = w_flow(inst.problem, inst.W0)
+    assert lim.converged_to(inst.alpha), lim.why_not(inst.alpha, "the non-locally-optimal")
 
 
 @claim("TF-C-SMALL-R0")
 @given(inst=local_opt_cross_instances().flatmap(lambda i: cross_cone_inits(i, *F7_CONE)))
 def test_f7_small_r0(inst):
-    """(Wrong: L-LOC with a fixed small R0) For every Frobenius-locally-optimal α (margin gap δ ≥
-    0.1), gradient flow from the cone {‖W‖ = 2, 1 − cos(W, W^mm_α) ≤ 1e-2} converges in
-    direction to W^mm_α."""
-    record(inst)
-    assert_limit(inst.problem, flow_limit(inst.problem, inst.W0), inst.alpha, "the locally-optimal")
+    """(Wrong: L-LOC with a fixed small R0) For every Frobenius-locally-optimal α, gradient
+    flow from the cone {‖W‖ = 2, 1 − cos(W, W^mm_α) ≤ 1e-2} converges in direction to
+    W^mm_α."""
+    lim = w_flow(inst.problem, inst.W0)
+    assert lim.converged_to(inst.alpha), lim.why_not(inst.alpha, "the locally-optimal")
 
 
 # ---- F11 -----------------------------------------------------------------------------------------
 
 
-@claim("TF-C-NAIVE")
-@given(inst=official_cross_instances(n=6, T=8, d=10), gap=st.floats(*F11_GAPS), seed=SEEDS)
-def test_f11_naive_direction(inst, gap, seed):
-    """(Wrong) Naive float64 training (the official recipe: torch autograd of the plain model, step
-    ∇L/(‖∇L‖ + ε)) follows the true gradient direction at any length: on the SVM ray W =
-    R·W^mm/‖W^mm‖ with the smallest top-two logit gap in [5, 60], cos(naive ∇L, exact ∇L) ≥
-    0.99."""
-    record(inst)
+def naive_and_exact(inst, gap: float, seed: int) -> tuple[float, float]:
+    """(cos(naive ∇L, exact ∇L), the smallest top-two logit gap) at a point of the SVM ray
+    W ∝ W^mm/‖W^mm‖ + 1e-3·E (E a seeded unit matrix) scaled to smallest top-two gap ``gap``."""
     problem = inst.problem
     W_mm = frobenius_svm(inst, inst.alpha, "Att-SVM(opt)")
     E = torch.randn(inst.d, inst.d, generator=seeded(seed), dtype=DTYPE).numpy()
@@ -130,9 +121,19 @@ def test_f11_naive_direction(inst, gap, seed):
     evidence.metric("smallest top-two logit gap", top_two_gap(problem, W))
     evidence.finite("cos(naive ∇L, exact ∇L)", cos)
     evidence.metric("cos(naive ∇L, exact ∇L)", cos)
+    return cos, top_two_gap(problem, W)
+
+
+@claim("TF-C-NAIVE")
+@given(inst=official_cross_instances(n=6, T=8, d=10), gap=st.floats(*F11_GAPS), seed=SEEDS)
+def test_f11_naive_direction(inst, gap, seed):
+    """(Wrong) Naive float64 training (the official recipe: torch autograd of the plain model,
+    step ∇L/(‖∇L‖ + ε)) follows the true gradient direction at any length: along the SVM ray,
+    cos(naive ∇L, exact ∇L) ≥ 0.99."""
+    cos, reached = naive_and_exact(inst, gap, seed)
     assert cos >= F11_COS, (
         f"cos(naive ∇L, exact ∇L) = {cos:.4f} < {F11_COS} at smallest top-two logit gap "
-        f"{top_two_gap(problem, W):.2f} (seed {inst.seed})"
+        f"{reached:.2f} (seed {inst.seed})"
     )
 
 
@@ -142,20 +143,17 @@ def test_f11_naive_direction(inst, gap, seed):
 @claim("TF-C-LOSS-ZERO")
 @given(inst=with_random_init(official_cross_instances()))
 def test_f14_loss_tends_to_zero(inst):
-    """(Wrong) With the head v fixed, the loss tends to 0 under W-training: once gradient flow on W
-    has converged in direction, L(W) ≤ 1e-3."""
-    record(inst)
-    problem = inst.problem
-    lim = flow_limit(problem, inst.W0)
-    if lim.kind != "converged":
+    """(Wrong) With the head v fixed, the loss tends to 0 under W-training: L(W(t)) → 0 once
+    gradient flow on W has converged in direction."""
+    lim = w_flow(inst.problem, inst.W0)
+    if not lim.diverges:
         evidence.inconclusive(f"flow {lim.kind}: {lim.reason}")
-    out = lim.outcome
-    loss = float(problem.prompt.loss_value(out.p))
-    floor = problem.loss_floor(out.selected)
+    loss = float(inst.problem.prompt.loss_value(lim.outcome.p))
+    floor = inst.problem.loss_floor(lim.outcome.selected)
     evidence.metric("loss floor (1/n)Σℓ(γ_iα̂)", floor)
     assert loss <= F14_EPS, (
-        f"L(W) = {loss:.4g} > {F14_EPS:g} at ‖W‖ = {float(out.p.norm()):.3g} (directional "
-        f"limit reached); the floor of the selection is {floor:.4g}"
+        f"L(W) = {loss:.4g} > {F14_EPS:g} at ‖W‖ = {float(lim.outcome.p.norm()):.3g} "
+        f"(directional limit reached); the floor of the selection is {floor:.4g}"
     )
 
 
@@ -165,10 +163,8 @@ def test_f14_loss_tends_to_zero(inst):
 @claim("TF-C-GD-RATE")
 @given(inst=official_cross_instances(n=6, T=8, d=10))
 def test_f19_gd_rate(inst):
-    """(Wrong) Plain GD converges in direction at rate 1/k: from W(0) = 0 with η = 1, 1 −
-    corr(W(k), W^mm_α̂) ≤ 10/k at k = 100, 500, 1000, 2000 (α̂ the selection at step 2000;
-    official instances, n = 6, T = 8, d = 10)."""
-    record(inst)
+    """(Wrong) Plain GD converges in direction at rate 1/k: from W(0) = 0 with η = 1,
+    1 − corr(W(k), W^mm_α̂) ≤ C/k, α̂ the selection GD reaches."""
     problem = inst.problem
     run = w_gd(problem, None, eta=F19_ETA, steps=max(F19_CHECKPOINTS), record_every=100)
     W_mm = frobenius_svm(problem, problem.selected(run.W), "Att-SVM(α̂)")
@@ -181,22 +177,27 @@ def test_f19_gd_rate(inst):
 # ---- the G-EQ lemma without equal scores ---------------------------------------------------------
 
 
-@claim("TF-C-GEQ-LEMMA-RANDOM")
-@given(inst=prescribed_score_instances(), seed=SEEDS)
-def test_geq_lemma_random_scores(inst, seed):
-    """(Wrong: the G-EQ lemma without equal non-optimal scores) For scores drawn uniformly in [0,
-    1] (prescribed-score generator) with Att-SVM(opt) feasible, ⟨∇L(W), W^mm⟩ < 0 for every W."""
-    record(inst)
-    problem = inst.problem
-    W_mm = frobenius_svm(inst, inst.alpha, "Att-SVM(opt)")
+def decided_descent_signs(problem, W_mm, seed: int):
+    """At each random W of Frobenius norm 0.1–10 (computed one at a time): (‖W‖, the sign of
+    ⟨∇L(W), W^mm⟩, its size relative to its largest term), where the log-space sum kept its
+    sign (``decisive``); the points whose sum cancelled are counted and recorded at the end."""
     undecided = 0
-    for W in random_matrices(seeded(seed), inst.d, POINTS_PER_EXAMPLE, *W_NORMS):
+    for W in random_matrices(seeded(seed), problem.d, POINTS_PER_EXAMPLE, *W_NORMS):
         log_value, sign, log_top = descent_value(problem, W, W_mm, None)
         if not decisive(log_value, log_top):
             undecided += 1
             continue
-        assert sign < 0, (
-            f"⟨∇L(W), W^mm⟩ > 0 (relative size {math.exp(log_value - log_top):.2g}) at "
-            f"‖W‖ = {np.linalg.norm(W):.3g} (seed {inst.seed})"
-        )
+        yield float(np.linalg.norm(W)), sign, math.exp(log_value - log_top)
     evidence.metric("points whose sign cancelled below 1e-10", undecided)
+
+
+@claim("TF-C-GEQ-LEMMA-RANDOM")
+@given(inst=prescribed_score_instances(), seed=SEEDS)
+def test_geq_lemma_random_scores(inst, seed):
+    """(Wrong: the G-EQ lemma without equal non-optimal scores) For any scores, with
+    Att-SVM(opt) feasible, ⟨∇L(W), W^mm⟩ < 0 for every W."""
+    W_mm = frobenius_svm(inst, inst.alpha, "Att-SVM(opt)")
+    for norm, sign, size in decided_descent_signs(inst.problem, W_mm, seed):
+        assert sign < 0, (
+            f"⟨∇L(W), W^mm⟩ > 0 (relative size {size:.2g}) at ‖W‖ = {norm:.3g} (seed {inst.seed})"
+        )

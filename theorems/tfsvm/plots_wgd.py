@@ -1,11 +1,14 @@
-"""The figures of the W-dynamics claims of 2308.16898 (reports/figures/): each claim that
-draws one computes its evidence and calls the function here."""
+"""The figures of the W-dynamics claims of 2308.16898 (reports/figures/): a drawer per claim
+(``figures.draws``), which the report calls after a run, computes what its figure shows and
+calls the plotting function here."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from theorems.framework import figures
+from theorems.framework.figures import draws
+from theorems.tfsvm.common_wgd import OPGLOB_DS, opglob_fractions
 
 
 def overparameterization(ds, fractions, decided, name: str) -> None:
@@ -31,3 +34,10 @@ def overparameterization(ds, fractions, decided, name: str) -> None:
     ax.set_title("Over-parameterization (n = 6, T = 8): gradient flow from W(0) = 0", fontsize=9)
     ax.grid(alpha=0.3)
     figures.save(fig, name)
+
+
+@draws("TF-OPGLOB-FREQ")
+def draw_overparameterization() -> None:
+    """TF-OPGLOB-FREQ's curve: the fractions the claim compares, at every d."""
+    fractions, decided = opglob_fractions()
+    overparameterization(OPGLOB_DS, fractions, decided, "tf_overparam.png")
