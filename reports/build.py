@@ -29,6 +29,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from reports import findings as found
+from theorems.framework.shrink import reduced_text
 
 # The papers in report order, with their titles; any other paper (a user's conjecture) follows.
 PAPERS = {
@@ -467,6 +468,8 @@ def details_html(claim: dict) -> str:
         parts.append(
             f'<p class="reasons">counterexample on its twins: {esc(robustness_text(claim))}</p>'
         )
+    if reduced_text(claim.get("reduced")):
+        parts.append(f'<p class="reasons">{esc(reduced_text(claim.get("reduced")))}</p>')
     found = counterexample_json(claim)
     if found:
         parts.append(fold("minimal counterexample", f"<pre>{esc(found)}</pre>"))
@@ -817,6 +820,7 @@ def md_details(claim: dict) -> list[str]:
         "vacuous": claim.get("reason", "") if claim.get("verdict") == "vacuous" else "",
         "inconclusive": counts_text(claim["inconclusive"]),
         "counterexample on its twins": robustness_text(claim),
+        "counterexample reduced": reduced_text(claim.get("reduced")) or "",
         "judged by an earlier run": run_text(claim),
         "rejected": counts_text(claim["rejections"]),
         "metrics": "; ".join(metric_items(claim)),

@@ -18,7 +18,7 @@ FRAMEWORK = REPO_ROOT / "theorems" / "framework"
 #: The order of theorems/framework/__init__.py's list: each module imports only those above it.
 ORDER = (
     "instances", "profiles", "hypothesis_compat", "evidence", "verdicts", "replay", "twins",
-    "rows", "registry", "claim_index",
+    "shrink", "rows", "registry", "claim_index",
     "records", "lock", "session", "progress", "plugin", "explain", "cli", "figures",
 )  # fmt: skip
 

@@ -10,6 +10,8 @@ Modules, each importing only those above it:
 - `verdicts`: the verdict words and rules (judge one item, merge items, as expected).
 - `replay`: the counterexample store.
 - `twins`: metamorphic twins, an example decided again on its instance restated.
+- `shrink`: a counterexample reduced in its sizes (an input, a token left out) before the
+  claim reports it.
 - `rows`: a paper's claim rows (claims.toml) and findings (findings.md), what a claim's
   code leaves out.
 - `registry`: the `@claim` decorator and the registry of claims.

@@ -85,6 +85,9 @@ class Collector:
         #: the reported counterexample decided again on its twins (twins.robustness): the
         #: outcome per twin, and the twins on which it holds (a fragile counterexample)
         self.robustness: dict[str, Any] | None = None
+        #: the counterexample's sizes before and after the framework reduced it
+        #: (theorems.framework.shrink), or None when it tried no reduction
+        self.reduced: dict[str, Any] | None = None
         self.rejections: Counter[str] = Counter()
         self.inconclusive: Counter[str] = Counter()
         self.worst_slack: dict[str, dict[str, float]] = {}
@@ -189,6 +192,33 @@ class Collector:
         theorems.framework.replay ({"args": ...} or {"unrepresentable": ...}; {} if none)."""
         return encode_arguments(self._last_arguments.get("raised"))
 
+    def adopt_counterexample(self, arguments: dict[str, Any], exc: BaseException | None) -> tuple:
+        """Make ``arguments`` the claim's counterexample in place of the last example that
+        raised (a smaller one found by theorems.framework.shrink, refuted by ``exc``);
+        returns what it replaced, for ``restore_counterexample``."""
+        saved = (
+            self._last_arguments.get("raised"),
+            self._last_instance.get("raised"),
+            self._last_nonfinite.get("raised", set()),
+            self._last_explicit.get("raised", False),
+            self.last_body_exception,
+        )
+        self._last_arguments["raised"] = arguments
+        self._last_instance["raised"] = _instance_of(arguments)
+        self._last_nonfinite["raised"] = set()
+        self._last_explicit["raised"] = False
+        self.last_body_exception = exc
+        return saved
+
+    def restore_counterexample(self, saved: tuple) -> None:
+        """Undo ``adopt_counterexample``."""
+        arguments, instance, nonfinite, explicit, exc = saved
+        self._last_arguments["raised"] = arguments
+        self._last_instance["raised"] = instance
+        self._last_nonfinite["raised"] = nonfinite
+        self._last_explicit["raised"] = explicit
+        self.last_body_exception = exc
+
     def begin(self, arguments: dict[str, Any] | None = None, explicit: bool = False) -> None:
         self._current = None
         self._stopped = None
@@ -239,6 +269,11 @@ class Collector:
                 "disagreements": list(self.twin_disagreements),
             },
             "robustness": self.robustness,
+            "reduced": (
+                None
+                if self.reduced is None
+                else {k: v for k, v in self.reduced.items() if k != "_replaced"}
+            ),
         }
 
 

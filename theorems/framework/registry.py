@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from theorems.framework import REPO_ROOT, evidence, hypothesis_compat, rows
+from theorems.framework import REPO_ROOT, evidence, hypothesis_compat, rows, shrink
 from theorems.framework import twins as twins_module
 from theorems.framework.profiles import run_seed, scaled_examples
 from theorems.framework.verdicts import EXPECTED, ID_PATTERN, KINDS, PROVENANCE_TAGS, order_key
@@ -260,8 +260,15 @@ def _count_examples(
         except BaseException as exc:
             allowed = REGISTRY[claim_id].twins
             if isinstance(exc, AssertionError) and hypothesis_compat.is_final_example():
-                # The counterexample Hypothesis reports: a refutation only if it is robust.
-                twins_module.robustness(inner, args, kwargs, given, allowed)
+                # The counterexample Hypothesis reports, first reduced in its sizes where it
+                # can be: a refutation only if it is robust. A reduced one that is fragile
+                # gives way to Hypothesis' own.
+                reduced = shrink.reduce(inner, args, kwargs, given)
+                twins_module.robustness(inner, args, reduced or kwargs, given, allowed)
+                record = (evidence.current().robustness or {}) if reduced else {}
+                if record.get("holds_on"):
+                    shrink.revert()
+                    twins_module.robustness(inner, args, kwargs, given, allowed)
             else:
                 twins_module.recheck(inner, args, kwargs, given, exc, allowed)
             raise

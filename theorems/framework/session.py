@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from theorems.framework import lock as locks
-from theorems.framework import replay
+from theorems.framework import replay, shrink
 from theorems.framework.profiles import current_profile
 from theorems.framework.records import CRASHED, crash_record, empty_collection, write_json
 from theorems.framework.registry import ClaimInfo
@@ -158,6 +158,9 @@ def save_counterexamples(state: RunState, claims: list[dict], replays: dict) -> 
             if len(lines) > SHOWN_LINES:
                 more = len(lines) - SHOWN_LINES
                 lines = [*lines[:SHOWN_LINES], f"... ({more} more lines in {saved['shown']})"]
+            reduced = shrink.reduced_text(claim.get("reduced"))
+            if reduced:  # Hypothesis printed its own example; the one saved is smaller
+                lines = [f"{reduced}: saved is the reduced one; Hypothesis found:", *lines]
             saved["falsifying"] = lines
             state.saved.append(saved)
 

@@ -1,0 +1,105 @@
+"""Counterexamples minimal in their sizes (theorems.framework.shrink, strategies.reductions):
+an input or a token left out while the claim stays refuted and the premises hold."""
+
+import numpy as np
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from models.selection import local_optimality
+from strategies import PromptInstance
+from strategies.instances import CONE_INIT, LOCALLY_OPTIMAL_ALPHA, SVM_FEASIBLE, UNIQUE_OPT
+from strategies.reductions import reducible, reductions_of
+from theorems.framework import evidence, registry, shrink, verdicts
+from theorems.framework.registry import claim
+
+
+def _instance(n=3, T=5, d=3, assumptions=(), meta=None, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, T, d, generator=gen, dtype=torch.float64)
+    v = torch.randn(d, generator=gen, dtype=torch.float64)
+    inst = PromptInstance(X, [1.0] * n, v, torch.eye(d, dtype=torch.float64), seed=seed)
+    alpha = np.argmax(inst.scores.numpy(), axis=1)
+    return PromptInstance(
+        X, [1.0] * n, v, torch.eye(d, dtype=torch.float64), alpha=alpha, seed=seed,
+        assumptions=set(assumptions), meta=meta or {},
+    )  # fmt: skip
+
+
+def test_each_reduction_leaves_out_one_input_or_one_token_per_input_and_keeps_alpha():
+    inst = _instance()
+    found = reductions_of(inst)
+    assert [r.what for r in found[:3]] == [f"input {i} left out" for i in range(3)]
+    assert len(found) == 3 + 4  # T = 5: four droppable ranks (α_i = opt_i here)
+    for r in found:
+        small = r.instance
+        assert (small.n, small.T) in ((2, 5), (3, 4))
+        # the selected tokens are the same tokens, at their new index
+        kept = small.X[np.arange(small.n), small.alpha]
+        rows = [i for i in range(3) if f"input {i} left out" != r.what]
+        assert torch.equal(kept, inst.X[rows, inst.alpha[rows]])
+
+
+def test_premises_decide_what_is_reducible():
+    assert reducible(_instance(assumptions={UNIQUE_OPT, SVM_FEASIBLE}))
+    assert not reducible(_instance(assumptions={CONE_INIT}))  # p^mm(α) moves with the data
+    assert not reducible(_instance(meta={"cone": {}}))  # a meta entry with no known meaning
+    # a checked assumption is decided again on each reduction: none that is kept breaks it
+    inst = _instance(n=3, T=4, d=6, assumptions={LOCALLY_OPTIMAL_ALPHA})
+    for r in reductions_of(inst):
+        assert local_optimality(
+            r.instance.keys, r.instance.scores, r.instance.alpha
+        ).locally_optimal
+
+
+def _run(body, inst):
+    with registry.isolated():
+
+        @claim(id="T-SHRINK", paper="p", kind="conjecture", statement="s", provenance="[U]",
+               examples=3)  # fmt: skip
+        @given(inst=st.just(inst))
+        def test_x(inst):
+            body(inst)
+
+        collector = evidence.Collector()
+        exc = None
+        with evidence.collecting(collector):
+            try:
+                test_x()
+            except AssertionError as e:
+                exc = e
+        return collector, verdicts.judge(exc, collector, registry.REGISTRY["T-SHRINK"])
+
+
+def test_a_refuted_claim_reports_the_smallest_refuting_reduction(monkeypatch):
+    monkeypatch.delenv(shrink.SHRINK_ENV, raising=False)
+    inst = _instance(n=3, T=5)
+
+    def small_enough(inst):  # false for n·T ≥ 4: the smallest refutation is n = 1, T = 4
+        assert inst.n * inst.T < 4, f"n·T = {inst.n * inst.T}"
+
+    collector, (verdict, _, _) = _run(small_enough, inst)
+    assert verdict == "refuted"
+    assert collector.reduced["from"] == {"n": 3, "T": 5, "d": 3}
+    assert collector.reduced["to"] == {"n": 1, "T": 4, "d": 3}
+    saved = collector.counterexample_arguments["inst"]
+    assert (saved.n, saved.T) == (1, 4)
+    assert collector.counterexample["X"] == saved.X.tolist()
+    assert str(collector.last_body_exception).startswith("n·T = 4")
+    assert shrink.reduced_text(collector.reduced) == (
+        f"reduced from n = 3, T = 5 to n = 1, T = 4 (3 steps, {collector.reduced['tries']} tries)"
+    )
+
+
+def test_off_by_switch_and_a_reduction_that_holds_is_not_taken(monkeypatch):
+    inst = _instance(n=3, T=5)
+
+    def needs_all_of_it(inst):  # refuted only at the full size: no reduction refutes
+        assert not (inst.n == 3 and inst.T == 5)
+
+    collector, (verdict, _, _) = _run(needs_all_of_it, inst)
+    assert verdict == "refuted" and collector.reduced["steps"] == []
+    assert collector.counterexample_arguments["inst"] is inst
+    monkeypatch.setenv(shrink.SHRINK_ENV, "0")
+    collector, (verdict, _, _) = _run(lambda i: (_ for _ in ()).throw(AssertionError("x")), inst)
+    assert verdict == "refuted" and collector.reduced is None
