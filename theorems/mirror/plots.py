@@ -1,14 +1,19 @@
-"""The figures of the mirror-descent claims (reports/figures/): each claim that draws one
-computes its evidence and calls the function here."""
+"""The figures of the mirror-descent claims (reports/figures/): the report calls each claim's
+drawer (``figures.draws``) after a run; the drawer computes what it needs (the claim's own runs,
+cached in ``common``) and calls the plot function here."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from theorems.framework import figures
+from theorems.framework.figures import draws
+from theorems.mirror.common import PS, experiment_runs, svm
 
 #: One colour per SVM exponent q, the same in every panel.
 Q_COLORS = {1.5: "tab:purple", 1.75: "tab:red", 2.0: "tab:green", 3.0: "tab:blue"}
+#: MD-EXP-LOCAL: points per curve of md_bregman.png (the runs are recorded every 10 steps).
+FIGURE_POINTS = 200
 
 
 def bregman_figure(steps: dict, curves: dict, name: str) -> None:
@@ -31,3 +36,17 @@ def bregman_figure(steps: dict, curves: dict, name: str) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     figures.save(fig, name)
+
+
+@draws("MD-EXP-LOCAL")
+def draw_md_bregman() -> None:
+    """md_bregman.png: Fig. 4 with the 3×3 cross-comparison, the mean over the experiment's seeds
+    of D_ψp(Ŵ^mm_α̂(ℓq), Ŵ_k) for every MD exponent p and SVM exponent q."""
+    curves = {(p, q): [] for p in PS for q in PS}
+    steps = {}
+    for (_, p), result in experiment_runs().items():
+        stride = max(1, len(result.run.steps) // FIGURE_POINTS)
+        for q in PS:
+            curves[p, q].append(result.bregman(svm(result.inst, result.alpha, "lp", q).W, stride))
+        steps[p] = result.record_steps(stride)
+    bregman_figure(steps, {k: np.mean(v, axis=0) for k, v in curves.items()}, "md_bregman.png")
