@@ -17,8 +17,8 @@ from models.selection import local_optimality
 from models.svm import att_constraints, att_svm
 from strategies import equal_nonopt_instances
 from strategies.combinators import heterogeneous, random_init
+from strategies.maxmargin_dynamics import theorem_g_counterexample
 from theorems.maxmargin import claims_regpath
-from theorems.maxmargin.claims_gd import theorem_g_counterexample
 from theorems.maxmargin.claims_svm import in_convex_hull, least_distance_nnls
 from theorems.maxmargin.common import directional_derivative, settle
 

@@ -1,18 +1,22 @@
 """What the claims of 2306.13596 share: the certified limit of a flow (`settle`), how a
-limit is checked and recorded, GD on W, and the regularization-path problem in key space."""
+limit is checked and recorded, GD on W, the regularization-path problem in key space, and the
+runs of the paper's figures (which the claims check and plots.py draws)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import torch
 
 from models.attention import PromptProblem
-from models.dynamics import Outcome
+from models.dynamics import Outcome, Trajectory, gd, ngd
+from models.joint import JointProblem, joint_ngd, relaxed_svm_for
 from models.logspace import signed_logsumexp_np
-from models.selection import support_sets
-from models.svm import att_svm
+from models.regpath import local_reg_path_point, reg_path_point
+from models.selection import global_opt, support_sets
+from models.svm import SVMSolution, att_svm
 from models.wtrain import WProblem, w_ngd
 from strategies.combinators import random_points
 from strategies.instances import PromptInstance
@@ -236,3 +240,83 @@ def mean_opt_prob(inst, ps: torch.Tensor) -> np.ndarray:
     probs = torch.softmax(logits, dim=-1)
     opt = torch.as_tensor(inst.alpha)
     return probs[:, torch.arange(inst.n), opt].mean(-1).numpy()
+
+
+def figure_starts(inst: PromptInstance) -> list[PromptInstance]:
+    """The instance once from each initialization its figure draws (``meta["inits"]``)."""
+    return [dataclasses.replace(inst, p0=p0) for p0 in inits(inst)]
+
+
+# ---- Figure 2 ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Figure2Runs:
+    """Figure 2's two runs from p(0) = 0: normalized GD (lr LR) and GD (η = 1), PLOT_STEPS
+    steps each, with the averaged softmax on the optimal tokens along each."""
+
+    ngd: Trajectory
+    gd: Trajectory
+    s_ngd: np.ndarray
+    s_gd: np.ndarray
+
+
+def figure2_runs(inst: PromptInstance) -> Figure2Runs:
+    p0 = torch.zeros(inst.d, dtype=DTYPE)
+    ngd_run = ngd(inst.problem, p0, lr=LR, steps=PLOT_STEPS)
+    gd_run = gd(inst.problem, p0, eta=1.0, steps=PLOT_STEPS)
+    return Figure2Runs(
+        ngd_run, gd_run, mean_opt_prob(inst, ngd_run.ps), mean_opt_prob(inst, gd_run.ps)
+    )
+
+
+# ---- Figure 3 ------------------------------------------------------------------------------------
+
+#: Figure 3's protocol (spec §4, ``joint_training.ipynb``): joint NGD, lr 0.1 on each separately
+#: normalized gradient, 1000 iterations (the pictures show the first 200).
+FIG3_STEPS = 1000
+
+
+def figure3_run(inst: PromptInstance):
+    """Figure 3's joint problem, its certified SVMs (v^mm, p^relax, p^full) and the joint NGD run
+    from the instance's (v, p0)."""
+    problem = JointProblem(inst.X, inst.y, inst.W)
+    svms = relaxed_svm_for(problem, inst.alpha)
+    for name, sol in (("v^mm", svms.v_mm), ("p^relax", svms.p_relax), ("p^full", svms.p_full)):
+        evidence.solved(sol, name)
+    run = joint_ngd(problem, inst.v, inst.p0, lr=LR, steps=FIG3_STEPS, alpha=inst.alpha)
+    return svms, run
+
+
+# ---- the regularization path on Figure 1(b) ------------------------------------------------------
+
+#: Regularization-path picture: radii on the keys of Fig. 1(b) (‖p^mm‖ = 0.995); the
+#: cap-restricted path of α is traced from R = 10 on.
+RP_RADII = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+
+
+@dataclasses.dataclass
+class RegPaths:
+    """On one instance: the global regularization path p_R (R in RP_RADII), the local path of α
+    restricted to a safe cap (R ≥ 10), and the global and local ATT-SVM solutions."""
+
+    path: list
+    caps: list
+    glob: SVMSolution
+    local: SVMSolution
+
+
+def reg_paths(inst: PromptInstance) -> RegPaths:
+    """The global path and α's cap path on ``inst``'s key problem; inconclusive unless every
+    point is certified."""
+    problem = key_problem(inst)
+    glob = evidence.solved(att_svm(problem.keys, global_opt(problem.scores)), "ATT-SVM(opt)")
+    local = evidence.solved(att_svm(problem.keys, inst.alpha), "ATT-SVM(α)")
+    path = [reg_path_point(problem, R) for R in RP_RADII]
+    eps = safe_cap(problem, inst.alpha, local)
+    r0 = float(local.norm)
+    caps = [local_reg_path_point(problem, inst.alpha, R, eps, r0=r0) for R in RP_RADII[3:]]
+    for pt in path + caps:
+        if not pt.certified:
+            evidence.inconclusive("regularization-path point not certified")
+    return RegPaths(path, caps, glob, local)

@@ -1,5 +1,6 @@
-"""The figures of the 2306.13596 claims: each claim that draws one computes its evidence and
-calls the function here that draws it (reports/figures/)."""
+"""The figures of the 2306.13596 claims (reports/figures/): the report calls the drawer each
+claim registers here (``@draws("ID")``, at the end of the module) after a run; a drawer
+recomputes the paper's own instance and its runs and calls the function that draws them."""
 
 from __future__ import annotations
 
@@ -8,9 +9,25 @@ import torch
 
 from models.dynamics import ngd
 from models.svm import att_svm
-from strategies import loss_comparison_instance
+from strategies import (
+    figure1_instance,
+    figure2_instance,
+    figure3_instance,
+    loss_comparison_instance,
+)
+from strategies.prompt import LOSS_COMPARISON_C
 from theorems.framework import figures
-from theorems.maxmargin.common import LR, MARK_EVERY, PLOT_STEPS, inits, mean_opt_prob
+from theorems.framework.figures import draws
+from theorems.maxmargin.common import (
+    LR,
+    MARK_EVERY,
+    PLOT_STEPS,
+    figure2_runs,
+    figure3_run,
+    inits,
+    mean_opt_prob,
+    reg_paths,
+)
 
 DTYPE = torch.float64
 
@@ -210,3 +227,51 @@ def loss_comparison(losses, Cs, name: str) -> None:
         ax.set_ylabel("p₂")
         ax.legend(fontsize=6, ncol=2)
     figures.save(fig, name)
+
+
+# ---- the drawers ---------------------------------------------------------------------------------
+
+
+@draws("MM-FIG1A")
+def draw_figure1a() -> None:
+    figure1(figure1_instance("a"), "a", "mm_fig1a.png")
+
+
+@draws("MM-FIG1B")
+def draw_figure1b() -> None:
+    figure1(figure1_instance("b"), "b", "mm_fig1b.png")
+
+
+@draws("MM-FIG2")
+def draw_figure2() -> None:
+    """The paper's own noise draw (seed 0)."""
+    inst = figure2_instance(0)
+    runs = figure2_runs(inst)
+    figure2(inst, runs.ngd, runs.gd)
+
+
+@draws("MM-FIG-LOSS-COMPARISON")
+def draw_loss_comparison() -> None:
+    loss_comparison(("correlation", "logistic"), LOSS_COMPARISON_C, "mm_loss_comparison.png")
+
+
+@draws("MM-FIG3-TIGHT")
+def draw_figure3_tight() -> None:
+    inst = figure3_instance(tight=True)
+    svms, run = figure3_run(inst)
+    joint_paths(inst, svms, run, "mm_fig3a_joint_tight.png", "Figure 3(a): tight, joint NGD")
+    joint_probabilities(run, "mm_fig3c_probabilities.png")
+
+
+@draws("MM-FIG3-NONTIGHT")
+def draw_figure3_nontight() -> None:
+    inst = figure3_instance(tight=False)
+    svms, run = figure3_run(inst)
+    title = "Figure 3(b): non-tight, joint NGD"
+    joint_paths(inst, svms, run, "mm_fig3b_joint_nontight.png", title)
+
+
+@draws("MM-RP-PICTURE")
+def draw_reg_path() -> None:
+    rp = reg_paths(figure1_instance("b", alpha=1))
+    reg_path(rp.path, rp.caps, rp.glob, rp.local)
