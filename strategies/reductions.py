@@ -8,6 +8,9 @@ input. ``reductions_of(inst)`` lists the reductions of an instance whose premise
 provably keep; the framework (theorems.framework.shrink) decides the claim again on them and
 keeps the smallest counterexample.
 
+A DECOUPLED prompt instance (keys and scores apart) also loses a key coordinate: d shrinks
+too, and its scores stay the same bit for bit.
+
 What a reduction keeps. Tokens α_i and opt_i (the selection and each input's top-score
 token) are never left out, and every input keeps at least two tokens. Each assumption the
 instance carries (strategies.instances.ASSUMPTIONS) either survives any such deletion
@@ -17,7 +20,8 @@ or is decided again on the reduced instance (``CHECKED``: local optimality, infe
 a non-global α, distinct scores). An instance with any other assumption (a paper's exact
 instance, a cone start around p^mm(α), which moves with the data) has no reductions; nor has
 one whose ``meta`` holds an entry with no known meaning under deletion (``META``), since the
-claim's body may read it. Embedding instances have none: their assumptions are statements
+claim's body may read it; entries derived from the data (``DERIVED``: an SVM solution, its
+support) are left out instead. Embedding instances have none: their assumptions are statements
 about the whole corpus.
 """
 
@@ -69,6 +73,10 @@ KEPT = frozenset(
 )
 
 
+def _feasible(inst: Instance) -> bool:
+    return bool(att_svm(_keys(inst), np.asarray(inst.alpha)).ok)
+
+
 def _scores(inst: Instance) -> np.ndarray:
     return inst.scores.numpy() if isinstance(inst.scores, torch.Tensor) else np.asarray(inst.scores)
 
@@ -99,8 +107,10 @@ def _distinct(inst: Instance) -> bool:
     return bool(np.all(s.max(axis=1) > s.min(axis=1)))
 
 
-#: Assumptions decided again on the reduced instance.
+#: Assumptions decided again on the reduced instance (SVM_FEASIBLE only where a key coordinate
+#: is left out: fewer dimensions can make the SVM infeasible, fewer constraints cannot).
 CHECKED: dict[str, Callable[[Instance], bool]] = {
+    SVM_FEASIBLE: _feasible,
     LOCALLY_OPTIMAL_ALPHA: _locally_optimal,
     SVM_INFEASIBLE: _infeasible,
     NON_GLOBAL_ALPHA: _non_global,
@@ -147,6 +157,12 @@ META: dict[str, Callable[[_Keep, Any], Any]] = {
 }
 
 
+#: Meta entries derived from the data (an SVM solution, its support, its margins): left out of a
+#: reduced instance, whose data they no longer describe. A body that reads one then fails with
+#: an error on the reduction, which is therefore not taken.
+DERIVED = frozenset({"p_mm", "support", "margin", "margin_gap", "vacuous_inputs"})
+
+
 @dataclass(frozen=True)
 class Reduction:
     """A smaller instance inside ``parent``: ``what`` was left out."""
@@ -169,8 +185,12 @@ def reducible(inst: Any) -> bool:
         isinstance(inst, PromptInstance | CrossInstance)
         and inst.alpha is not None
         and inst.assumptions <= KEPT | set(CHECKED)
-        and set(inst.meta) <= set(META)
+        and set(inst.meta) <= set(META) | DERIVED
     )
+
+
+def _checked(inst: Instance, reduced: Instance, kept: frozenset[str]) -> bool:
+    return all(CHECKED[a](reduced) for a in inst.assumptions - kept if a in CHECKED)
 
 
 def _build(inst: Instance, keep: _Keep) -> Instance | None:
@@ -187,15 +207,40 @@ def _build(inst: Instance, keep: _Keep) -> Instance | None:
         reduced = dataclasses.replace(inst, **fields)
     except (ValueError, TypeError):
         return None
-    if not all(CHECKED[a](reduced) for a in inst.assumptions & set(CHECKED)):
+    return reduced if _checked(inst, reduced, KEPT) else None
+
+
+#: What leaving out a key coordinate of a DECOUPLED instance keeps: the scores, bit for bit.
+KEPT_BY_COORDINATES = frozenset({DECOUPLED, UNIQUE_OPT, EQUAL_NONOPT_SCORES, ARBITRARY_P0})
+
+
+def _without_coordinate(inst: PromptInstance, j: int) -> PromptInstance | None:
+    """A DECOUPLED prompt instance (x = [k; Y g], v = e_d, W = diag(I, 0)) with key coordinate
+    j left out of the tokens, v, W, p0 and meta["k"]; the scores do not change."""
+    keep = [c for c in range(inst.d) if c != j]
+    meta = {key: value for key, value in inst.meta.items() if key not in DERIVED}
+    if "k" in meta:
+        k = meta["k"]
+        meta["k"] = k[..., [c for c in range(k.shape[-1]) if c != j]]
+    try:
+        reduced = dataclasses.replace(
+            inst,
+            X=inst.X[..., keep],
+            v=inst.v[keep],
+            W=inst.W[keep][:, keep],
+            p0=None if inst.p0 is None else inst.p0[keep],
+            meta=meta,
+        )
+    except (ValueError, TypeError):
         return None
-    return reduced
+    return reduced if _checked(inst, reduced, KEPT_BY_COORDINATES) else None
 
 
 def reductions_of(inst: Any) -> list[Reduction]:
     """The reductions of ``inst`` that keep its premises: each input left out (n ≥ 2), then,
     for each rank r, the r-th droppable token (neither α_i nor opt_i) left out of every input
-    (T ≥ 3). [] where ``reducible`` is False."""
+    (T ≥ 3), then, for a DECOUPLED prompt instance, each key coordinate left out (while one
+    remains). [] where ``reducible`` is False."""
     if not reducible(inst):
         return []
     n, T = int(inst.n), int(inst.T)
@@ -214,4 +259,10 @@ def reductions_of(inst: Any) -> list[Reduction]:
         reduced = _build(inst, _Keep(np.arange(n), cols))
         if reduced is not None:
             out.append(Reduction(f"token rank {r} left out of every input", reduced))
+    coordinates = KEPT_BY_COORDINATES | set(CHECKED)
+    if isinstance(inst, PromptInstance) and DECOUPLED in inst.assumptions <= coordinates:
+        for j in range(inst.d - 1) if inst.d >= 3 else ():
+            reduced = _without_coordinate(inst, j)
+            if reduced is not None:
+                out.append(Reduction(f"key coordinate {j} left out", reduced))
     return out

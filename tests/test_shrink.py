@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models.selection import local_optimality
+from models.svm import att_svm
 from strategies import PromptInstance
 from strategies.instances import CONE_INIT, LOCALLY_OPTIMAL_ALPHA, SVM_FEASIBLE, UNIQUE_OPT
 from strategies.reductions import reducible, reductions_of
@@ -103,3 +104,16 @@ def test_off_by_switch_and_a_reduction_that_holds_is_not_taken(monkeypatch):
     monkeypatch.setenv(shrink.SHRINK_ENV, "0")
     collector, (verdict, _, _) = _run(lambda i: (_ for _ in ()).throw(AssertionError("x")), inst)
     assert verdict == "refuted" and collector.reduced is None
+
+
+def test_a_decoupled_instance_loses_key_coordinates_with_its_scores_unchanged():
+    from strategies import equal_nonopt_instances
+
+    inst = equal_nonopt_instances(n=2, T=3, dk=3).example()
+    found = [r for r in reductions_of(inst) if r.what.startswith("key coordinate")]
+    assert found, [r.what for r in reductions_of(inst)]
+    for r in found:
+        small = r.instance
+        assert small.d == inst.d - 1 and torch.equal(small.scores, inst.scores)
+        assert small.meta["k"].shape[-1] == inst.meta["k"].shape[-1] - 1
+        assert bool(att_svm(small.keys, small.alpha).ok)  # SVM_FEASIBLE decided again
