@@ -20,19 +20,20 @@ from models.kqpath import (
     normalized_margin,
 )
 from strategies.combinators import SEEDS
+from strategies.cross_svm import (
+    aligned_query_instances,
+    diagonal_instances,
+    local_dims_instances,
+    planar_instances,
+)
 from theorems import claim, evidence
 from theorems.tfsvm.common_kq import (
     DIAG_STEPS,
     KQ_INIT_SCALE,
     LR,
     Reached,
-    aligned_query_instances,
     corr_with_nuclear,
-    diagonal_instances,
     kq_final,
-    local_dims_instances,
-    planar_instances,
-    record,
     small_factors,
     svm_pair,
     svms_at,
@@ -78,11 +79,9 @@ def _apart(cos: float) -> None:
 @claim("TF-C-KQ-FRO")
 @given(inst=local_dims_instances(), seed=SEEDS)
 def test_c_kq_frobenius(inst, seed):
-    """(Wrong) (K, Q) gradient methods converge to the Frobenius SVM: (K, Q)-NGD with the official
-    recipe (λ = ε, lr 0.1, 2000 steps, K, Q ~ N(0, 0.1²)) ends at least as near W^mm(α̂) as
-    W^mm_⋆(α̂), corr(KQᵀ, W^mm(α̂)) ≥ corr(KQᵀ, W^mm_⋆(α̂)), at the selection α̂ it reaches
-    (where the two SVMs point apart, cos ≤ 0.95)."""
-    record(inst)
+    """(Wrong) (K, Q) gradient methods converge to the Frobenius SVM: where W^mm(α̂) and W^mm_⋆(α̂)
+    point apart, (K, Q)-NGD ends at least as near W^mm(α̂) as W^mm_⋆(α̂) at the selection α̂ it
+    reaches, corr(KQᵀ, W^mm(α̂)) ≥ corr(KQᵀ, W^mm_⋆(α̂))."""
     reached = svms_at(inst, kq_final(inst.problem, *small_factors(inst.d, seed)))
     _apart(reached.svm_cos)
     c_fro, c_nuc = reached.corr_fro, reached.corr_nuc
@@ -97,11 +96,9 @@ def test_c_kq_frobenius(inst, seed):
 @claim("TF-C-W-NUC")
 @given(inst=local_dims_instances(), seed=SEEDS)
 def test_c_w_nuclear(inst, seed):
-    """(Wrong) W-gradient descent converges to the nuclear-norm SVM: W-NGD (lr 0.1, 2000 steps)
-    ends at least as near W^mm_⋆(α̂) as W^mm(α̂), corr(W, W^mm_⋆(α̂)) ≥ corr(W, W^mm(α̂)), at
-    the selection α̂ it reaches (where the two SVMs point apart, cos ≤ 0.95; against the nearest
-    member of the nuclear SVM's optimal set where it is not unique)."""
-    record(inst)
+    """(Wrong) W-gradient descent converges to the nuclear-norm SVM: where W^mm(α̂) and W^mm_⋆(α̂)
+    point apart, W-NGD ends at least as near W^mm_⋆(α̂) as W^mm(α̂) at the selection α̂ it
+    reaches, corr(W, W^mm_⋆(α̂)) ≥ corr(W, W^mm(α̂))."""
     K0, Q0 = small_factors(inst.d, seed)
     reached = svms_at(inst, w_final(inst.problem, K0 @ Q0.T))
     _apart(reached.svm_cos)
@@ -118,29 +115,33 @@ def test_c_w_nuclear(inst, seed):
 # ---- F8 --------------------------------------------------------------------------------------
 
 
-@claim("TF-C-NUC-UNIQUE")
-@given(inst=aligned_query_instances(), seed=SEEDS)
-def test_c_nuclear_unique(inst, seed):
-    """(Wrong) The nuclear SVM is unique, so the (K, Q) limit direction is independent of the
-    initialization: two (K, Q)-NGD runs (λ = 0, lr 0.1, 2000 steps) from different small inits
-    that both reach the optimal nuclear value (normalized nuclear margin within 1 % of
-    1/‖W^mm_⋆‖_⋆) end at directions with corr ≥ 0.99."""
-    record(inst)
-    alpha = inst.alpha
-    fro, nuc = svm_pair(inst, alpha)
-    best = 1.0 / nuc.value
+def optimal_nuclear_ends(inst, seeds, nuc) -> list[np.ndarray]:
+    """The final KQᵀ of unpenalised (K, Q)-NGD (lr 0.1, 2000 steps) from the small init of each
+    seed; inconclusive unless each run selects opt and has reached the optimal nuclear value
+    (normalized nuclear margin ≥ (1 − NUC_VALUE_TOL)/‖W^mm_⋆‖_⋆)."""
     ends = []
-    for s in (seed, (seed + 1) % 2**32):
+    for s in seeds:
         W = kq_final(inst.problem, *small_factors(inst.d, s), penalty=0.0)
         evidence.finite("final KQᵀ", W)
-        if not np.array_equal(inst.problem.selected(torch.as_tensor(W)), alpha):
+        if not np.array_equal(inst.problem.selected(torch.as_tensor(W)), inst.alpha):
             evidence.inconclusive("a run did not select opt")
-        ratio = normalized_margin(inst.X, inst.Z, alpha, W, "nuc") / best
+        ratio = normalized_margin(inst.X, inst.Z, inst.alpha, W, "nuc") / (1.0 / nuc.value)
         evidence.metric("normalized nuclear margin / optimum", ratio)
         if ratio < 1 - NUC_VALUE_TOL:
             evidence.inconclusive("a run has not reached the optimal nuclear value")
         evidence.metric("corr(KQᵀ, solver's W^mm_⋆)", correlation(W, nuc.W))
         ends.append(W)
+    return ends
+
+
+@claim("TF-C-NUC-UNIQUE")
+@given(inst=aligned_query_instances(), seed=SEEDS)
+def test_c_nuclear_unique(inst, seed):
+    """(Wrong) The nuclear SVM is unique, so the (K, Q) limit direction is independent of the
+    initialization: two (K, Q)-NGD runs from different small inits that both reach the optimal
+    nuclear value end in the same direction."""
+    fro, nuc = svm_pair(inst, inst.alpha)
+    ends = optimal_nuclear_ends(inst, (seed, (seed + 1) % 2**32), nuc)
     evidence.metric("corr(solver's W^mm_⋆, W^mm)", correlation(nuc.W, fro.W))
     c = correlation(*ends)
     assert c >= SAME_LIMIT_CORR, (
@@ -156,9 +157,8 @@ def test_c_nuclear_unique(inst, seed):
 @given(inst=planar_instances())
 def test_c_regpath_other(inst):
     """(Wrong) The Frobenius-ball regularization path converges to the nuclear SVM: where the two
-    SVMs point apart (cos ≤ 0.95), W̄_R ∈ argmin_{‖W‖_F ≤ R} L(W) at R = 320 is at least as near
-    W^mm_⋆ as W^mm: corr(W̄_R, W^mm_⋆) ≥ corr(W̄_R, W^mm) (d = 2)."""
-    record(inst)
+    SVMs point apart, W̄_R ∈ argmin_{‖W‖_F ≤ R} L(W) at large R is at least as near W^mm_⋆ as
+    W^mm: corr(W̄_R, W^mm_⋆) ≥ corr(W̄_R, W^mm)."""
     fro, nuc = svm_pair(inst, inst.alpha)
     _apart(correlation(fro.W, nuc.W))
     point = ball_path_point(inst.problem.prompt, RP_OTHER_R, "fro")
@@ -175,20 +175,25 @@ def test_c_regpath_other(inst):
 # ---- F17 -------------------------------------------------------------------------------------
 
 
-@claim("TF-C-DIAG-EQUAL")
-@given(inst=diagonal_instances())
-def test_c_diagonal_equal_init(inst):
-    """(Wrong) Diagonal (K, Q) from the balanced equal positive init k = q = 0.1·1 reaches the
-    ℓ1-SVM over the diagonal (per-factor NGD, exponential loss, lr 0.1, 8000 steps): cos(k ⊙ q,
-    ℓ1-SVM(α̂)) ≥ 0.93, also where that SVM has negative entries (here: enough that ‖ℓ1⁺‖/‖ℓ1‖ <
-    0.93)."""
-    record(inst)
+def equal_init_run(inst) -> tuple[np.ndarray, np.ndarray, object]:
+    """k ⊙ q after DIAG_STEPS per-factor NGD steps (lr 0.1) from k = q = KQ_INIT_SCALE·1, the
+    selection α̂ it reaches and the certified diagonal ℓ1-SVM there."""
     problem = diagonal_problem(inst.problem)
     start = np.full(inst.d, KQ_INIT_SCALE)
     w = diag_kq_ngd(problem, start, start, lr=LR, steps=DIAG_STEPS).w
     evidence.finite("k ⊙ q", w)
     alpha = problem.selected(torch.as_tensor(w)).numpy()
     l1 = evidence.solved(diag_svm(inst.X, inst.Z, alpha, "l1"), "diagonal ℓ1-SVM")
+    return w, alpha, l1
+
+
+@claim("TF-C-DIAG-EQUAL")
+@given(inst=diagonal_instances())
+def test_c_diagonal_equal_init(inst):
+    """(Wrong) Diagonal (K, Q) from the balanced equal positive init k = q = 0.1·1 reaches the
+    ℓ1-SVM over the diagonal at the selection α̂ it reaches, also where that SVM has negative
+    entries."""
+    w, alpha, l1 = equal_init_run(inst)
     reach = float(np.linalg.norm(np.maximum(l1.w, 0)) / np.linalg.norm(l1.w))
     evidence.metric("best cos of any w ≥ 0 with the ℓ1-SVM, ‖ℓ1⁺‖/‖ℓ1‖", reach)
     if reach >= DIAG_L1_COS:
@@ -204,13 +209,9 @@ def test_c_diagonal_equal_init(inst):
 # ---- F18 -------------------------------------------------------------------------------------
 
 
-@claim("TF-C-PENALTY-HARMLESS")
-@given(inst=local_dims_instances(), seed=SEEDS)
-def test_c_penalty_harmless(inst, seed):
-    """(Wrong) The official machine-epsilon penalty λ(‖K‖² + ‖Q‖²), λ = 2.2e-16, leaves the (K, Q)
-    norm growth unaffected: after 2000 (K, Q)-NGD steps (lr 0.1) from the same init, ‖KQᵀ‖_F
-    with the penalty is at least half of ‖KQᵀ‖_F without it."""
-    record(inst)
+def penalty_norms(inst, seed: int) -> tuple[float, float]:
+    """(‖KQᵀ‖_F with λ = ε, ‖KQᵀ‖_F with λ = 0) after 2000 (K, Q)-NGD steps (lr 0.1) from the
+    same small init; the penalised run's smallest top-two logit gap recorded."""
     K0, Q0 = small_factors(inst.d, seed)
     with_penalty = kq_final(inst.problem, K0, Q0)
     without = kq_final(inst.problem, K0, Q0, penalty=0.0)
@@ -221,6 +222,16 @@ def test_c_penalty_harmless(inst, seed):
     evidence.metric("smallest top-two logit gap with λ = ε", gap)
     evidence.metric("‖KQᵀ‖_F with λ = ε", n_pen)
     evidence.metric("‖KQᵀ‖_F with λ = 0", n_free)
+    return n_pen, n_free
+
+
+@claim("TF-C-PENALTY-HARMLESS")
+@given(inst=local_dims_instances(), seed=SEEDS)
+def test_c_penalty_harmless(inst, seed):
+    """(Wrong) The official machine-epsilon penalty λ(‖K‖² + ‖Q‖²), λ = 2.2e-16, leaves the (K, Q)
+    norm growth unaffected: from the same init, ‖KQᵀ‖_F with the penalty is at least half of
+    ‖KQᵀ‖_F without it."""
+    n_pen, n_free = penalty_norms(inst, seed)
     assert n_pen >= NORM_FRACTION * n_free, (
         f"‖KQᵀ‖_F = {n_pen:.3g} with λ = ε < {NORM_FRACTION}·{n_free:.3g} (λ = 0) after 2000 "
         f"steps (init seed {seed})"

@@ -15,16 +15,9 @@ from hypothesis import strategies as st
 from models.normsvm import matrix_norm, norm_svm
 from strategies.combinators import SEEDS
 from strategies.cross import official_cross_instances
+from strategies.cross_svm import orthonormal_queries, overparameterized_instances
 from theorems import claim, evidence
-from theorems.tfsvm.common_svm import (
-    NUC_VALUE_TOL,
-    decided_rank,
-    decoupled_frobenius,
-    orthonormal_queries,
-    overparameterized_instances,
-    record,
-    solve,
-)
+from theorems.tfsvm.common_svm import NUC_VALUE_TOL, decided_rank, decoupled_frobenius, solve
 
 #: F12: the official notebook's rank, numpy's matrix_rank with an absolute tolerance (spec §4.2).
 ABS_RANK_TOL = 1e-7
@@ -39,8 +32,7 @@ SCS_ACCEPT_TOL = 1e-3
 @given(inst=overparameterized_instances(n=st.integers(1, 5), T=st.integers(2, 6), extra=(0, 2)))
 def test_c_nuclear_rank_equals_frobenius_rank(inst):
     """(Wrong) The nuclear attention SVM has the same rank as the Frobenius attention SVM: rank
-    W^mm_⋆ = rank W^mm (relative ranks, α = opt)."""
-    record(inst)
+    W^mm_⋆ = rank W^mm (α = opt)."""
     fro = decided_rank(solve(inst, "fro", "Frobenius Att-SVM").W, "W^mm")
     nuc = decided_rank(solve(inst, "nuc", "nuclear Att-SVM").W, "W^mm_⋆")
     evidence.metric("rank W^mm − rank W^mm_⋆", fro - nuc)
@@ -52,10 +44,7 @@ def test_c_nuclear_rank_equals_frobenius_rank(inst):
     inst=official_cross_instances(n=st.integers(1, 15), T=st.integers(2, 8), d=st.integers(1, 3))
 )
 def test_c_svm_always_feasible(inst):
-    """(Wrong) Att-SVM(opt) is always feasible (searched over official instances with d ∈ {1, 2, 3}
-    and n ≤ 15); infeasibility counts only when certified (a zero row or an LP with a Farkas
-    vector)."""
-    record(inst)
+    """(Wrong) Att-SVM(opt) is always feasible."""
     sol = norm_svm(inst.X, inst.Z, inst.alpha, "fro")
     evidence.metric("n", inst.n)
     assert sol.status != "infeasible", (
@@ -68,10 +57,9 @@ def test_c_svm_always_feasible(inst):
     inst=official_cross_instances(n=st.integers(2, 6), T=st.integers(2, 8), d=st.integers(3, 10))
 )
 def test_c_absolute_rank_from_any_solver(inst):
-    """(Wrong) The rank of an attention SVM solution can be read off with an absolute tolerance of
-    1e-7 from any solver: the nuclear SVM from SCS at its default accuracy has matrix_rank(W,
-    tol=1e-7) equal to the relative rank (σ_k > 1e-6·σ_1) of the Clarabel solution."""
-    record(inst)
+    """(Wrong) The rank of an attention SVM solution can be read off with an absolute tolerance
+    from any solver: the nuclear SVM from SCS at its default accuracy, read as matrix_rank(W,
+    tol=1e-7), has the rank of the Clarabel solution."""
     true_rank = decided_rank(solve(inst, "nuc", "nuclear Att-SVM (Clarabel)").W, "W^mm_⋆")
     scs = solve(inst, "nuc", "nuclear Att-SVM (SCS)", solver="SCS", tol=SCS_ACCEPT_TOL)
     read = int(np.linalg.matrix_rank(scs.W, tol=ABS_RANK_TOL))
@@ -95,7 +83,6 @@ def test_c_nuclear_svm_decouples(inst):
     """(Wrong) Orthonormal queries decouple the nuclear SVM too: if z_1, …, z_n are orthonormal,
     the nuclear optimum is attained at the decoupled Σ_i q_i^mm z_iᵀ (‖W^mm_⋆‖_⋆ = ‖Σ_i q_i^mm
     z_iᵀ‖_⋆, q_i^mm the single-input prompt SVMs)."""
-    record(inst)
     value = matrix_norm(solve(inst, "nuc", "nuclear Att-SVM").W, "nuc")
     decoupled = matrix_norm(decoupled_frobenius(inst), "nuc")
     evidence.metric("‖W^mm_⋆‖_⋆ / ‖Σ q_i z_iᵀ‖_⋆", value / decoupled)

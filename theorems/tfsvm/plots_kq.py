@@ -1,12 +1,15 @@
 """The figures of the (K, Q) claims of 2308.16898 (claims_kq), drawn as the official notebooks
 draw them: ``local_converge.ipynb``'s mean correlation curves and ``visualization{1,2}.ipynb``'s
-paths of W(k)z_i against the SVM rays (reports/figures/)."""
+paths of W(k)z_i against the SVM rays (reports/figures/); the report draws them for the claims
+that ran (``figures.draws``), from the runs the claims checked (cached in common_kq)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from theorems.framework import figures
+from theorems.framework.figures import draws
+from theorems.tfsvm.common_kq import local_converge_runs, visualization_runs
 
 #: Colour and line style per curve: blue for W runs, red for (K, Q) runs (the notebook's);
 #: solid against the Frobenius SVM, dashed against the nuclear SVM.
@@ -75,3 +78,15 @@ def visualization(panels: list[dict], name: str) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
     figures.save(fig, name)
+
+
+@draws("TF-EXP-LOCAL-KQ")
+def draw_local_converge() -> None:
+    """The mean correlation curves of the local-convergence runs."""
+    local_converge(local_converge_runs().curves, "tf_local_converge.png")
+
+
+@draws("TF-EXP-VIS2")
+def draw_visualization() -> None:
+    """Both visualization notebooks' paths against the SVM rays."""
+    visualization([visualization_runs(1), visualization_runs(2)], "tf_visualization.png")

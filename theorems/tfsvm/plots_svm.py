@@ -1,5 +1,5 @@
-"""The figures of the static SVM claims of 2308.16898 (reports/figures/): each claim that draws
-one computes its evidence and calls the function here."""
+"""The figures of the static SVM claims of 2308.16898 (reports/figures/), drawn by the report
+for the claims that ran (``figures.draws``): TF-EXP-SVM-RANK's ranks and spectra."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import numpy as np
 
 from models.normsvm import RANK_REL
 from theorems.framework import figures
+from theorems.framework.figures import draws
+from theorems.tfsvm.common_svm import SVM_RANK_DIMS, SVM_RANK_NT, svm_rank_cell
 
 #: How many instances' spectra the right panel shows (the first feasible draws at the largest d).
 SPECTRA_SHOWN = 3
@@ -49,3 +51,9 @@ def spectra(cells: list[dict], n: int, name: str) -> None:
     ax.set_title(f"singular values at d = {last['d']} ({SPECTRA_SHOWN} draws)", fontsize=9)
     ax.legend(fontsize=7, loc="lower left")
     figures.save(fig, name)
+
+
+@draws("TF-EXP-SVM-RANK")
+def draw_svm_rank() -> None:
+    """The svm_rank grid's ranks and spectra (the cells the claim checked, cached)."""
+    spectra([svm_rank_cell(d) for d in SVM_RANK_DIMS], SVM_RANK_NT[0], "tf_svm_spectra.png")
