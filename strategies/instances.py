@@ -230,6 +230,17 @@ def _selection(alpha, n: int, T: int) -> np.ndarray | None:
     return alpha
 
 
+#: Called with every instance once it is built and validated (theorems.framework's plugin
+#: adds the one that records, in a claim body, an instance the example's arguments do not
+#: hold: a paper's instance built in the body is recorded without a line of the claim's).
+BUILT_HOOKS: list = []
+
+
+def _announce(inst) -> None:
+    for hook in BUILT_HOOKS:
+        hook(inst)
+
+
 def _require(d: Mapping, key: str):
     if key not in d:
         raise ValueError(f"{key}: missing from the instance file")
@@ -300,6 +311,7 @@ class PromptInstance(TokenSizes):
         object.__setattr__(self, "assumptions", _assumptions(self.assumptions))
         object.__setattr__(self, "seed", _seed(self.seed))
         object.__setattr__(self, "meta", _meta(self.meta))
+        _announce(self)
 
     # ---- derived views -----------------------------------------------------------------------
     @cached_property
@@ -446,6 +458,7 @@ class EmbeddingInstance:
         object.__setattr__(self, "assumptions", _assumptions(self.assumptions))
         object.__setattr__(self, "seed", _seed(self.seed))
         object.__setattr__(self, "meta", _meta(self.meta))
+        _announce(self)
 
     @property
     def n(self) -> int:
@@ -547,6 +560,7 @@ class CrossInstance(TokenSizes):
         object.__setattr__(self, "assumptions", _assumptions(self.assumptions))
         object.__setattr__(self, "seed", _seed(self.seed))
         object.__setattr__(self, "meta", _meta(self.meta))
+        _announce(self)
 
     @cached_property
     def problem(self):

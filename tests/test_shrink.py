@@ -117,3 +117,25 @@ def test_a_decoupled_instance_loses_key_coordinates_with_its_scores_unchanged():
         assert small.d == inst.d - 1 and torch.equal(small.scores, inst.scores)
         assert small.meta["k"].shape[-1] == inst.meta["k"].shape[-1] - 1
         assert bool(att_svm(small.keys, small.alpha).ok)  # SVM_FEASIBLE decided again
+
+
+def test_an_instance_built_in_a_body_is_recorded_when_the_arguments_hold_none(monkeypatch):
+    from strategies import instances
+
+    monkeypatch.setattr(instances, "BUILT_HOOKS", [evidence.built])
+    with registry.isolated():
+
+        @claim(id="T-BUILT", paper="p", kind="lemma", statement="s", provenance="[D]")
+        def test_paper_instance():
+            inst = _instance(n=2, T=3)
+            assert inst.n == 3, "the paper's instance has three inputs"
+
+        collector = evidence.Collector()
+        with evidence.collecting(collector):
+            try:
+                with evidence.example():
+                    test_paper_instance()
+            except AssertionError:
+                pass
+    assert collector.counterexample is not None
+    assert len(collector.counterexample["X"]) == 2

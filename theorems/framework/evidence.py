@@ -96,6 +96,8 @@ class Collector:
         self._outcomes: Counter[str] = Counter()
         self._last_instance: dict[str, Any] = {}
         self._current: Any = None
+        # the last instance built during the current example's body (`built`)
+        self._built: Any = None
         # (counter, reason) when reject()/inconclusive() already counted this example
         self._stopped: tuple[str, str] | None = None
         self._targets: dict[str, float] = {}
@@ -221,6 +223,7 @@ class Collector:
 
     def begin(self, arguments: dict[str, Any] | None = None, explicit: bool = False) -> None:
         self._current = None
+        self._built = None
         self._stopped = None
         self._targets = {}
         self._arguments = arguments
@@ -232,7 +235,11 @@ class Collector:
         outcome = _outcome(exc_type)
         self._outcomes[outcome] += 1
         if outcome == "raised" and self._current is None:
-            self._current = _instance_of(self._arguments)  # the body recorded none itself
+            # the body recorded none itself: the instance among its arguments, else the last
+            # one it built (a paper's instance, built in the body)
+            self._current = _instance_of(self._arguments)
+            if self._current is None and self._built is not None:
+                self._current = _instance_of({"built": self._built})
         self._last_instance[outcome] = self._current
         self._last_arguments[outcome] = self._arguments
         self._last_nonfinite[outcome] = self._nonfinite
@@ -433,6 +440,14 @@ def instance(data: dict) -> None:
     if not isinstance(data, dict):
         raise TypeError(f"evidence.instance() takes a dict, got {type(data).__name__}")
     collector._current = to_jsonable(data)
+
+
+def built(inst: Any) -> None:
+    """An instance was built (strategies.instances.BUILT_HOOKS): remember it as the current
+    example's, recorded if the example fails and its arguments hold no instance."""
+    collector = _active
+    if collector is not None:
+        collector._built = inst
 
 
 def slack(name: str, observed: float, bound: float) -> None:
