@@ -139,3 +139,16 @@ def test_an_instance_built_in_a_body_is_recorded_when_the_arguments_hold_none(mo
                 pass
     assert collector.counterexample is not None
     assert len(collector.counterexample["X"]) == 2
+
+
+def test_each_makes_the_instance_a_body_is_on_the_one_recorded():
+    first, second = _instance(n=2, T=3, seed=1), _instance(n=3, T=3, seed=2)
+    collector = evidence.Collector()
+    with evidence.collecting(collector):
+        try:
+            with evidence.example():
+                for inst in evidence.each([first, second]):
+                    assert inst.n == 2
+        except AssertionError:
+            pass
+    assert collector.counterexample["X"] == second.X.tolist()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, NoReturn
 
 import hypothesis
@@ -448,6 +448,20 @@ def built(inst: Any) -> None:
     collector = _active
     if collector is not None:
         collector._built = inst
+
+
+def each(instances: Iterable[Any]) -> Iterator[Any]:
+    """The instances a claim body decides one after another (a paper's figure from each of
+    its starts, an experiment over its settings): each is the example's instance while the
+    body works on it, so a failure records the one that failed.
+
+        for start in evidence.each(figure_starts(inst)):
+            lim = flow(start.problem, start.p0)
+            assert lim.converged_to(target), lim.why_not(target)
+    """
+    for inst in instances:
+        built(inst)
+        yield inst
 
 
 def slack(name: str, observed: float, bound: float) -> None:

@@ -66,7 +66,6 @@ def test_figure3_tight():
     averaged softmax probability of the optimal tokens and the logistic probability of the
     output go to 1 and do not fall after the first iterations."""
     inst = figure3_instance(tight=True)
-    evidence.instance(inst.to_json())
     svms, run = figure3_run(inst)
     assert svms.tight, f"v-SVM support {svms.support.tolist()}: not tight"
     gv, gp = one_minus_cos(run.v, svms.v_mm.x), one_minus_cos(run.p, svms.p_full.x)
@@ -83,7 +82,6 @@ def test_figure3_nontight():
     of the v-SVM (p^relax ≠ p^full, cosine 0.98). Joint NGD converges with v to v^mm and p to
     p^relax, closer to p^relax than to p^full; the softmax and logistic probabilities go to 1."""
     inst = figure3_instance(tight=False)
-    evidence.instance(inst.to_json())
     svms, run = figure3_run(inst)
     assert not svms.tight, "the v-SVM support set is every input: not the non-tight panel"
     gv, gp = one_minus_cos(run.v, svms.v_mm.x), one_minus_cos(run.p, svms.p_relax.x)
@@ -141,7 +139,6 @@ def test_figure3_spec_numbers():
     """Figure 3(b) as the spec records it: on the non-tight instance, joint NGD has cos(p,
     p^relax) = 0.9992 and cos(p, p^full) = 0.9875 at 1000 steps."""
     inst = figure3_instance(tight=False)
-    evidence.instance(inst.to_json())
     cos_relax, cos_full = fig3b_cosines(inst, STEPS)
     assert agree_with_spec(cos_relax, cos_full), spec_message(cos_relax, cos_full, STEPS)
 
@@ -151,7 +148,6 @@ def test_figure3_spec_numbers_at_step_100():
     """Figure 3(b)'s recorded pair, read at step 100: joint NGD on the non-tight instance has
     cos(p, p^relax) = 0.9992 and cos(p, p^full) = 0.9875 at step 100."""
     inst = figure3_instance(tight=False)
-    evidence.instance(inst.to_json())
     cos_relax, cos_full = fig3b_cosines(inst, 100)
     assert agree_with_spec(cos_relax, cos_full), spec_message(cos_relax, cos_full, 100)
 
@@ -187,7 +183,6 @@ def test_reg_path_picture():
     the local direction p^mm(α); the local path of α, argmin of L over the cone ∩ ball
     {‖p^mm(α)‖ ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε}, lies on ‖p‖ = R and approaches p^mm(α)."""
     inst = figure1_instance("b", alpha=1)
-    evidence.instance(inst.to_json())
     rp = reg_paths(inst)
     gaps, to_local, cap_gaps = path_cosines(rp)
     tail = gaps[RP_RADII.index(RP_MONOTONE_FROM) :]

@@ -38,8 +38,7 @@ def test_figure1a():
     non-optimal scores): from all six initializations (0, 1), (0, 0.5), (0, 0), (0, −0.5),
     (0, −1), (0, −1.5), gradient descent converges in direction to the global ATT-SVM solution
     p^mm(opt)."""
-    for start in figure_starts(figure1_instance("a")):
-        evidence.instance(start.to_json())
+    for start in evidence.each(figure_starts(figure1_instance("a"))):
         lim = flow(start.problem, start.p0)
         init = f"init {start.p0[:2].tolist()}"
         assert lim.converged_to([0]), lim.why_not([0], f"{init} → the global")
@@ -55,8 +54,7 @@ def test_figure1b():
     initializations to the global direction."""
     inst = figure1_instance("b")
     assert local_optimality(inst.keys, inst.scores, [1]).locally_optimal
-    for j, start in enumerate(figure_starts(inst)):
-        evidence.instance(start.to_json())
+    for j, start in enumerate(evidence.each(figure_starts(inst))):
         lim = flow(start.problem, start.p0)
         target, which = ([1], "the local") if j in inst.meta["local_inits"] else ([0], "the global")
         init = f"init {start.p0[:2].tolist()}"
@@ -203,8 +201,7 @@ def test_loss_comparison():
     for every C ∈ {1, …, 10, 100} and both the correlation loss ℓ(x) = −x and the logistic loss,
     gradient descent converges in direction to p^mm = (1, 0); the loss and C bend only the
     transient path."""
-    for inst in LOSS_COMPARISON:
-        evidence.instance(inst.to_json())
+    for inst in evidence.each(LOSS_COMPARISON):
         lim = flow(inst.problem, inst.p0)
         what = f"C={inst.meta['C']:g}, {inst.loss}: the"
         assert lim.converged_to(inst.alpha), lim.why_not(inst.alpha, what)
