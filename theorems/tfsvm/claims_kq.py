@@ -155,9 +155,7 @@ def test_regpath_frobenius():
     """Regularization path, Frobenius ball: with opt unique and Att-SVM(opt) feasible, W̄_R ∈
     argmin_{‖W‖_F ≤ R} L(W) satisfies W̄_R/R → W^mm/‖W^mm‖_F (and not the nuclear SVM's
     direction)."""
-    for k in (1, 2):
-        inst = visualization_instance(k)
-        evidence.instance(inst.to_json())
+    for k, inst in enumerate(evidence.each(map(visualization_instance, (1, 2))), start=1):
         for R, c_own, c_other in path_correlations(inst, k, "fro"):
             where = f"visualization instance {k}, R = {R:g}"
             assert 1 - c_own <= RP_BOUNDS[R], (
@@ -174,9 +172,7 @@ def test_regpath_nuclear():
     """Regularization path, nuclear ball (equivalently the (K, Q) ball ½(‖K‖² + ‖Q‖²) ≤ R): W̄_R ∈
     argmin_{‖W‖_⋆ ≤ R} L(W) satisfies W̄_R/R → W^mm_⋆/‖W^mm_⋆‖_⋆ (and not the Frobenius SVM's
     direction)."""
-    for k in (1, 2):
-        inst = visualization_instance(k)
-        evidence.instance(inst.to_json())
+    for k, inst in enumerate(evidence.each(map(visualization_instance, (1, 2))), start=1):
         for R, c_own, c_other in path_correlations(inst, k, "nuc"):
             where = f"visualization instance {k}, R = {R:g}"
             assert 1 - c_own <= RP_BOUNDS[R], (
