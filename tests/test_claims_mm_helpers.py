@@ -19,8 +19,9 @@ from strategies import equal_nonopt_instances
 from strategies.combinators import heterogeneous, random_init
 from strategies.maxmargin_dynamics import theorem_g_counterexample
 from theorems.maxmargin import claims_regpath
-from theorems.maxmargin.claims_svm import in_convex_hull, least_distance_nnls
+from theorems.maxmargin.claims_svm import in_convex_hull
 from theorems.maxmargin.common import directional_derivative, settle
+from theorems.maxmargin.common_svm import least_distance_nnls
 
 DTYPE = torch.float64
 

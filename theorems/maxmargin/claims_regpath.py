@@ -21,7 +21,6 @@ Conventions shared by the claims below:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -42,6 +41,11 @@ from strategies import (
     loss_comparison_instance,
 )
 from strategies.instances import SVM_FEASIBLE, UNIQUE_OPT, PromptInstance
+from strategies.maxmargin_families import (
+    convex_head_instances,
+    gaussian_head_instances,
+    mixed_label_head_instances,
+)
 from theorems import claim, evidence, saved, saved_arguments
 from theorems.maxmargin.common import key_problem, rp_tol, safe_cap
 
@@ -151,15 +155,6 @@ def global_path(problem, multiples, scale: float):
 
 # ---- Theorem RP (§2.4) ---------------------------------------------------------------------------
 
-RP_STATEMENT = (
-    "Theorem RP (regularization path, linear head). Let ℓ be strictly decreasing (logistic, "
-    "exponential or correlation loss), every input have a unique optimal token opt_i, and "
-    "ATT-SVM(opt) be feasible. Then p_R ∈ argmin_{{‖p‖≤R}} L(p) satisfies ‖p_R‖ = R for large R "
-    "and p_R/R → p^mm/‖p^mm‖, the GLOBAL ATT-SVM direction. Checked at R = c·‖p^mm‖ with "
-    "c ∈ {{{cs}}} on random decoupled instances (n ≤ 3, T ≤ 4, keys in dimension {dim}): "
-    "‖p_R‖ = R, 1 − cos(p_R, p^mm) no larger at the large c, and ≤ 25/c² there."
-)
-
 
 @claim("MM-RP")
 @example(inst=loss_comparison_instance(1.0), loss="logistic")
@@ -169,14 +164,11 @@ RP_STATEMENT = (
     loss=st.sampled_from(LOSSES),
 )
 def test_reg_path_global(inst, loss):
-    """Theorem RP (regularization path, linear head). Let ℓ be strictly decreasing (logistic,
-    exponential or correlation loss), every input have a unique optimal token opt_i, and
-    ATT-SVM(opt) be feasible. Then p_R ∈ argmin_{‖p‖≤R} L(p) satisfies ‖p_R‖ = R for large R and
-    p_R/R → p^mm/‖p^mm‖, the GLOBAL ATT-SVM direction. Checked at R = c·‖p^mm‖ with c ∈ {20,
-    200} on random decoupled instances (n ≤ 3, T ≤ 4, keys in dimension 2): ‖p_R‖ = R, 1 −
-    cos(p_R, p^mm) no larger at the large c, and ≤ 25/c² there."""
-    inst = dataclasses.replace(inst, loss=loss)
-    problem = key_problem(inst)
+    """Theorem RP as read (regularization path, linear head). Let ℓ be strictly decreasing
+    (logistic, exponential or correlation loss), every input have a unique optimal token opt_i, and
+    ATT-SVM(opt) be feasible. Then p_R ∈ argmin_{‖p‖≤R} L(p) has ‖p_R‖ = R for large R and p_R/R →
+    p^mm/‖p^mm‖, the GLOBAL ATT-SVM direction, with 1 − cos(p_R, p^mm) not growing in R."""
+    problem = key_problem(inst, loss)
     target = solved(problem.keys, global_opt(problem.scores), "opt")
     evidence.metric("‖p^mm‖", float(target.norm))
     path = global_path(problem, RP_MULTIPLES, float(target.norm))
@@ -192,13 +184,9 @@ def test_reg_path_global(inst, loss):
 def test_reg_path_global_rate(loss, inst):
     """Theorem RP (regularization path, linear head). Let ℓ be strictly decreasing (logistic,
     exponential or correlation loss), every input have a unique optimal token opt_i, and
-    ATT-SVM(opt) be feasible. Then p_R ∈ argmin_{‖p‖≤R} L(p) satisfies ‖p_R‖ = R for large R and
-    p_R/R → p^mm/‖p^mm‖, the GLOBAL ATT-SVM direction. Checked at R = c·‖p^mm‖ with c ∈ {20,
-    200} on random decoupled instances (n ≤ 3, T ≤ 4, keys in dimension 2): ‖p_R‖ = R, and 1 −
-    cos(p_R, p^mm) ≤ 25/c² at the large c (the variant of MM-RP without its monotonicity
-    clause)."""
-    inst = dataclasses.replace(inst, loss=loss)
-    problem = key_problem(inst)
+    ATT-SVM(opt) be feasible. Then p_R ∈ argmin_{‖p‖≤R} L(p) has ‖p_R‖ = R for large R and p_R/R →
+    p^mm/‖p^mm‖, the GLOBAL ATT-SVM direction."""
+    problem = key_problem(inst, loss)
     target = solved(problem.keys, global_opt(problem.scores), "opt")
     evidence.metric("‖p^mm‖", float(target.norm))
     path = global_path(problem, RP_MULTIPLES, float(target.norm))
@@ -209,12 +197,10 @@ def test_reg_path_global_rate(loss, inst):
 @claim("MM-RP-3D")
 @given(inst=global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=3))
 def test_reg_path_global_3d(inst):
-    """Theorem RP (regularization path, linear head). Let ℓ be strictly decreasing (logistic,
-    exponential or correlation loss), every input have a unique optimal token opt_i, and
-    ATT-SVM(opt) be feasible. Then p_R ∈ argmin_{‖p‖≤R} L(p) satisfies ‖p_R‖ = R for large R and
-    p_R/R → p^mm/‖p^mm‖, the GLOBAL ATT-SVM direction. Checked at R = c·‖p^mm‖ with c ∈ {20,
-    100} on random decoupled instances (n ≤ 3, T ≤ 4, keys in dimension 3): ‖p_R‖ = R, 1 −
-    cos(p_R, p^mm) no larger at the large c, and ≤ 25/c² there. Logistic loss."""
+    """Theorem RP as read, keys in R³. Let ℓ be strictly decreasing (logistic, exponential or
+    correlation loss), every input have a unique optimal token opt_i, and ATT-SVM(opt) be feasible.
+    Then p_R ∈ argmin_{‖p‖≤R} L(p) has ‖p_R‖ = R for large R and p_R/R → p^mm/‖p^mm‖, the GLOBAL
+    ATT-SVM direction, with 1 − cos(p_R, p^mm) not growing in R."""
     problem = key_problem(inst)
     target = solved(problem.keys, global_opt(problem.scores), "opt")
     evidence.metric("‖p^mm‖", float(target.norm))
@@ -259,11 +245,8 @@ def cone_path(problem: PromptProblem, alpha, target, eps: float):
 @given(inst=local_opt_instances(dk=2))
 def test_local_reg_path_wide_cone(inst):
     """Theorem RP-loc as read. If α is locally optimal (Def. 2), the cone-restricted path p_R(α) ∈
-    argmin{L(p) : R0 ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 0.95} converges in direction to p^mm(α) for
-    some R0: with the smallest R0 ∈ {1, 2, 5}·‖p^mm(α)‖ at which p_R is on the sphere at both
-    radii below, p^mm(α): at R = c·‖p^mm(α)‖, c ∈ {20, 200}, ‖p_R‖ = R, p_R is not on the cone's
-    edge at c = 200, and 1 − cos(p_R, p^mm(α)) ≤ 25/c² there (random non-global locally-optimal
-    α, keys in dimension 2)."""
+    argmin{L(p) : R0 ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 0.95} has ‖p_R‖ = R for large R, stays off the
+    cone's edge, and converges in direction to p^mm(α), for some R0."""
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     points = cone_path(problem, inst.alpha, target, WIDE_EPS)
@@ -304,15 +287,9 @@ RPLOC_DEEP_APEX = PromptInstance(
 @example(inst=RPLOC_DEEP_APEX)
 @given(inst=local_opt_instances(dk=2))
 def test_local_reg_path_safe_cap(inst):
-    """Theorem RP-loc with an instance-dependent cap. If α is locally optimal (Def. 2), let δ = min
-    over higher-scoring tokens t of (k_iα − k_it)ᵀp̂ − 1/‖p^mm(α)‖ (> 0), Λ = the largest ‖k_iα
-    − k_it‖ over higher-scoring tokens plus that over support tokens, and ε = 1 − cos(min(δ/Λ,
-    0.999·π/2)). Then the path p_R(α) ∈ argmin{L(p) : R0 ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε}
-    over the cone C_{ε,R0} of spec §1.6 converges in direction to p^mm(α) for some R0: the
-    smallest R0 ∈ {1, 2, 5}·‖p^mm(α)‖ at which p_R is on the sphere at both radii exists, and
-    with it, at R = c·‖p^mm(α)‖, c ∈ {20, 200}, ‖p_R‖ = R, p_R is off the cap's edge at c = 200,
-    and 1 − cos ≤ 25/c² there (random non-global locally-optimal α, keys in dimension 2; Fig.
-    1(b) pinned)."""
+    """Theorem RP-loc. If α is locally optimal (Def. 2), then for a cap width ε > 0 (given by the
+    instance) and some R0, the path p_R(α) ∈ argmin{L(p) : R0 ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε}
+    has ‖p_R‖ = R for large R, stays off the cap's edge, and converges in direction to p^mm(α)."""
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     eps = safe_cap(problem, inst.alpha, target)
@@ -332,9 +309,8 @@ def test_local_reg_path_safe_cap(inst):
 @given(inst=local_opt_instances(dk=2))
 def test_local_reg_path_without_r0(inst):
     """(Wrong: Theorem RP-loc over the ball ∩ cap, without the cone's R0) With the cap ε of
-    MM-RPLOC-CAP, p_R(α) ∈ argmin{L(p) : ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε} has ‖p_R‖ = R at R =
-    c·‖p^mm(α)‖, c ∈ {20, 200}, and converges in direction to p^mm(α) (random non-global
-    locally-optimal α, keys in dimension 2)."""
+    MM-RPLOC-CAP, p_R(α) ∈ argmin{L(p) : ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε} has ‖p_R‖ = R for large
+    R and converges in direction to p^mm(α)."""
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     eps = safe_cap(problem, inst.alpha, target)
@@ -343,29 +319,39 @@ def test_local_reg_path_without_r0(inst):
     assert failure is None, failure
 
 
-@claim("MM-RPLOC-WIDE-EDGE")
-@given(inst=local_opt_instances(dk=2))
-def test_wide_cone_minimiser_on_its_edge(inst):
-    """Where the wide cone fails, it fails at its edge. With the spec's cone cos(p, p^mm(α)) ≥
-    0.95, R0 = ‖p^mm(α)‖ and α locally optimal: if L < L_α somewhere on the cone's outer arc at
-    R = c·‖p^mm(α)‖ (a higher-scoring token has the smallest margin there), then p_R lies on
-    that arc's edge and its loss is the lowest on a 2001-point grid of the arc (c ∈ {20, 200};
-    random non-global locally-optimal α, keys in dimension 2). At large R the negative part of L
-    − L_α is a sum of e^{−R·margin} terms whose margins are smallest at an end of the arc."""
-    problem = key_problem(inst)
-    target = solved(problem.keys, inst.alpha, "α")
-    points = local_path(problem, inst.alpha, target, WIDE_EPS)
+#: MM-RPLOC-WIDE-EDGE: points of the independent grid of the cone's outer arc.
+ARC_GRID = 2001
+
+
+def arc_dips(problem: PromptProblem, alpha, target, points):
+    """(c, p_R, lowest L − L_α on an ARC_GRID-point grid of the wide cone's outer arc, L − L_α
+    at p_R), both scaled by one positive factor, at each radius where L < L_α somewhere on
+    the grid (signed log-space gaps, ``log_gap_batch``)."""
     th = math.atan2(float(target.x[1]), float(target.x[0]))
     half = math.acos(1.0 - WIDE_EPS)
     dips = []
     for c, pt in zip(RP_MULTIPLES, points, strict=True):
-        arc = torch.as_tensor(th + half * np.linspace(-1.0, 1.0, 2001))
+        arc = torch.as_tensor(th + half * np.linspace(-1.0, 1.0, ARC_GRID))
         P = torch.cat([pt.R * torch.stack([torch.cos(arc), torch.sin(arc)], -1), pt.p[None]])
         with torch.no_grad():
-            log_abs, sign = log_gap_batch(problem, P, inst.alpha)
+            log_abs, sign = log_gap_batch(problem, P, alpha)
         gap = sign * torch.exp(log_abs - log_abs.max())  # L − L_α, scaled by one positive factor
         if bool((sign[:-1] < 0).any()):
             dips.append((c, pt, float(gap[:-1].min()), float(gap[-1])))
+    return dips
+
+
+@claim("MM-RPLOC-WIDE-EDGE")
+@given(inst=local_opt_instances(dk=2))
+def test_wide_cone_minimiser_on_its_edge(inst):
+    """Where the wide cone fails, it fails at its edge. With the cone cos(p, p^mm(α)) ≥ 0.95 and α
+    locally optimal: if L < L_α somewhere on the cone's outer arc at radius R, then p_R lies on that
+    arc's edge and has the lowest loss on the arc. At large R the negative part of L − L_α is a sum
+    of e^{−R·margin} terms whose margins are smallest at an end of the arc."""
+    problem = key_problem(inst)
+    target = solved(problem.keys, inst.alpha, "α")
+    points = local_path(problem, inst.alpha, target, WIDE_EPS)
+    dips = arc_dips(problem, inst.alpha, target, points)
     if not evidence.premise(bool(dips), "L < L_α somewhere on the wide cone's outer arc"):
         return
     for c, pt, lowest, mine in dips:
@@ -384,8 +370,7 @@ def test_wide_cone_minimiser_on_its_edge(inst):
 @given(inst=local_opt_instances(dk=2))
 def test_local_path_monotone(inst):
     """(A test heuristic of the spec, not a result of the paper) Along the cone-restricted local
-    path of MM-RPLOC-CAP, 1 − cos(p_R, p^mm(α)) at R = 200‖p^mm(α)‖ is no larger than at R =
-    20‖p^mm(α)‖ (up to 1e-12; random non-global locally-optimal α, keys in dimension 2)."""
+    path of Theorem RP-loc, 1 − cos(p_R, p^mm(α)) does not grow with R."""
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     eps = safe_cap(problem, inst.alpha, target)
@@ -402,9 +387,7 @@ def test_local_path_monotone(inst):
 def test_f6_global_path_goes_local(inst):
     """(Wrong) The global regularization path can converge to a local max-margin direction: when α
     is a non-global locally-optimal selection, p_R ∈ argmin_{‖p‖≤R} L(p) converges in direction
-    to p^mm(α): 1 − cos(p_R, p^mm(α)) ≤ 25/c² at R = c·‖p^mm(α)‖, c = 200 (random single-input,
-    three-token instances with a non-global locally-optimal α and a feasible ATT-SVM(opt), as in
-    Fig. 1(b); keys in dimension 2)."""
+    to p^mm(α)."""
     problem = key_problem(inst)
     local = solved(problem.keys, inst.alpha, "α")
     glob = solved(problem.keys, global_opt(problem.scores), "opt")
@@ -419,136 +402,17 @@ def test_f6_global_path_goes_local(inst):
 # ---- Theorem NL (§2.6) and control F10 ----------------------------------------------------------
 
 
-@st.composite
-def convex_head_instances(draw, n=st.integers(1, 3), T=st.integers(2, 4)):
-    """Tokens in R² (W = I, all Y_i = +1) for the head ψ(u) = ‖u‖², built so that the
-    ψ-optimal token of every input is unique and ATT-SVM(ψ-opt) is feasible.
-
-    Feasibility means some unit q has qᵀ(x_iopt − x_it) > 0 for all i, t. Draw q, the other
-    tokens i.i.d. N(0, I), and put x_iopt = a_i q + z_i q⊥ with z_i ~ N(0, 0.5²) and a_i at
-    least g above every other token's q-projection and large enough that ‖x_iopt‖ ≥ g + the
-    largest other norm (g ∈ [0.05, 0.5]). Every feasible configuration arises this way (take
-    its q), up to the gap g. Y_i ψ = ‖·‖² is strictly convex along each edge of the simplex, so
-    the maximum of Y_i ψ(X_iᵀs) over s ∈ Δ_T is attained only at e_opt (the safe sufficient
-    condition of spec §2.6). The head v is unused (ψ replaces it) and stored as 0.
-    """
-    n, T = draw(n), draw(T)
-    opt = np.array(draw(st.lists(st.integers(0, T - 1), min_size=n, max_size=n)), dtype=np.int64)
-    seed = draw(st.integers(0, 2**32 - 1))
-    gen = torch.Generator().manual_seed(seed)
-    theta = 2 * math.pi * float(torch.rand((), generator=gen, dtype=DTYPE))
-    q = torch.tensor([math.cos(theta), math.sin(theta)], dtype=DTYPE)
-    q_perp = torch.tensor([-q[1], q[0]], dtype=DTYPE)
-    X = torch.randn(n, T, 2, generator=gen, dtype=DTYPE)
-    for i in range(n):
-        others = torch.cat([X[i, : opt[i]], X[i, opt[i] + 1 :]])
-        gap = 0.05 + 0.45 * float(torch.rand((), generator=gen, dtype=DTYPE))
-        z = 0.5 * float(torch.randn((), generator=gen, dtype=DTYPE))
-        reach = float(torch.linalg.vector_norm(others, dim=-1).max()) + gap
-        a = max(float((others @ q).max()) + gap, math.sqrt(max(0.0, reach**2 - z**2)))
-        a += 0.5 * float(torch.rand((), generator=gen, dtype=DTYPE))
-        X[i, opt[i]] = a * q + z * q_perp
-    return PromptInstance(
-        X,
-        torch.ones(n, dtype=DTYPE),
-        torch.zeros(2, dtype=DTYPE),
-        torch.eye(2, dtype=DTYPE),
-        alpha=opt,
-        assumptions={UNIQUE_OPT, SVM_FEASIBLE},
-        seed=seed,
-        meta={"psi": "squared_norm", "q": q},
-    )
-
-
-@st.composite
-def mixed_label_head_instances(draw, n=st.integers(2, 4), T=st.integers(2, 4)):
-    """Tokens in R² (W = I) with labels of both signs, for the head ψ(u) = u₁² − u₂²
-    (``saddle_square``), built so that Theorem NL's vertex condition holds for every input
-    and ATT-SVM(ψ-opt) is feasible.
-
-    An input with Y = +1 has tokens (a_t, c): along its simplex Y ψ = (Σ s_t a_t)² − c², whose
-    maximum is attained only at the token of largest |a_t| when that is unique. An input with
-    Y = −1 has tokens (c, b_t), and Y ψ = (Σ s_t b_t)² − c² likewise. The ψ-optimal token is
-    put at σ₁·(max |a_others| + gap + U) (resp. σ₂ on b), with signs σ₁, σ₂ drawn once, so that
-    p = (σ₁, σ₂)·big separates it: ATT-SVM(ψ-opt) is feasible. The label decides which token
-    is ψ-optimal: for Y = −1 the token of smallest ψ. At least one input of each label.
-    """
-    n, T = draw(n), draw(T)
-    labels = draw(st.lists(st.sampled_from([1.0, -1.0]), min_size=n, max_size=n))
-    labels[0], labels[-1] = 1.0, -1.0
-    opt = np.array(draw(st.lists(st.integers(0, T - 1), min_size=n, max_size=n)), dtype=np.int64)
-    seed = draw(st.integers(0, 2**32 - 1))
-    gen = torch.Generator().manual_seed(seed)
-    signs = torch.where(torch.rand(2, generator=gen, dtype=DTYPE) < 0.5, -1.0, 1.0)
-    X = torch.empty(n, T, 2, dtype=DTYPE)
-    for i in range(n):
-        axis = 0 if labels[i] > 0 else 1  # the coordinate in which this input's tokens differ
-        free = torch.randn(T, generator=gen, dtype=DTYPE)
-        others = torch.cat([free[: opt[i]], free[opt[i] + 1 :]])
-        gap = 0.05 + 0.45 * float(torch.rand((), generator=gen, dtype=DTYPE))
-        free[opt[i]] = signs[axis] * (
-            float(others.abs().max())
-            + gap
-            + 0.5 * float(torch.rand((), generator=gen, dtype=DTYPE))
-        )
-        X[i, :, axis] = free
-        X[i, :, 1 - axis] = torch.randn((), generator=gen, dtype=DTYPE)
-    return PromptInstance(
-        X,
-        torch.tensor(labels, dtype=DTYPE),
-        torch.zeros(2, dtype=DTYPE),
-        torch.eye(2, dtype=DTYPE),
-        alpha=opt,
-        assumptions={UNIQUE_OPT, SVM_FEASIBLE},
-        seed=seed,
-        meta={"psi": "saddle_square"},
-    )
-
-
-@st.composite
-def gaussian_head_instances(draw, n=st.integers(1, 3), T=st.integers(2, 4)):
-    """Tokens i.i.d. N(0, I) in R² (W = I, all Y_i = +1), no condition on the head."""
-    n, T = draw(n), draw(T)
-    seed = draw(st.integers(0, 2**32 - 1))
-    X = torch.randn(n, T, 2, generator=torch.Generator().manual_seed(seed), dtype=DTYPE)
-    return PromptInstance(
-        X,
-        torch.ones(n, dtype=DTYPE),
-        torch.zeros(2, dtype=DTYPE),
-        torch.eye(2, dtype=DTYPE),
-        seed=seed,
-        meta={"psi": "concave_bump"},
-    )
-
-
 def head_problem(inst: PromptInstance, psi, loss: str = "logistic") -> NonlinearHeadProblem:
     return NonlinearHeadProblem(inst.X, inst.y, inst.W, psi=psi, loss=loss)
-
-
-def _head_json(inst: PromptInstance, psi_name: str) -> dict:
-    """The prompt schema (X, y, W) with the head named: ψ replaces v (stored as 0)."""
-    return {**inst.to_json(), "psi": psi_name}
-
-
-NL_STATEMENT = (
-    "For f(X) = ψ(Xᵀ softmax(XWp)) with logistic loss, if for every input the supremum of "
-    "Y_i ψ(X_iᵀs) over the simplex is attained only at the vertex of a unique ψ-optimal token "
-    "(here ψ(u) = ‖u‖², Y_i = +1, W = I: strictly convex along the simplex) and "
-    "ATT-SVM(ψ-opt) is feasible, then "
-)
 
 
 @claim("MM-NL")
 @given(inst=convex_head_instances())
 def test_nonlinear_head_reg_path(inst):
-    """Theorem NL (nonlinear head, regularization path) under the safe sufficient condition. For
-    f(X) = ψ(Xᵀ softmax(XWp)) with logistic loss, if for every input the supremum of Y_i
-    ψ(X_iᵀs) over the simplex is attained only at the vertex of a unique ψ-optimal token (here
-    ψ(u) = ‖u‖², Y_i = +1, W = I: strictly convex along the simplex) and ATT-SVM(ψ-opt) is
-    feasible, then ‖p_R‖ = R for large R and p_R/R → the ATT-SVM direction of the ψ-optimal
-    tokens. Checked at R = c·‖p^mm‖, c ∈ {5, 20, 200, 1000} (tokens in R², n ≤ 3, T ≤ 4): ‖p_R‖
-    = R at every c and 1 − cos(p_R, p^mm(ψ-opt)) ≤ 25/c² at every c ≥ 20."""
-    evidence.instance(_head_json(inst, "squared_norm"))
+    """Theorem NL (nonlinear head, regularization path). For f(X) = ψ(Xᵀ softmax(XWp)) with logistic
+    loss, if for every input the supremum of Y_i ψ(X_iᵀs) over the simplex is attained only at the
+    vertex of a unique ψ-optimal token and ATT-SVM(ψ-opt) is feasible, then ‖p_R‖ = R for large R
+    and p_R/R → the ATT-SVM direction of the ψ-optimal tokens."""
     problem = head_problem(inst, squared_norm)
     target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
     evidence.metric("‖p^mm(ψ-opt)‖", float(target.norm))
@@ -562,15 +426,11 @@ def test_nonlinear_head_reg_path(inst):
 @claim("MM-NL-LABELS")
 @given(inst=mixed_label_head_instances())
 def test_nonlinear_head_reg_path_mixed_labels(inst):
-    """Theorem NL with labels of both signs: for f(X) = ψ(Xᵀ softmax(XWp)) with logistic loss, ψ(u)
-    = u₁² − u₂², W = I, if for every input the supremum of Y_i ψ(X_iᵀs) over the simplex is
-    attained only at the vertex of a unique ψ-optimal token argmax_t Y_i ψ(x_it) (here: tokens
-    of a Y = +1 input differ only in u₁, of a Y = −1 input only in u₂) and ATT-SVM(ψ-opt) is
-    feasible, then ‖p_R‖ = R for large R and p_R/R → the ATT-SVM direction of the ψ-optimal
-    tokens. Checked as MM-NL: at R = c·‖p^mm‖, c ∈ {5, 20, 200, 1000}, ‖p_R‖ = R at every c and
-    1 − cos(p_R, p^mm(ψ-opt)) ≤ 25/c² at every c ≥ 20 (n ≤ 4, T ≤ 4, at least one input of each
-    label)."""
-    evidence.instance(_head_json(inst, "saddle_square"))
+    """Theorem NL with labels of both signs, the ψ-optimal token of input i being argmax_t Y_i
+    ψ(x_it) (for Y_i = −1 the token of smallest ψ). For f(X) = ψ(Xᵀ softmax(XWp)) with logistic
+    loss, if for every input the supremum of Y_i ψ(X_iᵀs) over the simplex is attained only at the
+    vertex of a unique ψ-optimal token and ATT-SVM(ψ-opt) is feasible, then ‖p_R‖ = R for large R
+    and p_R/R → the ATT-SVM direction of the ψ-optimal tokens."""
     problem = head_problem(inst, saddle_square)
     target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
     evidence.metric("‖p^mm(ψ-opt)‖", float(target.norm))
@@ -615,12 +475,8 @@ NL_CROSSING = PromptInstance(
 @given(inst=convex_head_instances())
 def test_nonlinear_head_monotone(inst):
     """(A test heuristic of the spec, not a result of the paper: the 'monotone-ish' check, for the
-    nonlinear head) For f(X) = ψ(Xᵀ softmax(XWp)) with logistic loss, if for every input the
-    supremum of Y_i ψ(X_iᵀs) over the simplex is attained only at the vertex of a unique
-    ψ-optimal token (here ψ(u) = ‖u‖², Y_i = +1, W = I: strictly convex along the simplex) and
-    ATT-SVM(ψ-opt) is feasible, then 1 − cos(p_R, p^mm(ψ-opt)) at R = 20‖p^mm‖ is no larger than
-    at R = 5‖p^mm‖ (up to 1e-12)."""
-    evidence.instance(_head_json(inst, "squared_norm"))
+    nonlinear head) Under the hypotheses of Theorem NL, 1 − cos(p_R, p^mm(ψ-opt)) does not grow
+    with R."""
     problem = head_problem(inst, squared_norm)
     target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
     radii = [c * float(target.norm) for c in (5.0, 20.0)]
@@ -635,11 +491,8 @@ def test_nonlinear_head_monotone(inst):
 @claim("MM-F10-CONCAVE-HEAD-DIVERGES")
 @given(inst=gaussian_head_instances())
 def test_f10_concave_head_diverges(inst):
-    """(Wrong: Theorem NL without the vertex condition) For the nonlinear head ψ(u) = 2 − ‖u‖²
-    (concave), Y_i = +1, W = I, the regularization path still diverges: ‖p_R‖ = R at R = 10 and
-    R = 100 (so that p_R/R could converge to an SVM direction); random Gaussian tokens in R², n
-    ≤ 3, T ≤ 4."""
-    evidence.instance(_head_json(inst, "concave_bump"))
+    """(Wrong: Theorem NL without the vertex condition) For the concave head ψ(u) = 2 − ‖u‖²
+    (Y_i = +1, W = I), the regularization path still diverges: ‖p_R‖ = R for large R."""
     problem = head_problem(inst, concave_bump)
     for R in F10_RADII:
         pt = reg_path_point(problem, R)

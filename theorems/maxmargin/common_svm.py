@@ -1,0 +1,78 @@
+"""What the ATT-SVM claims and the controls of 2306.13596 share (claims_svm, claims_controls,
+and the strategies of ``strategies.maxmargin_families``): Def. 2 judged from first principles
+(``def2_independent``, on Lawson–Hanson least-distance NNLS), and the settled limit of a flow
+as the controls read it (``settled``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from scipy.optimize import nnls
+
+from strategies.instances import PromptInstance
+from theorems import evidence
+from theorems.limits import Limit, record_outcome, settle
+
+#: Def. 2's support tokens: margin (k_iα − k_it)ᵀp^mm ≤ 1 + SUPPORT_TOL (spec §6 "SVM" row).
+SUPPORT_TOL = 1e-6
+#: Margins in (1 + SUPPORT_TOL/10, 1 + 10·SUPPORT_TOL] are too close to the cut to compare two
+#: solvers' support sets (their p^mm agree to ~1e-9, MM-SVM-UNIQUE): such an example is
+#: inconclusive rather than a disagreement.
+AMBIGUOUS_BAND = (1.0 + SUPPORT_TOL / 10, 1.0 + 10 * SUPPORT_TOL)
+
+
+def least_distance_nnls(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """min ½‖x‖² s.t. Ax ≥ b by Lawson–Hanson least-distance programming (one NNLS):
+    u = argmin_{u≥0} ‖Aᵀu‖² + (bᵀu − 1)², x = Aᵀu/(1 − bᵀu). An independent algorithm."""
+    E = np.vstack([A.T, b[None, :]])
+    f = np.zeros(A.shape[1] + 1)
+    f[-1] = 1.0
+    u = nnls(E, f, maxiter=50 * E.shape[1])[0]
+    return A.T @ u / (1.0 - float(b @ u))
+
+
+@dataclasses.dataclass(frozen=True)
+class Def2:
+    """Def. 2 judged from first principles (no models.selection, no models.svm)."""
+
+    locally_optimal: bool
+    support: list[set[int]]
+    violations: set[tuple[int, int]]
+    ambiguous: bool
+
+
+def def2_independent(inst: PromptInstance) -> Def2:
+    """Def. 2 for inst.alpha: p^mm(α) by Lawson–Hanson least-distance NNLS on rows built here
+    from the keys, support tokens = margin ≤ 1 + SUPPORT_TOL, strictness by exact comparison
+    γ_iα_i > γ_it. Rejects the example if ATT-SVM(α) is infeasible (the NNLS point misses
+    a constraint)."""
+    keys, g, alpha = inst.keys.numpy(), inst.scores.numpy(), np.asarray(inst.alpha)
+    n, T, _ = keys.shape
+    pairs = [(i, t) for i in range(n) for t in range(T) if t != alpha[i]]
+    A = np.array([keys[i, alpha[i]] - keys[i, t] for i, t in pairs])
+    p = least_distance_nnls(A, np.ones(len(pairs)))
+    margins = A @ p
+    if not np.isfinite(margins).all() or margins.min() < 1 - 1e-9:
+        evidence.reject("ATT-SVM(α) infeasible (NNLS point misses a constraint)")
+    support: list[set[int]] = [set() for _ in range(n)]
+    for (i, t), m in zip(pairs, margins, strict=True):
+        if m <= 1 + SUPPORT_TOL:
+            support[i].add(t)
+    violations = {(i, t) for i in range(n) for t in support[i] if not g[i, alpha[i]] > g[i, t]}
+    lo, hi = AMBIGUOUS_BAND
+    ambiguous = bool(((margins > lo) & (margins <= hi)).any())
+    return Def2(not violations, support, violations, ambiguous)
+
+
+def settled(problem, p0) -> Limit:
+    """Where gradient flow from ``p0`` goes, as the controls read it: ``settle`` (converge,
+    confirmed over two decades of ‖p‖), recorded; a run the engine leaves inconclusive, or
+    that reaches a selection with an infeasible ATT-SVM, ends the example as inconclusive.
+    What is left is returned as a `Limit` whose ``converged_to`` / ``why_not`` /
+    ``loss_gap`` the claim asserts."""
+    out, transient = settle(problem, p0)
+    record_outcome(out, transient)
+    if out.status in ("inconclusive", "infeasible"):  # no direction to test
+        evidence.inconclusive(out.reason)
+    return Limit("converged", out, transient)
