@@ -10,6 +10,7 @@ and ranks, never directions. Ranks are relative ranks, #{σ_k > 1e-6·σ_1} (``d
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -181,6 +182,28 @@ def test_svm_rank_at_most_n(inst):
         rank = decided_rank(W, name)
         evidence.metric(f"rank {name} − min(n, d)", rank - bound)
         assert rank <= bound, f"rank {name} = {rank} > min(n, d) = {bound} (n={inst.n}, d={inst.d})"
+
+
+#: TF-SVM-SCALE: tokens scaled by c = 10^k, from W^mm ≈ 1e3·W^mm(X) down to 1e-7·W^mm(X).
+SCALE_EXPONENTS = st.integers(-3, 7)
+#: c·W^mm(cX) against W^mm(X), relative Frobenius error. Calibration (official n = 3, T = 4,
+#: d = 5, seeds 0–7, k ∈ {−3, −2, −1, 2, 4, 6, 7}): at most 5.0e-10, one solve of 56 inaccurate.
+SCALE_TOL = 1e-8
+
+
+@claim("TF-SVM-SCALE")
+@given(inst=MIXED, k=SCALE_EXPONENTS)
+def test_frobenius_svm_scales_with_the_tokens(inst, k):
+    """Scaling every token by c > 0 scales the Frobenius attention SVM by 1/c:
+    W^mm(cX) = W^mm(X)/c, so its rank does not change."""
+    c = 10.0**k
+    base = solve(inst, "fro", "Att-SVM").W
+    scaled = solve(dataclasses.replace(inst, X=inst.X * c), "fro", "Att-SVM of cX").W
+    err = float(np.linalg.norm(c * scaled - base) / np.linalg.norm(base))
+    evidence.slack("‖c·W^mm(cX) − W^mm(X)‖_F / ‖W^mm(X)‖_F", err, SCALE_TOL)
+    assert err <= SCALE_TOL, f"‖c·W^mm(cX) − W^mm(X)‖_F/‖W^mm(X)‖_F = {err:.2e} at c = {c:g}"
+    scaled_rank, rank = decided_rank(scaled, "W^mm(cX)"), decided_rank(base, "W^mm(X)")
+    assert scaled_rank == rank, f"rank W^mm(cX) = {scaled_rank} ≠ rank W^mm(X) = {rank}, c = {c:g}"
 
 
 @claim("TF-RANK-ROWSPACE")

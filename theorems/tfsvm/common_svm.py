@@ -55,7 +55,7 @@ def decided_rank(W, what: str) -> int:
     lo, hi = RANK_AMBIGUOUS
     if ((r > lo) & (r < hi)).any():
         evidence.inconclusive(f"{what}: a singular value ratio within 30x of the rank threshold")
-    return int(np.count_nonzero(r > RANK_REL))
+    return rank_rel(W)  # the one reading of a rank (models.normsvm)
 
 
 def random_orthogonal(gen: torch.Generator, d: int) -> np.ndarray:
