@@ -137,19 +137,3 @@ class NonlinearHeadProblem(TokenSizes):
     def loss_value(self, p: Tensor) -> Tensor:
         """L(p) = (1/n) Σ_i ℓ(Y_i ψ(X_iᵀ softmax(K_i p))); differentiable by autograd."""
         return self.loss_path(as_float_tensor(p, "p", 1)[None])[0]
-
-    def gradient(self, p: Tensor) -> Tensor:
-        """∇L(p) by the chain rule, with ∇ψ from autograd at the mixtures:
-
-        ∇L = (1/n) Σ_i ℓ'(m_i) Y_i K_iᵀ (diag(s_i) − s_i s_iᵀ) X_i ∇ψ(u_i),  u_i = X_iᵀ s_i.
-        Tests compare it with autograd through ``loss_value`` and with finite differences.
-        """
-        p = as_float_tensor(p, "p", 1).detach()
-        s = self.softmax_path(p[None])[0]
-        u = torch.einsum("it,itd->id", s, self.X).detach().requires_grad_(True)
-        psi = self.psi_of(u)
-        (dpsi,) = torch.autograd.grad(psi.sum(), u)
-        lp = self.loss.deriv(self.y * psi.detach())
-        a = torch.einsum("itd,id->it", self.X, dpsi)  # ⟨x_it, ∇ψ(u_i)⟩
-        c = s * (a - (s * a).sum(-1, keepdim=True))  # (diag(s) − ssᵀ) a
-        return torch.einsum("i,it,itk->k", lp * self.y, c, self.keys) / self.n

@@ -245,15 +245,10 @@ MUTANTS: list[dict[str, str]] = [
         "d ≥ 3 a rank-two W would pass as rank one).",
     },
     # ---------------------------------------------------------------- heads.py
-    {
-        "id": "M22-heads-softmax-jacobian-centring",
-        "file": "models/heads.py",
-        "old": "        c = s * (a - (s * a).sum(-1, keepdim=True))  # (diag(s) − ssᵀ) a\n",
-        "new": "        c = s * a  # (diag(s) − ssᵀ) a\n",
-        "category": "wrong derivative",
-        "fault": "The softmax Jacobian diag(s) − ssᵀ is replaced by diag(s) in the "
-        "nonlinear-head gradient (the −ssᵀ term is dropped).",
-    },
+    # M22 (the softmax Jacobian's centring in the nonlinear head's closed-form gradient) is
+    # retired: that gradient was removed from models/heads.py, since no claim and no path used
+    # it (the regularization paths descend through autograd; tests/test_heads.py checks that
+    # gradient against central differences).
     {
         "id": "M23-heads-token-scores-drop-label",
         "file": "models/heads.py",
