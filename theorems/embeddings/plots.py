@@ -1,11 +1,18 @@
-"""The figures of the 2505.17282 claims: each claim that draws one computes its evidence and
-calls the function here that draws it (reports/figures/)."""
+"""The figures of the 2505.17282 claims (reports/figures/): the drawing functions, and the
+drawers the report calls after a run (``@draws``) for the experiments of §4.2, which draw the
+runs of the claims (cached, theorems.embeddings.common_experiments.g3_run)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from theorems.embeddings.common_experiments import ONE_LAYER, SEEDS, g3_run
 from theorems.framework import figures
+from theorems.framework.figures import draws
+
+SCORES_FIGURE = "emb_g3_scores_vs_delta.png"
+LOSS_FIGURE = "emb_g3_loss_one_vs_two_layers.png"
+TWO_SCORES_FIGURE = "emb_g3_two_layer_scores_vs_delta.png"
 
 
 def draw_scores_figure(runs, name: str, title: str) -> None:
@@ -90,3 +97,38 @@ def event_figure(rows, vocab: int, name: str) -> None:
     ax.set_title(f"The event of Lemma 4.1, |S| = {vocab}")
     ax.legend(fontsize=7)
     figures.save(fig, name)
+
+
+# --------------------------------------------------------------------------- drawers (§4.2)
+
+
+@draws("EMB-G3-V")
+@draws("EMB-G3-U")
+def draw_g3_scores() -> None:
+    """Figure 1 and its companion on G3: ⟨E_s, p⟩ and ⟨E_s, v⟩ against Δ_s, one layer, seed 0."""
+    draw_scores_figure(
+        [g3_run(kind, SEEDS[0]) for kind in ONE_LAYER],
+        SCORES_FIGURE,
+        "G3, one layer: U-shaped ⟨E_s, p⟩ (left), monotone ⟨E_s, v⟩ (right)",
+    )
+
+
+@draws("EMB-TWOLAYER-LOSS")
+@draws("EMB-TWOLAYER-LOSS-VFIXED")
+def draw_g3_losses() -> None:
+    """The training losses of one layer (v trained, v fixed) and two layers, per seed."""
+    kinds = ("one-v-trained", "one-v-fixed", "two")
+    curves = {seed: {kind: g3_run(kind, seed).curve for kind in kinds} for seed in SEEDS}
+    loss_figure(curves, LOSS_FIGURE)
+
+
+@draws("EMB-TWOLAYER-V")
+@draws("EMB-TWOLAYER-U")
+@draws("EMB-TWOLAYER-U-MEANS")
+def draw_g3_two_layer_scores() -> None:
+    """The two-layer key scores ⟨H1, p⟩ and ⟨H1, v⟩ against Δ_s, seed 0."""
+    draw_scores_figure(
+        [g3_run("two", SEEDS[0])],
+        TWO_SCORES_FIGURE,
+        "G3, two layers: key scores (mean over the occurrences of ⟨H1, ·⟩)",
+    )
