@@ -47,9 +47,7 @@ from strategies import (
     single_relevant_token_instances,
     two_relevant_instances,
 )
-from theorems.embeddings import plots
 from theorems.embeddings.common import (
-    DIRECTION_TARGET,
     PRACTICAL_TARGET,
     R_FAR,
     SELECT_TOL,
@@ -79,6 +77,10 @@ GAP_GROWTH_FRACTION = 0.5
 # L(p) − L* at ‖p‖ = 10³ is e^(−‖p‖/‖p̂‖)-small; 1e-8·L* is the spec's 1e-4 (after 500 NGD
 # steps, ‖p‖ ≈ 50) tightened for the longer path.
 LOSS_GAP_TOL = 1e-8
+# L(p) ≥ L* up to float64 rounding of L (relative 1e-15).
+LOSS_FLOOR_ROUNDING = 1e-15
+# L* from cls_loss_floor (token ids) and from PromptProblem.loss_floor (positions) agree to this.
+FLOOR_AGREEMENT = 1e-12
 # Monotone loss of plain GD (spec §3.3: lr ∈ {0.1, 1}, 1000 steps, tolerance 1e-12; float64
 # rounding of L is ~1e-16·L): L(p_{k+1}) ≤ L(p_k) + 1e-12·max(1, L(p_k)).
 MONO_TOL = 1e-12
@@ -87,6 +89,10 @@ GD_STEPS = 1000
 # EMB-DEF-SLOPE: the engine's slope against the definition's (measured ≤ 2e-10 in log, i.e.
 # relative; float64 summation of ~1e3 terms allows ~1e-13).
 SLOPE_AGREEMENT = 1e-6
+#: EMB-DEF-SLOPE's points: one Gaussian p at each of these norms, and SLOPE_PATH_POINTS points
+#: of the traced path; q for the first relevant token, solved to A2_MAX_DIGITS.
+SLOPE_NORMS = (0.0, 1.0, 10.0, 100.0)
+SLOPE_PATH_POINTS = 10
 # ‖p‖ ≈ ‖p̂‖ log t: checked per decade of t from ‖p‖ = 10‖p̂‖ on, to a relative deviation of
 # LOGT_TOL·‖p̂‖/‖p‖ (calibration: ≤ 0.34 at 10‖p̂‖, ≤ 0.1 at 100‖p̂‖ on 14 instances; 1 leaves 3×).
 LOGT_FROM = 10.0
@@ -108,6 +114,8 @@ A2_PATH_POINTS = 40  # points of the traced path at which the slope is also chec
 PRACTICAL_MASS = 0.99
 # §3.4, paper constant: gap > 4·(11 η0 d^(−1/4))/η0 = 44 d^(−1/4).
 PAPER_GAP_CONSTANT = 44.0
+#: EMB-SVM-FEASIBLE: ‖p̂‖ ≤ ‖p_ls‖ up to this (the SVM is certified to 1e-7).
+SVM_NORM_SLACK = 1e-6
 
 # Spec §3.4: general data with one planted strongly predictive token per sequence plus weaker
 # relevant ones (two_relevant_instances), and G2.
@@ -161,60 +169,114 @@ def other_mass(prompt: PromptProblem, p, mask: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(torch.where(mask, -math.inf, log_s), dim=-1).exp()
 
 
+def probe_points(inst, path, norms, directions: int, path_points: int, stream: int) -> list:
+    """Where a slope is probed: ``directions`` Gaussian p at each of ``norms`` (from the
+    instance's seed + ``stream``), then ``path_points`` points spread along the traced path."""
+    gen = torch.Generator().manual_seed(inst.seed + stream)
+    points = []
+    for norm in norms:
+        for _ in range(directions):
+            p = torch.randn(inst.d, generator=gen, dtype=F64)
+            points.append(p * (norm / float(p.norm())))
+    picks = np.unique(np.linspace(0, len(path.ps) - 1, path_points).round().astype(int))
+    return points + [torch.from_numpy(path.ps[k]) for k in picks]
+
+
 # ---------------------------------------------------------------------------------------------
 # Lemma A.2: a direction of strict descent at every finite p
 # ---------------------------------------------------------------------------------------------
+
+
+def a2_points(inst: EmbeddingInstance) -> list:
+    """Lemma A.2's points: A2_DIRECTIONS Gaussian p at each norm of A2_NORMS and A2_PATH_POINTS
+    points of the traced gradient-flow path."""
+    path = traced_flow(inst).path
+    evidence.metric("path_max_norm", float(path.norms.max()))
+    return probe_points(inst, path, A2_NORMS, A2_DIRECTIONS, A2_PATH_POINTS, stream=1)
+
+
+def slopes_along(prep: Prepared, s: int, q, points: list) -> list:
+    """d/dε L(E¹, p + εq) at each point, for Lemma A.2's q of token s (derivative_along). Where
+    E¹q − e_s hides the sign, q is solved again to 4×, 16× the digits, up to A2_MAX_DIGITS (each
+    solve kept for the next points); a slope may stay unresolved."""
+    E1, inst = prep.step.E1, prep.inst
+    solved = {A2_DIGITS: q}
+    slopes = []
+    for p in points:
+        digits = A2_DIGITS
+        slope = derivative_along(E1, inst.sequences, inst.y, inst.v, p, q)
+        while not slope.resolved and digits < A2_MAX_DIGITS:
+            digits *= 4  # E¹q − e_s hides the sign: solve for q to more digits
+            if digits not in solved:
+                solved[digits] = exact_descent_direction(E1, inst.v, s, digits)
+            slope = derivative_along(E1, inst.sequences, inst.y, inst.v, p, solved[digits])
+        slopes.append(slope)
+    return slopes
+
+
+def record_slopes(prep: Prepared, points: list, slopes: dict) -> None:
+    """Metrics: the points where no slope's sign was resolved, and the largest log-disagreement
+    of a resolved slope with models.embedding.descent_slope (the gradient's own coefficients)."""
+    unresolved, disagreement = 0, 0.0
+    for s, along in slopes.items():
+        for p, slope in zip(points, along, strict=True):
+            if not slope.resolved:
+                unresolved += 1
+                continue
+            ref, _ = descent_slope(prep.prompt, p, prep.inst.sequences == s)
+            disagreement = max(disagreement, abs(ref - slope.log_abs))
+    evidence.metric("unresolved_points", unresolved)
+    evidence.metric("descent_slope_log_disagreement", disagreement)
+
+
+def uphill(s: int, points: list, along: list) -> str:
+    """The failure message at the first point where the slope of token s is not negative."""
+    k = next(k for k, slope in enumerate(along) if slope.resolved and not slope.sign < 0)
+    return (
+        f"d/dε L(p + εq) = +e^{along[k].log_abs:.4g} ≥ 0 for token {s} at point {k} "
+        f"(‖p‖ = {float(points[k].norm()):.3g})"
+    )
 
 
 @claim("EMB-A2-DESCENT")
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_descent_direction_at_every_p(inst):
-    """Lemma A.2 (spec §3.2): under Assumption 1 with |S| ≤ d − 1, after one step from p⁰ = 0 and
-    under the §3.3 precondition, for every completely positive or negative token s* there is q ⟂
-    v with E¹q = e_{s*}, and ⟨∇_p L(E¹, p), q⟩ < 0 at every finite p. Checked for every relevant
-    token that occurs: q exact (vᵀq = 0, ‖E¹q − e_{s*}‖_∞ ≤ 1e-50), and the directional
-    derivative d/dε L(p + εq) < 0 at Gaussian p of norms 0, 0.1, 1, 10, 100, 1000 and at 40
-    points of the gradient-flow path."""
-    prep = theorem_instance(inst)
-    gen = torch.Generator().manual_seed(inst.seed + 1)
-    points = []
-    for norm in A2_NORMS:
-        for _ in range(A2_DIRECTIONS):
-            p = torch.randn(inst.d, generator=gen, dtype=F64)
-            points.append(p * (norm / float(p.norm())))
-    path = traced_flow(inst).path
-    picks = np.unique(np.linspace(0, len(path.ps) - 1, A2_PATH_POINTS).round().astype(int))
-    points += [torch.from_numpy(path.ps[k]) for k in picks]
-    evidence.metric("path_max_norm", float(path.norms.max()))
-    E1, v = prep.step.E1, inst.v
-    unresolved, disagreement = 0, 0.0
+    """Lemma A.2: under Assumption 1 with |S| ≤ d − 1, after one step from p⁰ = 0, for every
+    completely positive or negative token s there is q ⟂ v with E¹q = e_s, and
+    ⟨∇_p L(E¹, p), q⟩ < 0 at every finite p."""
+    prep, points, slopes = theorem_instance(inst), a2_points(inst), {}
     for s in sorted(inst.relevant or ()):
-        q = exact_descent_direction(E1, v, s, digits=A2_DIGITS)
+        q = exact_descent_direction(prep.step.E1, inst.v, s, digits=A2_DIGITS)
         assert q.v_dot_q_num == 0, f"vᵀq ≠ 0 for token {s}"
         evidence.slack("residual_E1q", 10.0**q.log10_residual, 10.0**A2_RESIDUAL_LOG10)
         assert q.log10_residual <= A2_RESIDUAL_LOG10, (
             f"E¹q ≠ e_{s}: ‖E¹q − e_s‖_∞ = 1e{q.log10_residual:.1f} > 1e{A2_RESIDUAL_LOG10:g}"
         )
-        finer = {A2_DIGITS: q}
-        for k, p in enumerate(points):
-            slope, digits = derivative_along(E1, inst.sequences, inst.y, v, p, q), A2_DIGITS
-            while not slope.resolved and digits < A2_MAX_DIGITS:
-                digits *= 4  # E¹q − e_{s*} hides the sign: solve for q to more digits
-                if digits not in finer:
-                    finer[digits] = exact_descent_direction(E1, v, s, digits)
-                slope = derivative_along(E1, inst.sequences, inst.y, v, p, finer[digits])
-            if not slope.resolved:
-                unresolved += 1
-                continue
-            assert slope.sign < 0, (
-                f"d/dε L(p + εq) = +e^{slope.log_abs:.4g} ≥ 0 for token {s} at point {k} "
-                f"(‖p‖ = {float(p.norm()):.3g})"
-            )
-            ref, _ = descent_slope(prep.prompt, p, inst.sequences == s)
-            disagreement = max(disagreement, abs(ref - slope.log_abs))
-    evidence.metric("unresolved_points", unresolved)
-    evidence.metric("descent_slope_log_disagreement", disagreement)
+        slopes[s] = slopes_along(prep, s, q, points)
+        assert all(sl.sign < 0 for sl in slopes[s] if sl.resolved), uphill(s, points, slopes[s])
+    record_slopes(prep, points, slopes)
+
+
+def slope_error(prep: Prepared, s: int, q, p) -> float | None:
+    """Relative disagreement of the engine's ⟨∇_p L(E¹, p), q⟩ (descent_slope) with d/dε
+    L(E¹, p + εq) from the model's definition (derivative_along); inf when the signs differ,
+    None when the definition's sign is not resolved."""
+    inst = prep.inst
+    slope = derivative_along(prep.step.E1, inst.sequences, inst.y, inst.v, p, q)
+    if not slope.resolved:
+        return None
+    log_ref, sign_ref = descent_slope(prep.prompt, p, inst.sequences == s)
+    return abs(math.expm1(log_ref - slope.log_abs)) if sign_ref == slope.sign else math.inf
+
+
+def mismatch(s: int, points: list, errors: list) -> str:
+    """The failure message at the first point where engine and definition disagree."""
+    k = next(k for k, e in enumerate(errors) if e is not None and not e <= SLOPE_AGREEMENT)
+    return (
+        f"engine slope and the definition's differ by {errors[k]:.3g} (relative) > "
+        f"{SLOPE_AGREEMENT:g} at point {k} (‖p‖ = {float(points[k].norm()):.3g}), token {s}"
+    )
 
 
 @claim("EMB-DEF-SLOPE")
@@ -222,54 +284,21 @@ def test_descent_direction_at_every_p(inst):
 @given(inst=THEOREM_DATA)
 def test_engine_slope_is_the_definitions(inst):
     """The `<cls>` gradient every flow here follows (models.attention's log-space coefficients,
-    §1.1) is the gradient of the model's loss: along Lemma A.2's q, the engine's ⟨∇_p L(E¹, p),
-    q⟩ (descent_slope) equals d/dε L(E¹, p + εq) from the model's definition (derivative_along)
-    to a relative 1e-6, at Gaussian p of norms 0, 1, 10, 100 and at 10 points of the
-    gradient-flow path, for the first relevant token."""
+    §1.1) is the gradient of the model's loss: along Lemma A.2's q, the engine's
+    ⟨∇_p L(E¹, p), q⟩ equals d/dε L(E¹, p + εq) from the model's definition."""
     prep = theorem_instance(inst)
-    gen = torch.Generator().manual_seed(inst.seed + 2)
-    points = []
-    for norm in (0.0, 1.0, 10.0, 100.0):
-        p = torch.randn(inst.d, generator=gen, dtype=F64)
-        points.append(p * (norm / float(p.norm())))
     path = traced_flow(inst).path
-    picks = np.unique(np.linspace(0, len(path.ps) - 1, 10).round().astype(int))
-    points += [torch.from_numpy(path.ps[k]) for k in picks]
+    points = probe_points(inst, path, SLOPE_NORMS, 1, SLOPE_PATH_POINTS, stream=2)
     s = min(inst.relevant)
     q = exact_descent_direction(prep.step.E1, inst.v, s, digits=A2_MAX_DIGITS)
-    worst = 0.0
-    for k, p in enumerate(points):
-        slope = derivative_along(prep.step.E1, inst.sequences, inst.y, inst.v, p, q)
-        if not slope.resolved:
-            continue
-        log_ref, sign_ref = descent_slope(prep.prompt, p, inst.sequences == s)
-        error = abs(math.expm1(log_ref - slope.log_abs)) if sign_ref == slope.sign else math.inf
-        worst = max(worst, error)
-        assert error <= SLOPE_AGREEMENT, (
-            f"engine slope {sign_ref:+g}·e^{log_ref:.6g} vs definition {slope.sign:+g}·"
-            f"e^{slope.log_abs:.6g} at point {k} (‖p‖ = {float(p.norm()):.3g}), token {s}"
-        )
-    evidence.slack("relative_disagreement", worst, SLOPE_AGREEMENT)
+    errors = [slope_error(prep, s, q, p) for p in points]  # None: sign not resolved
+    evidence.slack("relative_disagreement", max([0.0, *filter(None, errors)]), SLOPE_AGREEMENT)
+    assert all(e is None or e <= SLOPE_AGREEMENT for e in errors), mismatch(s, points, errors)
 
 
 # ---------------------------------------------------------------------------------------------
 # The gradient-flow theorem (§3.3)
 # ---------------------------------------------------------------------------------------------
-
-THEOREM_HYPOTHESES = """Assumption 1 (G1: every sequence holds exactly one relevant token s*(i),
-completely positive for y = +1 and completely negative for y = −1, all others irrelevant),
-|S| ≤ d − 1, ‖v‖ = 1, one GD step of size η0 on E from p⁰ = 0, and the precondition that s*(i) is
-the unique maximiser of y_i⟨E¹_s, v⟩ over X_i for every i (instances failing it are rejected and
-counted; spec: 2/30). E = E¹ frozen, gradient flow on p from p(0) = 0."""
-
-_FLOW_NOTE = (
-    "Flow: models.dynamics.converge on the prompt problem of E¹ (target 1 − cos ≤ 1e-6), then "
-    "trace_flow to ‖p‖ = 1e3. Instances failing the §3.3 precondition are rejected: it is one of "
-    "the theorem's hypotheses as read (spec §3.3, 'd large enough and η0 such that ...'). A path "
-    "that stops short of ‖p‖ = 1e3 at a stationary point (‖∇L‖ ≤ 1e-8 with L − L* > 1e-8·L*) "
-    "refutes the claim with that instance (finite_stop); only a stall while ‖∇L‖ is not small, "
-    "a used-up budget or a solver failure is inconclusive."
-)
 
 
 def traced_flow(inst: EmbeddingInstance, **kwargs) -> FlowRun:
@@ -280,15 +309,27 @@ def traced_flow(inst: EmbeddingInstance, **kwargs) -> FlowRun:
         return run_flow(inst, **kwargs)
 
 
-def diverging_flow(inst: EmbeddingInstance) -> tuple[Prepared, FlowRun]:
-    """The §3.3 instance and its traced flow, failing the example (with ``finite_stop``'s
-    message) when the path stops at a finite stationary point: the shared first step of the
-    claims that assert ‖p(t)‖ → ∞."""
+@dataclass(frozen=True)
+class TheoremFlow:
+    """A §3.3 instance, its traced flow, L* and whether the path stopped at a finite point."""
+
+    prep: Prepared
+    run: FlowRun
+    floor: float  # L* = s_star_floor
+    stall: str | None  # finite_stop's message: None when the path reached ‖p‖ = R_FAR
+
+    @property
+    def p_far(self) -> np.ndarray:
+        return self.run.path.final
+
+
+def theorem_flow(inst: EmbeddingInstance) -> TheoremFlow:
+    """The §3.3 instance (rejected when its hypotheses fail) and its traced flow: the shared
+    first step of the claims that assert ‖p(t)‖ → ∞."""
     prep = theorem_instance(inst)
     run = traced_flow(inst)
-    stall = finite_stop(run, s_star_floor(prep))
-    assert stall is None, stall
-    return prep, run
+    floor = s_star_floor(prep)
+    return TheoremFlow(prep, run, floor, finite_stop(run, floor))
 
 
 def finite_stop(run: FlowRun, floor: float) -> str | None:
@@ -319,108 +360,133 @@ def finite_stop(run: FlowRun, floor: float) -> str | None:
     )
 
 
-@claim("EMB-FLOW-DIVERGE")
-@shared_stream
-@given(inst=THEOREM_DATA)
-def test_norm_diverges(inst):
-    """Gradient-flow theorem, part 1 (spec §3.3): under Assumption 1 (G1: every sequence holds
-    exactly one relevant token s*(i), completely positive for y = +1 and completely negative for
-    y = −1, all others irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of size η0 on E from p⁰ =
-    0, and the precondition that s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over X_i for
-    every i (instances failing it are rejected and counted; spec: 2/30). E = E¹ frozen, gradient
-    flow on p from p(0) = 0. ‖p(t)‖ → ∞. Checked: the flow never stops at a stationary point and
-    reaches ‖p‖ = 10³ in finite time, and ‖p(t)‖ is strictly increasing across the decades t =
-    10, 10², … covered."""
-    prep, run = diverging_flow(inst)
-    path = run.path
-    norms = path.norms
-    assert norms[-1] >= R_FAR, f"the flow reached only ‖p‖ = {norms[-1]:.4g} ({path.stops})"
-    log_t = path.log_time
+def norms_per_decade(path) -> np.ndarray:
+    """‖p(t)‖ at t = 10, 10², … up to the path's end (interpolated in log t)."""
+    log_t, norms = path.log_time, path.norms
     finite = np.isfinite(log_t)
     decades = np.arange(1, int(log_t[-1] / math.log(10)) + 1)
-    at = np.interp(decades * math.log(10), log_t[finite], norms[finite])
-    evidence.metric("decades_covered", len(decades))
+    return np.interp(decades * math.log(10), log_t[finite], norms[finite])
+
+
+def record_decade_growth(inst: EmbeddingInstance, at: np.ndarray) -> None:
+    """Metric: the last decade's growth of ‖p‖ over ‖p̂‖·ln 10 (≈ 1 where ‖p‖ ≈ ‖p̂‖ log t).
+
+    Reads the instance through run_flow itself (cached), which reports the run's failures again
+    without traced_flow's tolerance, as this claim always has."""
     if len(at) >= 2:
         p_hat = cls_svm_of(run_flow(inst).prep)
         if p_hat.ok:
             growth = (at[-1] - at[-2]) / (float(p_hat.norm) * math.log(10))
             evidence.metric("decade_growth_over_svm_norm", growth)
+
+
+@claim("EMB-FLOW-DIVERGE")
+@shared_stream
+@given(inst=THEOREM_DATA)
+def test_norm_diverges(inst):
+    """Gradient-flow theorem (§3.3), part 1: under Assumption 1 with |S| ≤ d − 1, after one GD
+    step of size η0 on E from p⁰ = 0, gradient flow on p from p(0) = 0 with E = E¹ frozen has
+    ‖p(t)‖ → ∞."""
+    flow = theorem_flow(inst)
+    assert flow.stall is None, flow.stall
+    norms = flow.run.path.norms
+    assert norms[-1] >= R_FAR, (
+        f"the flow reached only ‖p‖ = {norms[-1]:.4g} ({flow.run.path.stops})"
+    )
+    at = norms_per_decade(flow.run.path)
+    evidence.metric("decades_covered", len(at))
+    record_decade_growth(inst, at)
     drops = np.flatnonzero(np.diff(at) <= 0)
-    assert not len(drops), f"‖p(t)‖ does not grow from t = 1e{decades[drops[0]]} to the next decade"
+    assert not len(drops), f"‖p(t)‖ does not grow from t = 1e{drops[0] + 1} to the next decade"
+
+
+def attended_tokens(prep: Prepared, p) -> torch.Tensor:
+    """The token each sequence attends to most at p."""
+    seqs = prep.inst.sequences
+    return seqs.gather(1, prep.prompt.selected(torch.as_tensor(p))[:, None])[:, 0]
+
+
+def min_star_gap(prep: Prepared, p: np.ndarray) -> float:
+    """min over i and s ∈ X_i, s ≠ s*(i), of (E_{s*(i)} − E_s)ᵀp."""
+    mask = star_positions(prep.inst).numpy()
+    logits = prep.prompt.keys.numpy() @ p
+    star = np.where(mask, logits, -np.inf).max(-1)
+    others = np.where(mask, -np.inf, logits)  # s* positions drop out of the min
+    return float((star[:, None] - others).min())
 
 
 @claim("EMB-FLOW-SELECT")
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_softmax_selects_relevant_token(inst):
-    """Gradient-flow theorem, part 2 (spec §3.3): under Assumption 1 (G1: every sequence holds
-    exactly one relevant token s*(i), completely positive for y = +1 and completely negative for
-    y = −1, all others irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of size η0 on E from p⁰ =
-    0, and the precondition that s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over X_i for
-    every i (instances failing it are rejected and counted; spec: 2/30). E = E¹ frozen, gradient
-    flow on p from p(0) = 0. (E_{s*(i)} − E_s)ᵀp(t) → +∞ for every i and s ∈ X_i, s ≠ s*(i): the
-    softmax selects the completely positive/negative token of each sequence. Checked: the token
-    the flow attends to at ‖p‖ = 10³ is s*(i) in every sequence, with mass ≤ 1e-6 off it there;
-    and the smallest gap (E_{s*} − E_s)ᵀp is ≥ ‖p‖/(2‖p̂‖), i.e. it grows linearly with ‖p‖."""
-    prep, run = diverging_flow(inst)
-    p_far = run.path.final
-    chosen = inst.sequences.gather(1, prep.prompt.selected(torch.from_numpy(p_far))[:, None])[:, 0]
+    """Gradient-flow theorem (§3.3), part 2: under its hypotheses, (E_{s*(i)} − E_s)ᵀp(t) → +∞
+    for every i and s ∈ X_i, s ≠ s*(i): the softmax selects the completely positive/negative
+    token of each sequence."""
+    flow = theorem_flow(inst)
+    assert flow.stall is None, flow.stall
+    prep, p_far = flow.prep, flow.p_far
+    chosen = attended_tokens(prep, p_far)
     wrong = torch.nonzero(chosen != inst.s_star).flatten().tolist()
     assert not wrong, (
         f"at ‖p‖ = {R_FAR:g} the flow attends to {chosen[wrong].tolist()} not s* in {wrong}"
     )
-    mask = star_positions(inst)
-    off = float(other_mass(prep.prompt, p_far, mask).max())
+    off = float(other_mass(prep.prompt, p_far, star_positions(inst)).max())
     evidence.slack("mass_off_s_star", off, SELECT_TOL)
     assert off <= SELECT_TOL, f"mass {off:.3e} stays off s* at ‖p‖ = {np.linalg.norm(p_far):.3g}"
-    logits = prep.prompt.keys.numpy() @ p_far
-    star = np.where(mask.numpy(), logits, -np.inf).max(-1)
-    others = np.where(mask.numpy(), -np.inf, logits)  # s* positions drop out of the min
-    gap = float((star[:, None] - others).min())
-    svm = cls_svm_of(prep)
+    gap, svm = min_star_gap(prep, p_far), cls_svm_of(prep)
     if not svm.ok:
         evidence.inconclusive(f"`<cls>` SVM oracle: {svm.status}")
-    linear = float(np.linalg.norm(p_far)) / float(svm.norm)
+    linear = float(np.linalg.norm(p_far)) / float(svm.norm)  # ‖p‖/‖p̂‖
     evidence.metric("min_gap_over_norm_margin", gap / linear)
     assert gap >= GAP_GROWTH_FRACTION * linear, f"min gap {gap:.4g} < ‖p‖/(2‖p̂‖) = {linear / 2:.4g}"
+
+
+@dataclass(frozen=True)
+class DecadeGrowth:
+    """The growth of ‖p‖ over each decade of t that starts beyond ‖p‖ = LOGT_FROM·‖p̂‖."""
+
+    start: np.ndarray  # ‖p‖ at the decade's start
+    ratio: np.ndarray  # the growth over ‖p̂‖·ln 10
+    scaled: np.ndarray  # |ratio − 1|·‖p‖/‖p̂‖: the deviation in units of ‖p̂‖/‖p‖
+    final_offset: float  # ‖p‖ − ‖p̂‖ log t at the path's end
+
+    @property
+    def worst(self) -> int:
+        return int(np.argmax(self.scaled))
+
+
+def decade_growth(path, p_hat: float) -> DecadeGrowth:
+    """DecadeGrowth of the traced path, ‖p̂‖ = ``p_hat``."""
+    at = norms_per_decade(path)
+    k = np.flatnonzero(at[:-1] >= LOGT_FROM * p_hat)
+    ratio = (at[k + 1] - at[k]) / (p_hat * math.log(10))
+    finite = np.isfinite(path.log_time)
+    offset = float(path.norms[finite][-1] - p_hat * path.log_time[finite][-1])
+    return DecadeGrowth(at[k], ratio, np.abs(ratio - 1) * at[k] / p_hat, offset)
 
 
 @claim("EMB-FLOW-LOGT")
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_norm_grows_like_log_t(inst):
-    """Growth rate of the norm (spec §3.3 observes ‖p‖ ≈ ‖p̂‖ log t): under Assumption 1 (G1: every
-    sequence holds exactly one relevant token s*(i), completely positive for y = +1 and
-    completely negative for y = −1, all others irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of
-    size η0 on E from p⁰ = 0, and the precondition that s*(i) is the unique maximiser of
-    y_i⟨E¹_s, v⟩ over X_i for every i (instances failing it are rejected and counted; spec:
-    2/30). E = E¹ frozen, gradient flow on p from p(0) = 0. ‖p(t)‖ = ‖p̂‖·log t + O(1), p̂ the
-    `<cls>` SVM solution. Checked on every decade of t that the path covers once ‖p‖ ≥ 10‖p̂‖:
-    the growth of ‖p‖ over the decade is ‖p̂‖·ln 10 within a relative 1·‖p̂‖/‖p‖ (‖p‖ at the
-    decade's start), a tolerance that shrinks as the flow goes out."""
-    prep, run = diverging_flow(inst)
-    svm = cls_svm_of(prep)
+    """Growth rate of the norm (spec §3.3 observes ‖p‖ ≈ ‖p̂‖ log t): under the hypotheses of the
+    gradient-flow theorem, ‖p(t)‖ = ‖p̂‖·log t + O(1), p̂ the `<cls>` SVM solution."""
+    flow = theorem_flow(inst)
+    assert flow.stall is None, flow.stall
+    svm = cls_svm_of(flow.prep)
     if not svm.ok:
         evidence.inconclusive(f"`<cls>` SVM oracle: {svm.status} ({svm.reason})")
-    p_hat = float(svm.norm)
-    path = run.path
-    log_t, norms = path.log_time, path.norms
-    finite = np.isfinite(log_t)
-    decades = np.arange(1, int(log_t[-1] / math.log(10)) + 1)
-    at = np.interp(decades * math.log(10), log_t[finite], norms[finite])
-    start = np.flatnonzero(at[:-1] >= LOGT_FROM * p_hat)
-    evidence.premise(len(start) > 0, f"the path covers a decade of t beyond ‖p‖ = {LOGT_FROM}‖p̂‖")
-    if not len(start):
+    p_hat, growth = float(svm.norm), decade_growth(flow.run.path, float(svm.norm))
+    beyond = f"the path covers a decade of t beyond ‖p‖ = {LOGT_FROM}‖p̂‖"
+    if not evidence.premise(len(growth.scaled) > 0, beyond):
         return
-    k = start
-    ratio = (at[k + 1] - at[k]) / (p_hat * math.log(10))
-    scaled = np.abs(ratio - 1) * at[k] / p_hat  # the deviation in units of ‖p̂‖/‖p‖
-    worst = int(np.argmax(scaled))
-    evidence.slack("growth_deviation_times_norm", float(scaled[worst]), LOGT_TOL)
-    evidence.metric("final_offset", float(norms[finite][-1] - p_hat * log_t[finite][-1]))
-    assert scaled[worst] <= LOGT_TOL, (
-        f"‖p‖ grows by {ratio[worst]:.6f}·‖p̂‖ ln 10 over the decade from ‖p‖ = {at[k[worst]]:.4g} "
-        f"(‖p̂‖ = {p_hat:.4g}): off by {abs(ratio[worst] - 1):.2e} > {LOGT_TOL}·‖p̂‖/‖p‖"
+    k = growth.worst
+    evidence.slack("growth_deviation_times_norm", float(growth.scaled[k]), LOGT_TOL)
+    evidence.metric("final_offset", growth.final_offset)
+    assert growth.scaled[k] <= LOGT_TOL, (
+        f"‖p‖ grows by {growth.ratio[k]:.6f}·‖p̂‖ ln 10 over the decade from ‖p‖ = "
+        f"{growth.start[k]:.4g} (‖p̂‖ = {p_hat:.4g}): off by {abs(growth.ratio[k] - 1):.2e} > "
+        f"{LOGT_TOL}·‖p̂‖/‖p‖"
     )
 
 
@@ -428,75 +494,83 @@ def test_norm_grows_like_log_t(inst):
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_loss_decreases_to_floor(inst):
-    """Gradient-flow theorem, part 3 (spec §3.3): under Assumption 1 (G1: every sequence holds
-    exactly one relevant token s*(i), completely positive for y = +1 and completely negative for
-    y = −1, all others irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of size η0 on E from p⁰ =
-    0, and the precondition that s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over X_i for
-    every i (instances failing it are rejected and counted; spec: 2/30). E = E¹ frozen, gradient
-    flow on p from p(0) = 0. L(p(t)) ↓ L* = (1/n) Σ_i log(1 + exp(−y_i⟨E¹_{s*(i)}, v⟩)) > 0, the
-    infimum of L over p with E and v frozen (the loss does not go to 0). Checked: L* > 0, L(0) >
-    L*, and at ‖p‖ = 10³ 0 ≤ L(p) − L* ≤ 1e-8·L* (the gap computed in log space)."""
-    prep = theorem_instance(inst)
-    run = traced_flow(inst)
-    floor = cls_loss_floor(prep.step.E1, inst.sequences, inst.y, inst.v, inst.s_star)
-    stall = finite_stop(run, floor)
-    assert stall is None, stall
+    """Gradient-flow theorem (§3.3), part 3: under its hypotheses, L(p(t)) ↓ L* = (1/n) Σ_i
+    log(1 + exp(−y_i⟨E¹_{s*(i)}, v⟩)) > 0, the infimum of L over p with E and v frozen (the loss
+    does not go to 0)."""
+    flow = theorem_flow(inst)
+    assert flow.stall is None, flow.stall
+    prompt, floor = flow.prep.prompt, flow.floor
     positions = star_positions(inst).to(torch.int64).argmax(-1)
-    assert math.isclose(floor, prep.prompt.loss_floor(positions), rel_tol=1e-12)
-    start = float(prep.prompt.loss_value(torch.zeros(inst.d, dtype=F64)))
-    p_far = torch.from_numpy(run.path.final)
-    log_gap = prep.prompt.log_loss_gap(p_far, positions)
+    assert math.isclose(floor, prompt.loss_floor(positions), rel_tol=FLOOR_AGREEMENT)
+    start = float(prompt.loss_value(torch.zeros(inst.d, dtype=F64)))
+    p_far = torch.from_numpy(flow.p_far)
+    gap = loss_gap(prompt, p_far, positions, floor)
+    assert floor > 0, f"L* = {floor} is not positive"
+    assert start > floor, f"L(0) = {start} does not exceed L* = {floor}"
+    assert float(prompt.loss_value(p_far)) >= floor * (1 - LOSS_FLOOR_ROUNDING), (
+        "L(p) fell below L*"
+    )
+    assert gap <= LOSS_GAP_TOL * floor, f"L − L* = {gap:.3e} > 1e-8·L* at ‖p‖ = {R_FAR:g}"
+
+
+def loss_gap(prompt: PromptProblem, p, positions, floor: float) -> float:
+    """L(p) − L*, computed in log space (PromptProblem.log_loss_gap at the positions of s*)."""
+    log_gap = prompt.log_loss_gap(p, positions)
     gap = math.exp(log_gap) if log_gap > -700 else 0.0
     evidence.metric("loss_floor", floor)
     evidence.metric("log10_gap_at_far_point", log_gap / math.log(10))
     evidence.slack("loss_gap_over_floor", gap / floor, LOSS_GAP_TOL)
-    assert floor > 0, f"L* = {floor} is not positive"
-    assert start > floor, f"L(0) = {start} does not exceed L* = {floor}"
-    assert float(prep.prompt.loss_value(p_far)) >= floor * (1 - 1e-15), "L(p) fell below L*"
-    assert gap <= LOSS_GAP_TOL * floor, f"L − L* = {gap:.3e} > 1e-8·L* at ‖p‖ = {R_FAR:g}"
-
-
-_DIR_CURVES: list[tuple[np.ndarray, np.ndarray]] = []
-_DIR_FIGURE = "emb_flow_direction_to_svm.png"
-
-
-def _draw_direction_figure() -> None:
-    plots.direction_figure(_DIR_CURVES, DIRECTION_TARGET, _DIR_FIGURE)
+    return gap
 
 
 @claim("EMB-FLOW-DIRECTION")
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_direction_converges_to_cls_svm(inst):
-    """Gradient-flow theorem, part 4 (spec §3.3): under Assumption 1 (G1: every sequence holds
-    exactly one relevant token s*(i), completely positive for y = +1 and completely negative for
-    y = −1, all others irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of size η0 on E from p⁰ =
-    0, and the precondition that s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over X_i for
-    every i (instances failing it are rejected and counted; spec: 2/30). E = E¹ frozen, gradient
-    flow on p from p(0) = 0. p(t)/‖p(t)‖ → p̂/‖p̂‖, where p̂ = argmin ‖p‖ s.t. (E¹_{s*(i)} −
-    E¹_s)ᵀp ≥ 1 for every i and s ∈ X_i, s ≠ s*(i) (the `<cls>` SVM, certified). Checked:
-    converge() reaches 1 − cos ≤ 1e-6 to the SVM of the tokens it selects, and 1 − cos(p, p̂) ≤
-    1e-5 for the independently solved `<cls>` SVM of s*."""
-    prep = theorem_instance(inst)
-    run = traced_flow(inst)
-    svm = cls_svm_of(prep)
+    """Gradient-flow theorem (§3.3), part 4: under its hypotheses, p(t)/‖p(t)‖ → p̂/‖p̂‖, where
+    p̂ = argmin ‖p‖ s.t. (E¹_{s*(i)} − E¹_s)ᵀp ≥ 1 for every i and s ∈ X_i, s ≠ s*(i) (the
+    `<cls>` SVM)."""
+    flow = theorem_flow(inst)
+    svm, outcome = cls_svm_of(flow.prep), flow.run.outcome
     if not svm.ok:
         evidence.inconclusive(f"`<cls>` SVM oracle: {svm.status} ({svm.reason})")
-    stall = finite_stop(run, s_star_floor(prep))
-    assert stall is None, stall
-    if len(_DIR_CURVES) < 20:
-        omc = np.array([one_minus_cos(p, svm.x) for p in run.path.ps])
-        _DIR_CURVES.append((run.path.norms, omc))
-        if len(_DIR_CURVES) in (1, 20):
-            _draw_direction_figure()
-    if run.outcome.status == "inconclusive":  # the oracle, or ‖p‖ = 1e8 reached undecided
-        evidence.inconclusive(run.outcome.reason)
-    assert run.outcome.status == "converged", f"converge(): {run.outcome.status}"
-    omc = one_minus_cos(run.outcome.p, svm.x)
+    assert flow.stall is None, flow.stall
+    if outcome.status == "inconclusive":  # the oracle, or ‖p‖ = 1e8 reached undecided
+        evidence.inconclusive(outcome.reason)
+    assert outcome.status == "converged", f"converge(): {outcome.status}"
+    omc = one_minus_cos(outcome.p, svm.x)
     evidence.slack("one_minus_cos", omc, DIRECTION_TOL)
     evidence.metric("svm_norm", float(svm.norm))
-    evidence.metric("norm_at_convergence", float(run.outcome.p.norm()))
+    evidence.metric("norm_at_convergence", float(outcome.p.norm()))
     assert omc <= DIRECTION_TOL, f"1 − cos(p, p̂) = {omc:.3e} > {DIRECTION_TOL:g}"
+
+
+@dataclass(frozen=True)
+class LossRise:
+    """The largest rise of the loss over the GD_STEPS steps of plain GD at step size ``eta``,
+    relative to max(1, L): ``value`` at step ``step``; ``smooth`` the smoothness bound L_p."""
+
+    eta: float
+    value: float
+    step: int
+    smooth: float
+
+    def __str__(self) -> str:
+        return (
+            f"GD with η = {self.eta:g} (η·L_p = {self.eta * self.smooth:.3g}): the loss rises by "
+            f"{self.value:.3e} at step {self.step}"
+        )
+
+
+def largest_loss_rise(prompt: PromptProblem, eta: float) -> LossRise:
+    """Plain GD p_{k+1} = p_k − η∇L(p_k) from p_0 = 0 for GD_STEPS steps: its LossRise."""
+    smooth = prompt.smoothness_bound()
+    losses = gd(prompt, eta=eta, steps=GD_STEPS).losses
+    rise = (losses[1:] - losses[:-1]) / np.maximum(1.0, losses[:-1])
+    worst = int(np.argmax(rise))
+    evidence.slack("loss_rise", float(rise[worst]), MONO_TOL)
+    evidence.metric("eta_times_smoothness", eta * smooth)
+    return LossRise(eta, float(rise[worst]), worst + 1, smooth)
 
 
 @claim("EMB-FLOW-MONOTONE")
@@ -504,31 +578,13 @@ def test_direction_converges_to_cls_svm(inst):
 @example(inst=saved("EMB-FLOW-MONOTONE"))
 @given(inst=THEOREM_DATA)
 def test_gd_loss_monotone(inst):
-    """Monotone loss (spec §3.3 part 1: the flow keeps decreasing the loss), for the discrete GD
-    the spec checks: under Assumption 1 (G1: every sequence holds exactly one relevant token
-    s*(i), completely positive for y = +1 and completely negative for y = −1, all others
-    irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of size η0 on E from p⁰ = 0, and the
-    precondition that s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over X_i for every i
-    (instances failing it are rejected and counted; spec: 2/30). E = E¹ frozen, gradient flow on
-    p from p(0) = 0. plain GD p_{k+1} = p_k − η∇L(p_k) from p_0 = 0 with η ∈ {0.1, 1} decreases
-    the loss at every one of 1000 steps: L(p_{k+1}) ≤ L(p_k) + 1e-12·max(1, L(p_k))."""
+    """Monotone loss (§3.3, part 1: the flow keeps decreasing the loss), for plain GD at the
+    spec's step sizes: under the hypotheses of the gradient-flow theorem, GD on p from p_0 = 0
+    with η ∈ {0.1, 1} never raises the loss."""
     prep = theorem_instance(inst)
-    _assert_gd_monotone(prep.prompt, GD_RATES)
-
-
-def _assert_gd_monotone(prompt: PromptProblem, rates) -> None:
-    """GD at each step size of ``rates`` never raises the loss by more than MONO_TOL."""
-    smooth = prompt.smoothness_bound()
-    for eta in rates:
-        losses = gd(prompt, eta=eta, steps=GD_STEPS).losses
-        rise = (losses[1:] - losses[:-1]) / np.maximum(1.0, losses[:-1])
-        worst = int(np.argmax(rise))
-        evidence.slack("loss_rise", float(rise[worst]), MONO_TOL)
-        evidence.metric("eta_times_smoothness", eta * smooth)
-        assert rise[worst] <= MONO_TOL, (
-            f"GD with η = {eta:g} (η·L_p = {eta * smooth:.3g}): the loss rises by "
-            f"{rise[worst]:.3e} at step {worst + 1}"
-        )
+    for eta in GD_RATES:
+        rise = largest_loss_rise(prep.prompt, eta)
+        assert rise.value <= MONO_TOL, str(rise)
 
 
 @claim("EMB-FLOW-MONOTONE-CAPPED")
@@ -536,35 +592,29 @@ def _assert_gd_monotone(prompt: PromptProblem, rates) -> None:
 @example(inst=saved("EMB-FLOW-MONOTONE"))
 @given(inst=THEOREM_DATA)
 def test_gd_loss_monotone_capped(inst):
-    """Monotone loss under the step the descent lemma allows: under Assumption 1 (G1: every
-    sequence holds exactly one relevant token s*(i), completely positive for y = +1 and
-    completely negative for y = −1, all others irrelevant), |S| ≤ d − 1, ‖v‖ = 1, one GD step of
-    size η0 on E from p⁰ = 0, and the precondition that s*(i) is the unique maximiser of
-    y_i⟨E¹_s, v⟩ over X_i for every i (instances failing it are rejected and counted; spec:
-    2/30). E = E¹ frozen, gradient flow on p from p(0) = 0. plain GD from p_0 = 0 with η =
-    min(η_spec, 1/L_p), η_spec ∈ {0.1, 1} and L_p the rigorous smoothness bound of L
-    (PromptProblem.smoothness_bound), decreases the loss at every one of 1000 steps: L(p_{k+1})
-    ≤ L(p_k) + 1e-12·max(1, L(p_k))."""
+    """Monotone loss under the step the descent lemma allows: under the hypotheses of the
+    gradient-flow theorem, plain GD on p from p_0 = 0 with η = min(η_spec, 1/L_p), η_spec ∈ {0.1,
+    1} and L_p the smoothness bound of L, never raises the loss."""
     prep = theorem_instance(inst)
     cap = 1.0 / prep.prompt.smoothness_bound()
-    _assert_gd_monotone(prep.prompt, tuple(min(eta, cap) for eta in GD_RATES))
+    for eta in GD_RATES:
+        rise = largest_loss_rise(prep.prompt, min(eta, cap))
+        assert rise.value <= MONO_TOL, str(rise)
 
 
 @claim("EMB-SVM-FEASIBLE")
 @given(inst=THEOREM_DATA)
 def test_cls_svm_feasible(inst):
-    """Feasibility of the `<cls>` SVM (spec §3.3): under Assumption 1 with |S| ≤ d − 1 the `<cls>`
+    """Feasibility of the `<cls>` SVM (§3.3): under Assumption 1 with |S| ≤ d − 1 the `<cls>`
     SVM of E¹ is feasible, because p_ls = E¹⁺1_rel satisfies every constraint with equality 1;
-    hence the certified optimum has ‖p̂‖ ≤ ‖p_ls‖ + 1e-6. No precondition on the order of
-    y⟨E¹_s, v⟩ is needed."""
-    evidence.instance(inst.to_json())
+    hence ‖p̂‖ ≤ ‖p_ls‖. No precondition on the order of y⟨E¹_s, v⟩ is needed."""
     prep = prepare(inst)
     relevant = completely_positive(inst.sequences, inst.y, inst.vocab_size)
     relevant |= completely_negative(inst.sequences, inst.y, inst.vocab_size)
     p_ls = max_margin_feasible_point(prep.step.E1, relevant)
     svm = cls_svm_of(prep)
     assert svm.status != "infeasible", f"the `<cls>` SVM is infeasible: {svm.reason}"
-    bound = float(p_ls.norm()) + 1e-6
+    bound = float(p_ls.norm()) + SVM_NORM_SLACK
     evidence.slack("svm_norm_over_p_ls", float(svm.norm), bound)
     assert float(svm.norm) <= bound, f"‖p̂‖ = {float(svm.norm):.6g} > ‖p_ls‖ = {bound:.6g}"
 
@@ -599,11 +649,9 @@ def alpha_leader(inst: EmbeddingInstance) -> AlphaLeader:
 @claim("EMB-SUFF-PAPER")
 @given(inst=GENERAL_DATA)
 def test_paper_gap_condition(inst):
-    """§3.4, paper-constant form (spec §3.4): for general data, with Lemma 4.1's error ε = 11 η0
-    d^(−1/4), if for every i the lead of s*(i) = argmax_{s∈X_i} y_i α_s over every other token
-    of X_i exceeds 4ε/η0 = 44 d^(−1/4), then gradient flow selects s*(i) in every sequence.
-    Checked on two-relevant-token and G2 data; when the condition holds the flow is traced and
-    its selection compared with s*(i)."""
+    """§3.4, paper-constant form: for general data, with Lemma 4.1's error ε = 11 η0 d^(−1/4), if
+    for every i the lead of s*(i) = argmax_{s∈X_i} y_i α_s over every other token of X_i exceeds
+    4ε/η0 = 44 d^(−1/4), then gradient flow selects s*(i) in every sequence."""
     leader = alpha_leader(inst)
     needed = PAPER_GAP_CONSTANT * inst.d**-0.25
     met = evidence.premise(leader.min_gap > needed, "gap condition")
@@ -612,8 +660,7 @@ def test_paper_gap_condition(inst):
         "d_needed", (PAPER_GAP_CONSTANT / leader.min_gap) ** 4 if leader.min_gap > 0 else math.inf
     )
     if met:
-        run = run_flow_general(inst)
-        chosen = run.selected_tokens()
+        chosen = run_flow_general(inst).selected_tokens()
         assert bool((chosen == leader.tokens).all()), "the flow does not select argmax y α"
 
 
@@ -632,20 +679,21 @@ EMPIRICAL_DATA = st.one_of(
 C_EMPIRICAL = 8.0
 
 
+def constant_needed(prep: Prepared, leader: AlphaLeader) -> float:
+    """max over the sequences where the α-leader is not the unique maximiser of y⟨E¹_s, v⟩ of
+    lead·d^(1/4): a lower bound on any c that suffices (0 where it always is)."""
+    sel = prep.selection
+    missed = ((~sel.unique) | (sel.tokens != leader.tokens)) & (leader.gaps > 0)
+    return float(leader.gaps[missed].max()) * prep.inst.d**0.25 if bool(missed.any()) else 0.0
+
+
 @claim("EMB-SUFF-EMPIRICAL")
 @given(inst=EMPIRICAL_DATA)
 def test_empirical_separation_constant(inst):
-    """§3.4 with the constant measured (the paper's 44 needs d ≈ 7e9 to apply): on two-relevant, G2
-    and G1 data, d from 64 to 4096, η0 from 0.1 to 100, a lead of s*(i) = argmax_{s∈X_i} y_i α_s
-    over every other token of X_i larger than c·d^(−1/4) with c = 8 makes s*(i) the unique
-    maximiser of y_i⟨E¹_s, v⟩ (the token the flow then selects, §3.3). Checked per sequence:
-    where s*(i) is not the unique maximiser, its lead·d^(1/4) — a lower bound on any c that
-    suffices — is ≤ 8; target() hunts the largest."""
-    prep = prepare(inst)
-    leader = alpha_leader(inst)
-    sel = prep.selection
-    missed = ((~sel.unique) | (sel.tokens != leader.tokens)) & (leader.gaps > 0)
-    c = float(leader.gaps[missed].max()) * inst.d**0.25 if bool(missed.any()) else 0.0
+    """§3.4 with the constant measured: a lead of s*(i) = argmax_{s∈X_i} y_i α_s over every other
+    token of X_i larger than c·d^(−1/4) with c = 8 makes s*(i) the unique maximiser of
+    y_i⟨E¹_s, v⟩ (the token the flow then selects, §3.3)."""
+    c = constant_needed(prepare(inst), alpha_leader(inst))
     target(c, label="lead·d^(1/4) where the α-leader is not selected")
     evidence.metric("c_emp", c)
     evidence.slack("c_emp_over_bound", c, C_EMPIRICAL)
@@ -665,10 +713,9 @@ def run_flow_general(inst: EmbeddingInstance, target: float = PRACTICAL_TARGET) 
 @claim("EMB-SUFF-PRACTICAL")
 @given(inst=two_relevant_instances())
 def test_practical_argmax_is_alpha_argmax(inst):
-    """N8 at one step, on general data (wrong): the one-step noise never reorders a strong and a
-    weaker relevant token. On data with one strongly predictive token per sequence plus a weaker
-    relevant one (spec P-3.4's data), whenever the maximiser of y_i⟨E¹_s, v⟩ over X_i is unique
-    for every i, that token is argmax_{s∈X_i} y_i α_s."""
+    """(Wrong) On data with one strongly predictive token per sequence plus a weaker relevant one,
+    the one-step noise never reorders them: whenever the maximiser of y_i⟨E¹_s, v⟩ over X_i is
+    unique for every i, that token is argmax_{s∈X_i} y_i α_s (N8 at one step)."""
     prep = prepare(inst)
     if not prep.selection.all_unique:
         evidence.reject("precondition: argmax y⟨E¹_s, v⟩ is not unique in some sequence")
@@ -680,26 +727,10 @@ def test_practical_argmax_is_alpha_argmax(inst):
     )
 
 
-@claim("EMB-SUFF-PRACTICAL-FLOW")
-@example(inst=saved("EMB-SUFF-PRACTICAL-FLOW"))
-@given(inst=PRACTICAL_DATA)
-def test_practical_flow_concentrates_on_argmax(inst):
-    """§3.4, practical form, attention part (spec P-3.4): on data with one strongly predictive
-    token per sequence plus a weaker relevant one, with |S| ≤ d − 1, whenever the maximiser of
-    y_i⟨E¹_s, v⟩ over X_i is unique for every i, gradient flow on p from 0 concentrates ≥ 0.99
-    of the attention of X_i on that maximiser (whichever token it is). Checked on two-relevant
-    data as drawn and with the weak tokens given an initial lead along v (weak_boost ∈ [0.5,
-    2]), so that the maximiser is the weak token in part of the draws."""
-    prep = prepare(inst)
-    if not prep.selection.all_unique:
-        evidence.reject("precondition: argmax y⟨E¹_s, v⟩ is not unique in some sequence")
-    planted = bool((prep.selection.tokens == inst.s_star).all())
-    evidence.metric("argmax_is_planted" if planted else "argmax_not_planted", 1.0)
-    run = run_flow_general(inst)
-    mask = inst.sequences == prep.selection.tokens[:, None]
-    floor = prep.prompt.loss_floor(mask.to(torch.int64).argmax(-1))
-    stall = finite_stop(run, floor)
-    assert stall is None, stall
+def settled_mass(prep: Prepared, run: FlowRun, mask: torch.Tensor) -> float:
+    """The smallest attention mass on ``mask`` where converge() certified the flow's selection
+    (at the end of the path when that selection's SVM is infeasible); the example is
+    inconclusive when the selection was never certified, or is infeasible and not settled."""
     status = run.outcome.status
     if status == "inconclusive":  # the oracle failed, or the selection was never certified
         evidence.inconclusive(run.outcome.reason)
@@ -707,25 +738,48 @@ def test_practical_flow_concentrates_on_argmax(inst):
     mass = float(attention_mass(prep.prompt, p_end, mask).min())
     if status == "infeasible" and SETTLED_OFF < mass < PRACTICAL_MASS:
         evidence.inconclusive(f"{run.outcome.reason}; mass {mass:.3g} on the argmax at the end")
+    return mass
+
+
+@claim("EMB-SUFF-PRACTICAL-FLOW")
+@example(inst=saved("EMB-SUFF-PRACTICAL-FLOW"))
+@given(inst=PRACTICAL_DATA)
+def test_practical_flow_concentrates_on_argmax(inst):
+    """§3.4, practical form, attention part (spec P-3.4): on data with one strongly predictive
+    token per sequence plus a weaker relevant one, with |S| ≤ d − 1, whenever the maximiser of
+    y_i⟨E¹_s, v⟩ over X_i is unique for every i, gradient flow on p from 0 concentrates ≥ 0.99
+    of the attention of X_i on that maximiser (whichever token it is)."""
+    prep = prepare(inst)
+    if not prep.selection.all_unique:
+        evidence.reject("precondition: argmax y⟨E¹_s, v⟩ is not unique in some sequence")
+    planted = bool((prep.selection.tokens == inst.s_star).all())
+    evidence.metric("argmax_is_planted" if planted else "argmax_not_planted", 1.0)
+    run = run_flow_general(inst)
+    mask = inst.sequences == prep.selection.tokens[:, None]
+    stall = finite_stop(run, prep.prompt.loss_floor(mask.to(torch.int64).argmax(-1)))
+    assert stall is None, stall
+    mass = settled_mass(prep, run, mask)
     evidence.slack("mass_off_argmax", 1 - mass, 1 - PRACTICAL_MASS)
     assert mass >= PRACTICAL_MASS, f"attention on argmax y⟨E¹_s, v⟩ is only {mass:.4f}"
 
 
-@claim("EMB-SUFF-R3")
-@given(
-    inst=st.one_of(
-        single_relevant_token_instances(),
-        single_relevant_token_instances(d=st.sampled_from([1024, 4096])),
-        two_relevant_instances(d=st.sampled_from([1024, 4096])),
-        general_frequency_instances(),
-    )
+#: EMB-SUFF-R3: G1, two-relevant and G2 data, at the default d and at d ∈ {1024, 4096} (where the
+#: R3 condition is met more often).
+R3_DATA = st.one_of(
+    single_relevant_token_instances(),
+    single_relevant_token_instances(d=st.sampled_from([1024, 4096])),
+    two_relevant_instances(d=st.sampled_from([1024, 4096])),
+    general_frequency_instances(),
 )
+
+
+@claim("EMB-SUFF-R3")
+@given(inst=R3_DATA)
 def test_r3_gap_condition_identifies_alpha_argmax(inst):
-    """§3.4 with R3 in place of the paper's constant (spec §3.4): with ‖v‖ = 1 and m = max_s
-    |⟨E⁰_s, v⟩|, if for every i the lead of s*(i) = argmax_{s∈X_i} y_i α_s over every other
-    token of X_i exceeds 4m(1/η0 + 1/4), then s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over
-    X_i for every i — the precondition of §3.3 and §3.4, so the flow selects the most important
-    token under the hypotheses of §3.3 (EMB-FLOW-SELECT). Deterministic: no probability over E⁰."""
+    """§3.4 with R3 in place of the paper's constant (deterministic: no probability over E⁰):
+    with ‖v‖ = 1 and m = max_s |⟨E⁰_s, v⟩|, if for every i the lead of s*(i) = argmax_{s∈X_i}
+    y_i α_s over every other token of X_i exceeds 4m(1/η0 + 1/4), then s*(i) is the unique
+    maximiser of y_i⟨E¹_s, v⟩ over X_i for every i: the precondition of §3.3 and §3.4."""
     prep = prepare(inst)
     leader = alpha_leader(inst)
     needed = 4 * prep.step.m * (1 / inst.eta0 + 0.25)

@@ -1,5 +1,5 @@
-"""What the claims of 2505.17282 share: the one-step problem and the paper's error bound,
-the gradient flow on `<cls>` and its max-margin target."""
+"""What the claims of 2505.17282 share: the one-step problem and the paper's error bound, the
+event of Lemma 4.1 (m ≤ d^(−1/4)), the gradient flow on `<cls>` and its max-margin target."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import hashlib
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
+from scipy.stats import binom
 
 from models import failures
 from models.attention import PromptProblem
@@ -27,6 +29,7 @@ from strategies import (
     DIM_EXCEEDS_VOCAB,
     SINGLE_RELEVANT_TOKEN,
     EmbeddingInstance,
+    gaussian_init,
     general_frequency_instances,
     single_relevant_token_instances,
 )
@@ -60,6 +63,10 @@ PAPER_CONSTANT = 11.0
 RANK1_TOL = 1e-10
 
 REGIME_DIMS = (1024, 2048, 4096)
+
+#: P-4.1d (spec §3.1): the one-step shift is proportional to α where std_s(α_s)·√d ≥ 0.3
+#: (EMB-L41-PROP's premise, and the draws its figure shows).
+PROP_MIN_SPREAD = 0.3
 
 REGIME_ETA0 = st.one_of(st.sampled_from([0.1, 1.0, 10.0, 100.0]), st.floats(0.1, 100.0))
 
@@ -140,8 +147,7 @@ def _trace(inst: EmbeddingInstance, target: float, select_tol: float) -> FlowRun
 
 
 def theorem_instance(inst: EmbeddingInstance) -> Prepared:
-    """Record the instance; reject it (counted) when the §3.3 hypotheses fail."""
-    evidence.instance(inst.to_json())
+    """The one step of the instance; reject it (counted) when the §3.3 hypotheses fail."""
     if SINGLE_RELEVANT_TOKEN not in inst.assumptions or DIM_EXCEEDS_VOCAB not in inst.assumptions:
         raise RuntimeError(f"strategy does not promise Assumption 1 and |S| ≤ d − 1: {inst!r}")
     prep = prepare(inst)
@@ -157,6 +163,72 @@ def paper_error(step, v: torch.Tensor) -> torch.Tensor:
 
 def problem_of(inst: EmbeddingInstance) -> EmbeddingProblem:
     return EmbeddingProblem(sequences=inst.sequences, y=inst.y, E=inst.E0, v=inst.v)
+
+
+# ---- the event of Lemma 4.1 (EMB-L41-EVENT and its figure) ------------------------------------
+
+#: The event's dimensions: below d ≈ 77 the bound 2|S|e^(−√d/2) exceeds 1 (|S| = 40), above
+#: it the bound falls from 0.03 (d = 256) to 1e-12 (d = 4096).
+EVENT_DIMS = (16, 64, 256, 1024, 4096)
+#: Fixed-seed draws of (E⁰, v) per d: 2000 (measures failure rates down to ~1e-3), 250 at
+#: d = 4096 where one draw costs 40·4096 normals (the whole sweep takes ~6 s on one core).
+EVENT_DRAWS = {16: 2000, 64: 2000, 256: 2000, 1024: 2000, 4096: 250}
+#: The vocabulary of the regime of Lemma 4.1 at its largest (|S| ≤ 40, spec P-4.1c).
+EVENT_VOCAB = 40
+#: One-sided binomial test: the failure count is too high for the bound if
+#: P(Binomial(N, bound) ≥ count) < 1e-6 (deterministic seeds, so this is a fixed decision).
+EVENT_LEVEL = 1e-6
+
+
+def event_failure_exact(d: int, vocab: int) -> float:
+    """P(m > d^(−1/4)) for E⁰ rows i.i.d. N(0, I/d) and ‖v‖ = 1: the |S| scores ⟨E⁰_s, v⟩
+    are i.i.d. N(0, 1/d), so it is 1 − (1 − P(|Z| > d^(1/4)))^|S|, Z ~ N(0, 1)."""
+    tail = math.erfc(d**0.25 / math.sqrt(2))
+    return -math.expm1(vocab * math.log1p(-tail))
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """At one d: how many of the draws of (E⁰, v) have m = max_s |⟨E⁰_s, v⟩| > d^(−1/4), the
+    exact probability of that and Lemma 4.1's bound 2|S|e^(−√d/2) (capped at 1)."""
+
+    d: int
+    draws: int
+    fails: int
+    exact: float
+    bound: float
+
+    @property
+    def measured(self) -> float:
+        return self.fails / self.draws
+
+    @property
+    def p_value(self) -> float:
+        """P(Binomial(draws, bound) ≥ fails): small when the count is too high for the bound."""
+        return float(binom.sf(self.fails - 1, self.draws, self.bound)) if self.fails else 1.0
+
+    def excess(self) -> str:
+        return (
+            f"d = {self.d}: m > d^(-1/4) in {self.fails}/{self.draws} draws, above the bound "
+            f"2|S|e^(-√d/2) = {self.bound:.3g} (binomial p = {self.p_value:.2g} < {EVENT_LEVEL:g})"
+        )
+
+
+@cache
+def event_sweep() -> tuple[EventRow, ...]:
+    """The event m ≤ d^(−1/4) over EVENT_DRAWS[d] fixed-seed draws of gaussian_init with
+    |S| = EVENT_VOCAB, at each d of EVENT_DIMS."""
+    rows = []
+    for d in EVENT_DIMS:
+        gen = torch.Generator().manual_seed(d)
+        fails = 0
+        for _ in range(EVENT_DRAWS[d]):
+            E0, v = gaussian_init(gen, EVENT_VOCAB, d)
+            fails += float(torch.abs(E0 @ v).max()) > d**-0.25
+        bound = min(1.0, 2 * EVENT_VOCAB * math.exp(-math.sqrt(d) / 2))
+        exact = event_failure_exact(d, EVENT_VOCAB)
+        rows.append(EventRow(d, EVENT_DRAWS[d], int(fails), exact, bound))
+    return tuple(rows)
 
 
 @dataclass(frozen=True)
