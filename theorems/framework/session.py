@@ -160,7 +160,7 @@ def save_counterexamples(state: RunState, claims: list[dict], replays: dict) -> 
                 lines = [*lines[:SHOWN_LINES], f"... ({more} more lines in {saved['shown']})"]
             reduced = shrink.reduced_text(claim.get("reduced"))
             if reduced:  # Hypothesis printed its own example; the one saved is smaller
-                lines = [f"{reduced}: saved is the reduced one; Hypothesis found:", *lines]
+                lines = [f"{reduced}; the example below is the reduced one:", *lines]
             saved["falsifying"] = lines
             state.saved.append(saved)
 

@@ -123,7 +123,8 @@ def reduced_text(record: dict[str, Any] | None) -> str | None:
     def text(s: dict) -> str:
         return ", ".join(f"{k} = {s[k]}" for k in changed)
 
+    steps, tries = len(record["steps"]), record["tries"]
     return (
         f"reduced from {text(before)} to {text(after)} "
-        f"({len(record['steps'])} steps, {record['tries']} tries)"
+        f"({steps} step{'s' * (steps != 1)}, {tries} tr{'ies' if tries != 1 else 'y'})"
     )
