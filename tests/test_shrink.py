@@ -152,3 +152,15 @@ def test_each_makes_the_instance_a_body_is_on_the_one_recorded():
         except AssertionError:
             pass
     assert collector.counterexample["X"] == second.X.tolist()
+
+
+def test_a_body_that_built_several_instances_and_named_none_records_none():
+    collector = evidence.Collector()
+    with evidence.collecting(collector):
+        try:
+            with evidence.example():
+                runs = [_instance(n=2, T=3, seed=s) for s in range(3)]  # an experiment's seeds
+                assert len(runs) == 2, "seed 1 failed"
+        except AssertionError:
+            pass
+    assert collector.counterexample is None  # the last seed built is not the one that failed

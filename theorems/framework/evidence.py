@@ -96,8 +96,11 @@ class Collector:
         self._outcomes: Counter[str] = Counter()
         self._last_instance: dict[str, Any] = {}
         self._current: Any = None
-        # the last instance built during the current example's body (`built`)
+        # the instances built during the current example's body (`built`): the last one,
+        # how many, and whether `each` named it
         self._built: Any = None
+        self._built_count = 0
+        self._built_named = False
         # (counter, reason) when reject()/inconclusive() already counted this example
         self._stopped: tuple[str, str] | None = None
         self._targets: dict[str, float] = {}
@@ -223,7 +226,7 @@ class Collector:
 
     def begin(self, arguments: dict[str, Any] | None = None, explicit: bool = False) -> None:
         self._current = None
-        self._built = None
+        self._built, self._built_count, self._built_named = None, 0, False
         self._stopped = None
         self._targets = {}
         self._arguments = arguments
@@ -235,10 +238,11 @@ class Collector:
         outcome = _outcome(exc_type)
         self._outcomes[outcome] += 1
         if outcome == "raised" and self._current is None:
-            # the body recorded none itself: the instance among its arguments, else the last
-            # one it built (a paper's instance, built in the body)
+            # the body recorded none itself: the instance among its arguments, else the one
+            # it built (a paper's instance) or was on (`each`); none where it built several
+            # and named none (an experiment over seeds: which one failed is its message's)
             self._current = _instance_of(self._arguments)
-            if self._current is None and self._built is not None:
+            if self._current is None and (self._built_named or self._built_count == 1):
                 self._current = _instance_of({"built": self._built})
         self._last_instance[outcome] = self._current
         self._last_arguments[outcome] = self._arguments
@@ -442,12 +446,34 @@ def instance(data: dict) -> None:
     collector._current = to_jsonable(data)
 
 
+def _same_data(a: Any, b: Any) -> bool:
+    """Whether two instances hold the same tokens (X, or an embedding's sequences)."""
+    if a is None or type(a) is not type(b):
+        return False
+    import torch
+
+    for field in ("X", "sequences"):
+        x, y = getattr(a, field, None), getattr(b, field, None)
+        if x is not None and y is not None:
+            try:
+                return bool(
+                    x.shape == y.shape and torch.equal(torch.as_tensor(x), torch.as_tensor(y))
+                )
+            except (TypeError, RuntimeError):
+                return False
+    return False
+
+
 def built(inst: Any) -> None:
-    """An instance was built (strategies.instances.BUILT_HOOKS): remember it as the current
-    example's, recorded if the example fails and its arguments hold no instance."""
+    """An instance was built (strategies.instances.BUILT_HOOKS): the current example's, if the
+    example fails, its arguments hold no instance and its body built no other."""
     collector = _active
     if collector is not None:
-        collector._built = inst
+        # the same data built again (a builder that refines its instance: alpha, p0, meta) is
+        # the same instance; other data is another one
+        same = _same_data(collector._built, inst)
+        collector._built, collector._built_named = inst, False
+        collector._built_count += 0 if same else 1
 
 
 def each(instances: Iterable[Any]) -> Iterator[Any]:
@@ -460,7 +486,9 @@ def each(instances: Iterable[Any]) -> Iterator[Any]:
             assert lim.converged_to(target), lim.why_not(target)
     """
     for inst in instances:
-        built(inst)
+        collector = _active
+        if collector is not None:
+            collector._built, collector._built_named = inst, True
         yield inst
 
 
