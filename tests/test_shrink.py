@@ -164,3 +164,16 @@ def test_a_body_that_built_several_instances_and_named_none_records_none():
         except AssertionError:
             pass
     assert collector.counterexample is None  # the last seed built is not the one that failed
+
+
+def test_the_saved_counterexample_is_recognised_on_copies_too():
+    """Hypothesis runs a failing explicit example again on copies to report it: the replayed
+    counterexample is still the saved one, so it is not reduced (nor re-saved) every run."""
+    import copy
+
+    saved = {"inst": _instance(n=2, T=3), "log_c": 1.0}
+    replayed: dict = {}
+    assert registry._is_saved(dict(saved), saved, replayed)
+    assert registry._is_saved(copy.deepcopy(saved), saved, replayed)
+    assert not registry._is_saved({**saved, "log_c": 2.0}, saved, replayed)
+    assert not registry._is_saved({"inst": _instance(n=2, T=3, seed=5), "log_c": 1.0}, saved, {})

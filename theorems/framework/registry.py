@@ -252,7 +252,7 @@ def _count_examples(
         _require_plugin(claim_id, inner.__name__)
         arguments = {name: kwargs[name] for name in given if name in kwargs}
         saved = replayed.get("arguments")
-        explicit = bool(saved) and all(arguments.get(k) is v for k, v in saved.items())
+        explicit = bool(saved) and _is_saved(arguments, saved, replayed)
         try:
             with evidence.example(arguments, explicit):
                 _check_replay(arguments)
@@ -277,6 +277,24 @@ def _count_examples(
 
     counted.__attn_counted__ = True
     return counted
+
+
+def _is_saved(arguments: dict, saved: dict, replayed: dict) -> bool:
+    """Whether an example's arguments are the saved counterexample's: the same objects (the
+    explicit example as Hypothesis first runs it), or equal in the store's typed encoding
+    (Hypothesis runs a failing explicit example again, to report it, on copies)."""
+    if all(arguments.get(k) is v for k, v in saved.items()):
+        return True
+    if set(arguments) != set(saved):
+        return False
+    from theorems.framework.instances import encode_arguments
+
+    if "encoded" not in replayed:
+        replayed["encoded"] = encode_arguments(saved)
+    try:
+        return encode_arguments(arguments) == replayed["encoded"]
+    except Exception:  # noqa: BLE001 - an argument the store cannot encode is not the saved one
+        return False
 
 
 def _check_replay(arguments: dict) -> None:
