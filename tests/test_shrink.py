@@ -119,10 +119,7 @@ def test_a_decoupled_instance_loses_key_coordinates_with_its_scores_unchanged():
         assert bool(att_svm(small.keys, small.alpha).ok)  # SVM_FEASIBLE decided again
 
 
-def test_an_instance_built_in_a_body_is_recorded_when_the_arguments_hold_none(monkeypatch):
-    from strategies import instances
-
-    monkeypatch.setattr(instances, "BUILT_HOOKS", [evidence.built])
+def test_an_instance_built_in_a_body_is_recorded_when_the_arguments_hold_none():
     with registry.isolated():
 
         @claim(id="T-BUILT", paper="p", kind="lemma", statement="s", provenance="[D]")

@@ -465,8 +465,9 @@ def _same_data(a: Any, b: Any) -> bool:
 
 
 def built(inst: Any) -> None:
-    """An instance was built (strategies.instances.BUILT_HOOKS): the current example's, if the
-    example fails, its arguments hold no instance and its body built no other."""
+    """An instance was built (strategies.instances announces each one): the current
+    example's, if the example fails, its arguments hold no instance and its body built no
+    other."""
     collector = _active
     if collector is not None:
         # the same data built again (a builder that refines its instance: alpha, p0, meta) is

@@ -191,11 +191,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "claim(id): a registered claim of one of the papers")
-    # An instance a claim body builds (a paper's data) is recorded like an argument's.
-    from strategies import instances
-
-    if evidence.built not in instances.BUILT_HOOKS:
-        instances.BUILT_HOOKS.append(evidence.built)
     # --hypothesis-profile (Hypothesis' own option) wins over ATTN_HYPOTHESIS_PROFILE.
     given_profile = config.getoption("hypothesis_profile", default=None)
     if given_profile:
