@@ -40,6 +40,8 @@ def test_every_dependency_of_pyproject_is_pinned_inside_its_range():
     wanted = project["dependencies"] + project["optional-dependencies"]["dev"]
     locked = pins()
     for spec in map(Requirement, wanted):
+        if spec.marker is not None and not spec.marker.evaluate({"python_version": "3.11"}):
+            continue  # the lock is for Python 3.11 (tomli serves 3.10 alone)
         name = canonicalize_name(spec.name)
         assert name in locked, f"{spec} is not in requirements.lock (run bash .ci/relock)"
         assert spec.specifier.contains(locked[name], prereleases=True), (
