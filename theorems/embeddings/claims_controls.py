@@ -156,8 +156,7 @@ def _exact_alignment_error(step, inst) -> tuple[torch.Tensor, torch.Tensor]:
 @given(inst=ONE_STEP_DATA)
 def test_n3_exact_alignment(inst):
     """(Wrong, N3) With p⁰ = 0 and ‖v‖ = 1, one GD step moves every embedding along v by exactly
-    (η0/2)α_s: ⟨E¹_s − E⁰_s, v⟩ = (η0/2)α_s for every token (the logistic derivative at the
-    random initialisation taken as exactly −1/2, i.e. f⁰ = 0)."""
+    (η0/2)α_s: ⟨E¹_s − E⁰_s, v⟩ = (η0/2)α_s for every token."""
     step = one_step(problem_of(inst), inst.eta0)
     error, relative = _exact_alignment_error(step, inst)
     worst = int(relative.argmax())
@@ -204,8 +203,7 @@ def _smallest_relevant_mass(inst, log_s: torch.Tensor) -> float:
 @given(inst=two_relevant_instances())
 def test_n6_all_important_tokens_selected(inst):
     """(Wrong, N6) Without the single-relevant-token assumption, when every sequence holds a
-    strongly predictive token plus weaker relevant ones, gradient flow on p selects all the
-    important tokens."""
+    strongly predictive token plus weaker relevant ones, gradient flow on p selects them all."""
     prep = prepare(inst)
     p_far = torch.from_numpy(run_flow(inst).path.final)
     smallest = _smallest_relevant_mass(inst, prep.prompt.log_softmax(p_far))
@@ -216,8 +214,7 @@ def test_n6_all_important_tokens_selected(inst):
 @given(inst=single_relevant_token_instances(d=SMALL_DIMS))
 def test_n7_direction_without_enough_dimension(inst):
     """(Wrong, N7) The gradient-flow theorem without |S| ≤ d − 1: under Assumption 1 and the
-    separation precondition but with |S| > d, the direction of p(t) converges to the `<cls>` SVM
-    of s*."""
+    separation precondition, with |S| > d, p(t)/‖p(t)‖ converges to the `<cls>` SVM of s*."""
     prep = prepare(inst)
     if not prep.precondition:
         evidence.reject("precondition (§3.3): s*(i) is not the unique argmax of y⟨E¹_s, v⟩")
@@ -284,9 +281,8 @@ def _inverted_pairs(inst, alpha: torch.Tensor, score: torch.Tensor) -> int:
 @claim("EMB-N11-MONOTONE-P")
 @given(inst=THEOREM_DATA)
 def test_n11_p_scores_monotone_in_alpha(inst):
-    """(Wrong, N11) Under the hypotheses of the gradient-flow theorem, the `<cls>` scores
-    ⟨E¹_s, p(t)⟩ increase with α_s (only positive tokens are attended): α_s < α_s' implies
-    ⟨E¹_s, p⟩ < ⟨E¹_s', p⟩ for all tokens s, s' that occur."""
+    """(Wrong, N11) Under the hypotheses of the gradient-flow theorem, the `<cls>` scores increase
+    with α: α_s < α_s' implies ⟨E¹_s, p(t)⟩ < ⟨E¹_s', p(t)⟩ for all tokens s, s' that occur."""
     prep = theorem_instance(inst)
     p_far = torch.from_numpy(run_flow(inst).path.final)
     inverted = _inverted_pairs(inst, prep.step.alpha, prep.step.E1 @ p_far)

@@ -283,9 +283,8 @@ def mismatch(s: int, points: list, errors: list) -> str:
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_engine_slope_is_the_definitions(inst):
-    """The `<cls>` gradient every flow here follows (models.attention's log-space coefficients,
-    §1.1) is the gradient of the model's loss: along Lemma A.2's q, the engine's
-    ⟨∇_p L(E¹, p), q⟩ equals d/dε L(E¹, p + εq) from the model's definition."""
+    """The `<cls>` gradient every flow here follows is the gradient of the model's loss: along
+    Lemma A.2's q, the engine's ⟨∇_p L(E¹, p), q⟩ equals d/dε L(E¹, p + εq) from its definition."""
     prep = theorem_instance(inst)
     path = traced_flow(inst).path
     points = probe_points(inst, path, SLOPE_NORMS, 1, SLOPE_PATH_POINTS, stream=2)
@@ -495,8 +494,7 @@ def test_norm_grows_like_log_t(inst):
 @given(inst=THEOREM_DATA)
 def test_loss_decreases_to_floor(inst):
     """Gradient-flow theorem (§3.3), part 3: under its hypotheses, L(p(t)) ↓ L* = (1/n) Σ_i
-    log(1 + exp(−y_i⟨E¹_{s*(i)}, v⟩)) > 0, the infimum of L over p with E and v frozen (the loss
-    does not go to 0)."""
+    log(1 + exp(−y_i⟨E¹_{s*(i)}, v⟩)) > 0, the infimum of L over p with E and v frozen."""
     flow = theorem_flow(inst)
     assert flow.stall is None, flow.stall
     prompt, floor = flow.prep.prompt, flow.floor
@@ -578,9 +576,8 @@ def largest_loss_rise(prompt: PromptProblem, eta: float) -> LossRise:
 @example(inst=saved("EMB-FLOW-MONOTONE"))
 @given(inst=THEOREM_DATA)
 def test_gd_loss_monotone(inst):
-    """Monotone loss (§3.3, part 1: the flow keeps decreasing the loss), for plain GD at the
-    spec's step sizes: under the hypotheses of the gradient-flow theorem, GD on p from p_0 = 0
-    with η ∈ {0.1, 1} never raises the loss."""
+    """Monotone loss (§3.3) for plain GD at the spec's step sizes: under the hypotheses of the
+    gradient-flow theorem, GD on p from p_0 = 0 with η ∈ {0.1, 1} never raises the loss."""
     prep = theorem_instance(inst)
     for eta in GD_RATES:
         rise = largest_loss_rise(prep.prompt, eta)
@@ -592,9 +589,8 @@ def test_gd_loss_monotone(inst):
 @example(inst=saved("EMB-FLOW-MONOTONE"))
 @given(inst=THEOREM_DATA)
 def test_gd_loss_monotone_capped(inst):
-    """Monotone loss under the step the descent lemma allows: under the hypotheses of the
-    gradient-flow theorem, plain GD on p from p_0 = 0 with η = min(η_spec, 1/L_p), η_spec ∈ {0.1,
-    1} and L_p the smoothness bound of L, never raises the loss."""
+    """Monotone loss under the descent lemma's step: under the hypotheses of the gradient-flow
+    theorem, GD on p from p_0 = 0 with η = min(η_spec, 1/L_p), η_spec ∈ {0.1, 1}, never raises L."""
     prep = theorem_instance(inst)
     cap = 1.0 / prep.prompt.smoothness_bound()
     for eta in GD_RATES:
@@ -606,8 +602,8 @@ def test_gd_loss_monotone_capped(inst):
 @given(inst=THEOREM_DATA)
 def test_cls_svm_feasible(inst):
     """Feasibility of the `<cls>` SVM (§3.3): under Assumption 1 with |S| ≤ d − 1 the `<cls>`
-    SVM of E¹ is feasible, because p_ls = E¹⁺1_rel satisfies every constraint with equality 1;
-    hence ‖p̂‖ ≤ ‖p_ls‖. No precondition on the order of y⟨E¹_s, v⟩ is needed."""
+    SVM of E¹ is feasible, because p_ls = E¹⁺1_rel meets every constraint with equality; hence
+    ‖p̂‖ ≤ ‖p_ls‖."""
     prep = prepare(inst)
     relevant = completely_positive(inst.sequences, inst.y, inst.vocab_size)
     relevant |= completely_negative(inst.sequences, inst.y, inst.vocab_size)
@@ -745,10 +741,9 @@ def settled_mass(prep: Prepared, run: FlowRun, mask: torch.Tensor) -> float:
 @example(inst=saved("EMB-SUFF-PRACTICAL-FLOW"))
 @given(inst=PRACTICAL_DATA)
 def test_practical_flow_concentrates_on_argmax(inst):
-    """§3.4, practical form, attention part (spec P-3.4): on data with one strongly predictive
-    token per sequence plus a weaker relevant one, with |S| ≤ d − 1, whenever the maximiser of
-    y_i⟨E¹_s, v⟩ over X_i is unique for every i, gradient flow on p from 0 concentrates ≥ 0.99
-    of the attention of X_i on that maximiser (whichever token it is)."""
+    """§3.4, practical form (spec P-3.4): on data with one strongly predictive token per sequence
+    plus a weaker relevant one, with |S| ≤ d − 1, whenever the maximiser of y_i⟨E¹_s, v⟩ over X_i
+    is unique for every i, gradient flow on p from 0 puts ≥ 0.99 of X_i's attention on it."""
     prep = prepare(inst)
     if not prep.selection.all_unique:
         evidence.reject("precondition: argmax y⟨E¹_s, v⟩ is not unique in some sequence")
@@ -776,10 +771,9 @@ R3_DATA = st.one_of(
 @claim("EMB-SUFF-R3")
 @given(inst=R3_DATA)
 def test_r3_gap_condition_identifies_alpha_argmax(inst):
-    """§3.4 with R3 in place of the paper's constant (deterministic: no probability over E⁰):
-    with ‖v‖ = 1 and m = max_s |⟨E⁰_s, v⟩|, if for every i the lead of s*(i) = argmax_{s∈X_i}
-    y_i α_s over every other token of X_i exceeds 4m(1/η0 + 1/4), then s*(i) is the unique
-    maximiser of y_i⟨E¹_s, v⟩ over X_i for every i: the precondition of §3.3 and §3.4."""
+    """§3.4 with R3 in place of the paper's constant: with ‖v‖ = 1 and m = max_s |⟨E⁰_s, v⟩|, if
+    for every i the lead of s*(i) = argmax_{s∈X_i} y_i α_s over every other token of X_i exceeds
+    4m(1/η0 + 1/4), then s*(i) is the unique maximiser of y_i⟨E¹_s, v⟩ over X_i for every i."""
     prep = prepare(inst)
     leader = alpha_leader(inst)
     needed = 4 * prep.step.m * (1 / inst.eta0 + 0.25)

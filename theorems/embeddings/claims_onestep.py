@@ -85,9 +85,8 @@ def autograd_step(problem: EmbeddingProblem, eta0: float, p0: torch.Tensor) -> t
 @claim("EMB-L41-RANK1")
 @given(inst=ANY_HEAD_DATA)
 def test_rank_one_update_along_v(inst):
-    """R1 (the exact part of Lemma 4.1): with p⁰ = 0 the attention is uniform, so one GD step on
-    the mean logistic loss moves every embedding exactly along v: E¹ − E⁰ = η0 β vᵀ with
-    β_s = (1/n) Σ_j h_j y_j n_s(X_j)/T, h_j = 1/(1 + exp(y_j f⁰_j))."""
+    """R1 (the exact part of Lemma 4.1): with p⁰ = 0, one GD step on the mean logistic loss moves
+    every embedding exactly along v: E¹ − E⁰ = η0 β vᵀ."""
     problem = problem_of(inst)
     step = one_step(problem, inst.eta0)
     D = autograd_step(problem, inst.eta0, torch.zeros(inst.d, dtype=F64))
@@ -112,8 +111,7 @@ def test_rank_one_update_along_v(inst):
 @given(inst=ANY_HEAD_DATA)
 def test_beta_close_to_half_alpha(inst):
     """R2: for every draw, dataset, d, T, n and head v, the R1 coefficient satisfies
-    |β_s − α_s/2| ≤ (1/4)·max_j |f⁰_j|·ᾱ_s for every token s (from |h − 1/2| = |tanh(y f/2)|/2 ≤
-    |f|/4)."""
+    |β_s − α_s/2| ≤ (1/4)·max_j |f⁰_j|·ᾱ_s for every token s."""
     step = one_step(problem_of(inst), inst.eta0)
     gap, bound = step.r2_gap, step.r2_bound
     occurs = bound > 0
@@ -129,9 +127,8 @@ def test_beta_close_to_half_alpha(inst):
 @claim("EMB-L41-R3")
 @given(inst=ANY_HEAD_DATA)
 def test_r3_instance_bound(inst):
-    """R3: with m = max_s |⟨E⁰_s, v⟩|, for every draw and every head v, |⟨E¹_s, v⟩ −
-    (η0/2)‖v‖²α_s| ≤ m(1 + η0‖v‖²ᾱ_s/4) for every token s (R1 + R2 and max_j|f⁰_j| ≤ m); for ‖v‖
-    = 1 this is m(1 + η0ᾱ_s/4), the instance-level yardstick of the controls N1 and N2."""
+    """R3: with m = max_s |⟨E⁰_s, v⟩|, for every draw and every head v,
+    |⟨E¹_s, v⟩ − (η0/2)‖v‖²α_s| ≤ m(1 + η0‖v‖²ᾱ_s/4) for every token s."""
     step = one_step(problem_of(inst), inst.eta0)
     ratio = step.r3_error / step.r3_tolerance
     worst = int(ratio.argmax())
@@ -159,8 +156,7 @@ REGIME_DATA = st.one_of(
 @given(inst=REGIME_DATA)
 def test_paper_form_bound(inst):
     """Lemma 4.1: with ‖v‖ = 1, p⁰ = 0, d ≥ 1024, η0 ∈ [0.1, 100] and |S| ≤ 40, with high
-    probability over E⁰ (failure ≤ 2|S|e^{−√d/2} ≈ 1e-5), simultaneously for all tokens
-    |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ 11·η0·d^(−1/4)."""
+    probability over E⁰, simultaneously for all tokens |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ 11·η0·d^(−1/4)."""
     if not (inst.vocab_size <= 40 and inst.d >= 1024 and 0.1 <= inst.eta0 <= 100):
         raise RuntimeError(f"strategy left the regime of Lemma 4.1: {inst!r}")
     step = one_step(problem_of(inst), inst.eta0)
@@ -181,9 +177,7 @@ def test_paper_form_bound(inst):
 @claim("EMB-L41-EVENT")
 def test_init_event_probability():
     """The event of Lemma 4.1: with E⁰ rows i.i.d. N(0, I/d), ‖v‖ = 1 and m = max_s |⟨E⁰_s, v⟩|,
-    P(m ≤ d^(−1/4)) ≥ 1 − 2|S|e^(−√d/2), which tends to 1 as d grows (the 'with high
-    probability' of Lemma 4.1; on the event, R3 gives the paper's form 11η0d^(−1/4) for η0 ≥
-    0.093)."""
+    P(m ≤ d^(−1/4)) ≥ 1 − 2|S|e^(−√d/2), which tends to 1 as d grows."""
     evidence.instance({"vocab": EVENT_VOCAB, "dims": EVENT_DIMS, "draws": EVENT_DRAWS})
     rows = event_sweep()
     for row in rows:
@@ -203,10 +197,9 @@ def test_init_event_probability():
 @claim("EMB-L41-PROP")
 @given(inst=general_frequency_instances())
 def test_shift_proportional_to_alpha(inst):
-    """Proportionality (P-4.1d): on G2 data (‖v‖ = 1, p⁰ = 0), whenever std_s(α_s)·√d ≥
-    0.3, the one-step shift ⟨E¹_s − E⁰_s, v⟩ has Pearson correlation ≥ 0.99 with α_s over the
-    vocabulary; and sign(⟨E¹_s − E⁰_s, v⟩) = sign(α_s) for every token with |α_s| > ᾱ_s·m/2 (a
-    consequence of R2)."""
+    """Proportionality (P-4.1d): whenever std_s(α_s)·√d ≥ 0.3, the one-step shift ⟨E¹_s − E⁰_s, v⟩
+    has Pearson correlation ≥ 0.99 with α_s over the vocabulary, and its sign is sign(α_s) for
+    every token with |α_s| > ᾱ_s·m/2."""
     step = one_step(problem_of(inst), inst.eta0)
     alpha, shift = step.alpha.numpy(), step.shift.numpy()
     spread = float(np.std(alpha)) * math.sqrt(inst.d)
@@ -267,8 +260,7 @@ SPEC_RATE_FACTOR = 2.0
 @claim("EMB-L41-RATE-SPEC")
 def test_error_medians_match_the_spec():
     """The spec's recorded medians of max_s |β_s − α_s/2| (P-4.1e: 5.8e-4, 1.8e-4, 1.6e-4 and
-    5.2e-5 at d = 256, 1024, 4096, 16384; G2 with |S| = 30, T = 8, n = 200, 20 seeds per d) are
-    reproduced on other seeds within a factor 2 at every d."""
+    5.2e-5 at d = 256, 1024, 4096, 16384) are reproduced within a factor 2 at every d."""
     medians = rate_medians()
     far = []
     for d, ours, theirs in zip(RATE_DIMS, medians, SPEC_RATE_MEDIANS, strict=True):
@@ -290,9 +282,8 @@ def test_error_medians_match_the_spec():
 @claim("EMB-KLEVEL")
 @given(inst=k_level_instances())
 def test_k_level_shifts_are_ordered(inst):
-    """K-level data: tokens in K groups, group k with a common signed frequency α^(k), increasing
-    in k. After one GD step from p⁰ = 0 (‖v‖ = 1), the shifts ⟨E¹_s − E⁰_s, v⟩ take K levels
-    ordered like α: every shift of group k lies strictly below every shift of group k+1."""
+    """K-level data (α^(k) common to group k, increasing in k): one GD step from p⁰ = 0 gives shifts
+    ⟨E¹_s − E⁰_s, v⟩ in K levels ordered like α, each of group k strictly below all of group k+1."""
     step = one_step(problem_of(inst), inst.eta0)
     shift = step.shift
     lo = [float(shift[list(g)].min()) for g in inst.groups]
@@ -317,8 +308,7 @@ GRADIENT_STEP_DATA = general_frequency_instances(d=st.sampled_from([64, 256]))
 @given(inst=GRADIENT_STEP_DATA, seed=SEEDS)
 def test_one_step_is_a_gradient_step(inst, seed):
     """The step of §3.1 is a gradient step of the paper's loss from any p⁰, not only p⁰ = 0:
-    one_step's E¹ − E⁰ equals −η0·∇_E L(E⁰, p⁰), ∇_E taken by torch autograd of
-    L(E, p) = (1/n) Σ ℓ(y_i f(X_i))."""
+    E¹ − E⁰ = −η0·∇_E L(E⁰, p⁰), L(E, p) = (1/n) Σ ℓ(y_i f(X_i))."""
     problem = problem_of(inst)
     p0 = random_points(seeded(seed), problem.dim, 1, lo=-1.0, hi=1.0)[0]
     step = one_step(problem, inst.eta0, p0)

@@ -21,7 +21,7 @@ on the LayerNorm output H1 for two.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -104,14 +104,14 @@ class Run:
     ep_centred: np.ndarray  # the same, ⟨h, p⟩ minus its sequence's mean (the softmax ignores it)
     reads: str = "E_s"  # what the scores are read on, for figure labels
     spec_sizes: bool = False  # trained on the spec's own G3 setup
+    corpus: dict | None = None  # a real corpus's instance (real_run); None on G3
 
     def __str__(self) -> str:
         return f"{self.label}, seed {self.seed}"
 
-    @property
-    def instance(self) -> dict:
-        """The G3 corpus and protocol of this run (corpus_of)."""
-        return corpus_of(self.seed, self.label, self.spec_sizes)
+    def to_json(self) -> dict:
+        """The instance of a claim on this run: its corpus and protocol (corpus_of for G3)."""
+        return self.corpus or corpus_of(self.seed, self.label, self.spec_sizes)
 
     @property
     def abs_delta(self) -> np.ndarray:
@@ -146,6 +146,22 @@ class Run:
     def u_shaped(self) -> bool:
         low, mid, high = self.u_means()
         return low > mid and high > mid
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two runs on the same G3 corpus, compared: the instance of a claim that compares them."""
+
+    first: Run
+    second: Run
+
+    @property
+    def seed(self) -> int:
+        return self.first.seed
+
+    def to_json(self) -> dict:
+        model = f"{self.first.label} vs {self.second.label}"
+        return corpus_of(self.first.seed, model, self.first.spec_sizes)
 
 
 def _scores(model, seqs, y, vocab: int, skip=()) -> tuple[np.ndarray, ...]:
@@ -194,13 +210,9 @@ def one_layer_runs(spec_sizes: bool = False) -> list[Run]:
     return [g3_run(kind, seed, spec_sizes) for seed in SEEDS for kind in ONE_LAYER]
 
 
-def first_failure(rows: list[tuple[dict, bool, str]]) -> tuple[dict, list[str]]:
-    """rows: (instance, ok, message) per run, every run evaluated (and its metrics recorded)
-    before the verdict. Returns the instance of the first failing run (the counterexample; the
-    last run's when none fails) and the messages of the failing runs."""
-    bad = [row for row in rows if not row[1]]
-    instance = bad[0][0] if bad else rows[-1][0]
-    return instance, [message for *_, message in bad]
+def compared(first: str, second: str, spec_sizes: bool = False) -> list[Pair]:
+    """Per seed, the runs of kind ``first`` and ``second`` on the same G3 corpus."""
+    return [Pair(g3_run(first, s, spec_sizes), g3_run(second, s, spec_sizes)) for s in SEEDS]
 
 
 def label_signal(seed: int) -> float:
@@ -225,13 +237,14 @@ def real_corpora() -> list[tuple[str, list[str], torch.Tensor]]:
     return found
 
 
-def real_run(k: int, name: str, texts: list[str], labels: torch.Tensor) -> tuple[Run, dict]:
+def real_run(k: int, name: str, texts: list[str], labels: torch.Tensor) -> Run:
     """The one-layer model (v trained, seed k) trained on a real corpus, cut to REAL_VOCAB tokens
-    and REAL_LEN positions, the pad token excluded from the scores; and the corpus's instance."""
+    and REAL_LEN positions, the pad token excluded from the scores (its instance: the corpus)."""
     evidence.metric(f"corpus:{name}", len(texts))
     docs = [tokenize(t) for t in texts]
     vocab = build_vocab(docs, REAL_VOCAB)
     seqs = encode(docs, vocab, REAL_LEN)
     instance = {"corpus": name, "docs": len(texts), "vocab": len(vocab), "T": REAL_LEN}
     model = OneLayerModel(len(vocab), DIM, train_v=True, seed=k)
-    return _train(name, model, seqs, labels, len(vocab), seed=k, skip=(PAD_ID,)), instance
+    run = _train(name, model, seqs, labels, len(vocab), seed=k, skip=(PAD_ID,))
+    return replace(run, corpus=instance)
