@@ -121,8 +121,7 @@ def test_f4_local_convergence_any_r0(cone):
 @claim("MM-F5-NONLOCAL-ATTRACTS")
 @given(cone=beaten_support_instances().flatmap(lambda i: cone_inits(i, *F5_CONE)))
 def test_f5_nonlocal_attracts(cone):
-    """(Wrong) GD can converge to the direction of a selection α that is not locally optimal: if a
-    support token of α_i scores strictly higher than α_i (no ties), GD from the cone
+    """(Wrong) If a support token of α_i scores strictly higher than α_i (no ties), GD from the cone
     C_{ε,R0}(p^mm(α)) still converges in direction to p^mm(α)."""
     verdict = local_optimality(cone.keys, cone.scores, cone.alpha)
     evidence.metric("alpha locally optimal", float(verdict.locally_optimal))
@@ -167,10 +166,8 @@ def spans_two_dimensions(keys, alpha, what: str) -> None:
 @claim("MM-F7-CORRELATION-NO-MAXMARGIN")
 @given(inst=with_init(equal_nonopt_instances(n=1, T=st.integers(3, 6), loss="correlation")))
 def test_f7_correlation_loss_no_max_margin(inst):
-    """(Wrong: the max-margin bias needs an exponentially-tailed loss) With the correlation loss
-    ℓ(x) = −x, gradient descent does NOT converge in direction to p^mm(opt) (single input, equal
-    non-optimal scores, ATT-SVM(opt) feasible, T ≥ 3 tokens whose key differences k_opt − k_t
-    span ≥ 2 dimensions, so that p^mm is a direction, not a sign)."""
+    """(Wrong) With the correlation loss ℓ(x) = −x, gradient descent does NOT converge in direction
+    to p^mm(opt) (single input, equal non-optimal scores, ATT-SVM(opt) feasible)."""
     spans_two_dimensions(inst.keys, inst.alpha, "key")
     out = settled(inst.problem, inst.p0).outcome
     reached = np.array_equal(out.selected, inst.alpha) and out.one_minus_cos <= DIRECTION_TOL
@@ -202,8 +199,7 @@ def test_f8_loss_to_zero(inst):
 @given(inst=square_loss_instances(), seed=SEEDS)
 def test_f9_square_loss_diverges(inst, seed):
     """(Wrong: dropping strict monotonicity of ℓ) With the square loss ℓ(x) = (1 − x)² and the
-    target 1 strictly inside the range of the scores (one input, keys in general position),
-    gradient flow still has ‖p(t)‖ → ∞."""
+    target 1 strictly inside the range of the scores, gradient flow still has ‖p(t)‖ → ∞."""
     problem = PromptProblem(inst.keys, inst.scores, square(1.0))
     p0 = random_points(seeded(seed), inst.keys.shape[2], 1, -1.0, 1.0)[0]
     traj = trace_flow(problem, p0, max_norm=F9_MAX_NORM)
@@ -225,9 +221,7 @@ def test_f9_square_loss_diverges(inst, seed):
 @claim("MM-F13-W-FULL-RANK")
 @given(inst=equal_nonopt_instances(n=st.integers(1, 2), T=st.integers(3, 5)), seed=SEEDS)
 def test_f13_w_full_rank(inst, seed):
-    """(Wrong) Training W with p fixed, W(t) converges in direction to a full-rank matrix (inputs
-    whose token differences x_iopt − x_it span ≥ 2 dimensions, so that the limit's left factor
-    q^mm is a direction)."""
+    """(Wrong) Training W with p fixed, W(t) converges in direction to a full-rank matrix."""
     spans_two_dimensions(inst.X, inst.alpha, "token")
     traj, W0 = train_w(inst, seeded(seed))
     start, end = singular_ratio(W0), float(traj.sigma_ratio[-1])
@@ -255,10 +249,9 @@ def test_f14_rate(inst):
 @claim("MM-F11-INFEASIBLE")
 @given(inst=infeasible_instances(n=st.integers(1, 3)), seed=SEEDS)
 def test_f11_infeasible_is_classified(inst, seed):
-    """When ATT-SVM(opt) is infeasible (some k_i,opt lies in the convex hull of its input's other
-    keys), the oracle certifies infeasibility (LP + Farkas vector) and the engine never reports
-    convergence to p^mm(opt): a run either converges to the certified SVM of another selection,
-    or is classified infeasible/inconclusive."""
+    """When ATT-SVM(opt) is infeasible, the oracle certifies it and the engine never reports
+    convergence to p^mm(opt): a run converges to the certified SVM of another selection, or is
+    classified infeasible/inconclusive."""
     sol = att_svm(inst.keys, inst.alpha)
     assert sol.status == "infeasible", f"oracle says {sol.status}: {sol.reason}"
     p0 = random_points(seeded(seed), inst.keys.shape[2], 1, -1.0, 1.0)[0]
@@ -303,10 +296,8 @@ def engine_verdict(inst: PromptInstance, p0) -> Limit:
 @given(inst=numerically_hard_instances())
 @example(inst=loss_comparison_instance(100.0, "logistic"))
 def test_f15_numerical_artefacts(inst):
-    """On numerically hard instances (the loss comparison with C up to 1000, where the authors' '+
-    eps' normalized GD stalls at C = 100; single inputs whose softmax saturates after a few
-    steps) the engine either converges to the correct limit p^mm(opt) (opt is the only
-    locally-optimal selection there) or reports inconclusive: never a false counterexample."""
+    """On numerically hard instances the engine either converges to the correct limit p^mm(opt) or
+    reports inconclusive: never a false counterexample."""
     lim = engine_verdict(inst, torch.zeros(inst.d, dtype=DTYPE) if inst.p0 is None else inst.p0)
     if lim.outcome.status == "inconclusive":
         return  # an honest "cannot decide" is a correct classification

@@ -60,11 +60,9 @@ def probability_misses(run, plateau: bool) -> list[str]:
 
 @claim("MM-FIG3-TIGHT")
 def test_figure3_tight():
-    """Figure 3(a) and (c): inputs [(0,0),(1,1)], [(0,0),(1,−1)], [(0,0),(0.5,1)], Y = (+1, −1,
-    +1), W = I, selected token 1 (every input a support vector of the v-SVM, so p^relax = p^mm).
-    Joint NGD from v = (−1, 0), p = (0, −1) converges jointly, v to v^mm and p to p^mm; the
-    averaged softmax probability of the optimal tokens and the logistic probability of the
-    output go to 1 and do not fall after the first iterations."""
+    """Figure 3(a) and (c), every input a support vector of the v-SVM: joint NGD converges, v to
+    v^mm and p to p^mm; the averaged softmax probability of the optimal tokens and the logistic
+    probability of the output go to 1 and do not fall after the first iterations."""
     inst = figure3_instance(tight=True)
     svms, run = figure3_run(inst)
     assert svms.tight, f"v-SVM support {svms.support.tolist()}: not tight"
@@ -78,9 +76,8 @@ def test_figure3_tight():
 
 @claim("MM-FIG3-NONTIGHT")
 def test_figure3_nontight():
-    """Figure 3(b): as 3(a) with the third input [(0,0),(0.5,1.5)], which is not a support vector
-    of the v-SVM (p^relax ≠ p^full, cosine 0.98). Joint NGD converges with v to v^mm and p to
-    p^relax, closer to p^relax than to p^full; the softmax and logistic probabilities go to 1."""
+    """Figure 3(b), a third input off the v-SVM's support: joint NGD converges with v to v^mm and p
+    to p^relax, closer to p^relax than to p^full; the softmax and logistic probabilities go to 1."""
     inst = figure3_instance(tight=False)
     svms, run = figure3_run(inst)
     assert not svms.tight, "the v-SVM support set is every input: not the non-tight panel"
@@ -178,10 +175,9 @@ def path_tol(svm) -> float:
 
 @claim("MM-RP-PICTURE")
 def test_reg_path_picture():
-    """On the keys and scores of Figure 1(b) (token (1, 0) locally optimal, not global), the
-    global regularization path p_R/R approaches the global ATT-SVM direction and stays away from
-    the local direction p^mm(α); the local path of α, argmin of L over the cone ∩ ball
-    {‖p^mm(α)‖ ≤ ‖p‖ ≤ R, cos(p, p^mm(α)) ≥ 1 − ε}, lies on ‖p‖ = R and approaches p^mm(α)."""
+    """On Figure 1(b) (token (1, 0) locally optimal, not global), the global regularization path
+    p_R/R approaches the global ATT-SVM direction and stays away from p^mm(α); the local path of α
+    lies on ‖p‖ = R and approaches p^mm(α)."""
     inst = figure1_instance("b", alpha=1)
     rp = reg_paths(inst)
     gaps, to_local, cap_gaps = path_cosines(rp)

@@ -34,10 +34,8 @@ from theorems.maxmargin.common import (
 
 @claim("MM-FIG1A")
 def test_figure1a():
-    """Figure 1(a): one input with keys (−0.1, 1), (1, 0), (0, 0) and scores 1, 0.9, 0.9 (equal
-    non-optimal scores): from all six initializations (0, 1), (0, 0.5), (0, 0), (0, −0.5),
-    (0, −1), (0, −1.5), gradient descent converges in direction to the global ATT-SVM solution
-    p^mm(opt)."""
+    """Figure 1(a): one input with keys (−0.1, 1), (1, 0), (0, 0) and scores 1, 0.9, 0.9: from all
+    six initializations, GD converges in direction to the global ATT-SVM p^mm(opt)."""
     for start in evidence.each(figure_starts(figure1_instance("a"))):
         lim = flow(start.problem, start.p0)
         init = f"init {start.p0[:2].tolist()}"
@@ -48,10 +46,8 @@ def test_figure1a():
 
 @claim("MM-FIG1B")
 def test_figure1b():
-    """Figure 1(b): as 1(a) but the token (0, 0) scores 0: the token (1, 0) becomes locally
-    optimal (its only support token now scores lower); gradient descent from (0, −1) and
-    (0, −1.5) converges to its direction p^mm = (1, 0) (local), and from the other four
-    initializations to the global direction."""
+    """Figure 1(b): as 1(a) with the token (0, 0) scoring 0, so (1, 0) is locally optimal: GD from
+    (0, −1), (0, −1.5) converges to p^mm = (1, 0), from the other four to the global direction."""
     inst = figure1_instance("b")
     assert local_optimality(inst.keys, inst.scores, [1]).locally_optimal
     for j, start in enumerate(evidence.each(figure_starts(inst))):
@@ -102,11 +98,9 @@ def norm_growth(runs) -> tuple[float, float]:
 @example(inst=figure2_instance(0))
 @example(inst=figure2_instance(174))
 def test_figure2(inst):
-    """Figure 2 (three inputs, seven tokens: optimal token at (1, 0), three at (−1, 1), three at
-    (−0.5, −0.5), plus N(0, 0.2²) noise; scores 1 vs 0.5): gradient descent converges to the
-    global direction p^mm(opt); normalized GD puts averaged softmax ≥ 0.999 on the optimal
-    tokens by step 100 while GD is still below 0.99 there; ‖p‖ grows linearly under NGD and
-    logarithmically under GD."""
+    """Figure 2: gradient descent converges to the global direction p^mm(opt); normalized GD puts
+    averaged softmax ≥ 0.999 on the optimal tokens by step 100 while GD is still below 0.99 there;
+    ‖p‖ grows linearly under NGD and logarithmically under GD."""
     for start in figure2_starts(inst):
         lim = flow(start.problem, start.p0)
         what = f"init {start.p0[:2].tolist()} → the global"
@@ -126,10 +120,9 @@ def test_figure2(inst):
 @given(inst=figure2_draws())
 @example(inst=figure2_instance(174))
 def test_figure2_separation(inst):
-    """Figure 2 on every noise draw, with the softmax threshold the draws support: gradient
-    descent converges to p^mm(opt); at step 100 normalized GD puts averaged softmax ≥ 0.99 on the
-    optimal tokens while GD is below 0.99; ‖p‖ grows linearly under NGD and logarithmically under
-    GD."""
+    """Figure 2 on every noise draw: gradient descent converges to p^mm(opt); at step 100 NGD puts
+    averaged softmax ≥ 0.99 on the optimal tokens while GD is below 0.99; ‖p‖ grows linearly under
+    NGD and logarithmically under GD."""
     for start in figure2_starts(inst):
         lim = flow(start.problem, start.p0)
         what = f"init {start.p0[:2].tolist()} → the global"
@@ -197,10 +190,9 @@ LOSS_COMPARISON = tuple(
 
 @claim("MM-FIG-LOSS-COMPARISON")
 def test_loss_comparison():
-    """Loss comparison (two inputs [(0, 0; 0), (1, 1; C)] and [(0, 0; 0), (1, −1; 1)], p(0) = 0):
-    for every C ∈ {1, …, 10, 100} and both the correlation loss ℓ(x) = −x and the logistic loss,
-    gradient descent converges in direction to p^mm = (1, 0); the loss and C bend only the
-    transient path."""
+    """Loss comparison: for every C ∈ {1, …, 10, 100} and both the correlation loss ℓ(x) = −x and
+    the logistic loss, gradient descent converges in direction to p^mm = (1, 0); the loss and C bend
+    only the transient path."""
     for inst in evidence.each(LOSS_COMPARISON):
         lim = flow(inst.problem, inst.p0)
         what = f"C={inst.meta['C']:g}, {inst.loss}: the"

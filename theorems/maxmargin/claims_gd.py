@@ -88,9 +88,8 @@ GD_STEPS = 2000
     seed=SEEDS,
 )
 def test_descent_direction(inst, seed):
-    """Under Assumption A, if every input's non-optimal tokens share one score (γ_it = γ_i^- <
-    γ_i,opt for t ≠ opt_i) and ATT-SVM(opt) is feasible, then ⟨∇L(p), p^mm⟩ < 0 for every p ∈
-    R^d: p^mm is a global descent direction."""
+    """Under Assumption A, if every input's non-optimal tokens share one score and ATT-SVM(opt) is
+    feasible, then ⟨∇L(p), p^mm⟩ < 0 for every p ∈ R^d: p^mm is a global descent direction."""
     points = random_points(seeded(seed), inst.keys.shape[2], 20, -1.0, 4.0).numpy()
     # Centred at opt, every term of the sum has the same sign (the lemma's proof): the
     # computed sign is then exact however small the value is.
@@ -230,8 +229,7 @@ def test_theorem_l_loss_floor(inst):
 @given(inst=with_init(global_opt_instances()))
 def test_theorem_l_random_init(inst):
     """Authors' protocol for Theorem L: with continuous random scores and a random p(0), the
-    selection α̂ that gradient descent reaches (argmax softmax per input) is locally optimal
-    (Def. 2) and p(t)/‖p(t)‖ → p^mm(α̂)/‖p^mm(α̂)‖."""
+    selection α̂ that GD reaches is locally optimal and p(t)/‖p(t)‖ → p^mm(α̂)/‖p^mm(α̂)‖."""
     lim = flow(inst.problem, inst.p0)
     assert lim.diverges, lim.describe()
     selected = lim.outcome.selected
@@ -290,9 +288,8 @@ def test_gd_limit_ignores_the_scale_of_v(inst, log_c):
     log_c=LOG_C,
 )
 def test_gd_limit_ignores_the_scale_of_v_single_input(inst, log_c):
-    """For a single input (n = 1; logistic, exponential or correlation loss) scaling v by c > 0
-    does not change where GD goes: from any p(0), gradient flow with head v and with head c·v
-    converge in direction to the same p^mm(α)."""
+    """For a single input, scaling v by c > 0 does not change where GD goes: gradient flows from any
+    p(0) with heads v and c·v reach the same direction p^mm(α)."""
     base = flow(inst.problem, inst.p0)
     assert base.diverges, base.describe()
     scaled = flow(scaled_head(inst, 10.0**log_c).problem, inst.p0)
@@ -314,9 +311,8 @@ def test_gd_limit_ignores_the_scale_of_v_single_input(inst, log_c):
     seed=SEEDS,
 )
 def test_gradient_lipschitz(inst, seed):
-    """∇L is L_p-Lipschitz with L_p = (1/n)Σ_i ‖K_i‖₂²(M1·R_i²/4 + 3·M0·R_i), where R_i is the
-    score range of input i and M0, M1 bound |ℓ'|, |ℓ''| on the score range (the keys/scores form
-    of the paper's ‖v‖‖W‖²‖X‖³ + ‖v‖²‖W‖²‖X‖⁴ constant)."""
+    """∇L is L_p-Lipschitz with L_p = (1/n)Σ_i ‖K_i‖₂²(M1·R_i²/4 + 3·M0·R_i), R_i the score range of
+    input i and M0, M1 bounds of |ℓ'|, |ℓ''| on it."""
     gen = seeded(seed)
     bound = inst.problem.smoothness_bound()
     d = inst.keys.shape[2]
@@ -354,8 +350,7 @@ def test_gd_monotone(inst):
 @given(inst=with_init(equal_nonopt_instances()))
 def test_gd_correlation_increasing(inst):
     """Under the hypotheses of the descent lemma (equal non-optimal scores, ATT-SVM(opt) feasible),
-    plain GD with η = 1/L_p increases ⟨p(t), p^mm⟩ at every step (so ‖p(t)‖ ≥ ⟨p(t), p̂^mm⟩
-    keeps growing)."""
+    plain GD with η = 1/L_p increases ⟨p(t), p^mm⟩ at every step."""
     sol = evidence.solved(att_svm(inst.keys, inst.alpha), "ATT-SVM(α)")
     eta = 1.0 / inst.problem.smoothness_bound()
     traj = gd(inst.problem, inst.p0, eta=eta, steps=GD_STEPS)
@@ -387,9 +382,8 @@ def w_gradient_against_rank_one(inst: PromptInstance, gen: torch.Generator) -> t
 @claim("MM-W-RANKONE")
 @given(inst=decoupled_instances(), seed=SEEDS)
 def test_w_gradient_rank_one(inst, seed):
-    """Training W with p fixed: ∂L/∂W = g(Wp)pᵀ, with g the p-gradient of the prompt problem
-    whose keys are the tokens x_it, evaluated at q = Wp; in particular the gradient has rank
-    one."""
+    """Training W with p fixed: ∂L/∂W = g(Wp)pᵀ, g the p-gradient of the prompt problem with keys
+    x_it, at q = Wp; in particular the gradient has rank one."""
     err, ratio = w_gradient_against_rank_one(inst, seeded(seed))
     evidence.slack("‖∂L/∂W − g pᵀ‖ / ‖∂L/∂W‖", err, 1e-10)
     assert err <= 1e-10, f"‖∂L/∂W − g(Wp)pᵀ‖ / ‖∂L/∂W‖ = {err:.3g} > 1e-10"
@@ -432,9 +426,8 @@ def test_w_converges_to_rank_one_svm(inst, seed):
 @example(**saved_arguments("MM-W-CONVERGE-MULTI"))
 @given(inst=equal_nonopt_instances(n=st.integers(2, 4)), seed=SEEDS)
 def test_w_converges_multi_input(inst, seed):
-    """MM-W-CONVERGE for n ≥ 2: for several inputs with equal non-optimal scores and a feasible
-    ATT-SVM, GD on W with p fixed from a small full-rank W(0) gives W(t)/‖W(t)‖_F →
-    W^mm(opt)/‖W^mm(opt)‖_F = q^mm pᵀ/(‖q^mm‖‖p‖)."""
+    """MM-W-CONVERGE for n ≥ 2 inputs with equal non-optimal scores and a feasible ATT-SVM: GD on W
+    (p fixed) from a small full-rank W(0) gives W(t)/‖W(t)‖_F → W^mm(opt)/‖W^mm(opt)‖_F."""
     traj, _, problem = train_w_problem(inst, seeded(seed))
     evidence.solved(traj.W_mm, "W-SVM")
     evidence.metric("corr(W, W^mm(opt)) after W-NGD", float(traj.correlation[-1]))
@@ -454,10 +447,9 @@ def w_at_limit(W: torch.Tensor, p: torch.Tensor, q_from, q_to) -> torch.Tensor:
 @claim("MM-W-CONVERGE-SELECTED")
 @given(inst=global_opt_instances(n=st.integers(1, 4)), seed=SEEDS)
 def test_w_converges_to_its_selection(inst, seed):
-    """GD on W with p fixed carries the p-results over for any n: for inputs with continuous
-    random scores and a feasible ATT-SVM(opt), GD on W from a small full-rank W(0) selects a
-    locally-optimal α̂ (the top token of each input under q = W(t)p) and W(t)/‖W(t)‖_F →
-    W^mm(α̂)/‖W^mm(α̂)‖_F = q^mm(α̂)pᵀ/(‖q^mm(α̂)‖‖p‖), a rank-one matrix."""
+    """For any n, with continuous random scores and ATT-SVM(opt) feasible, GD on W (p fixed) from a
+    small full-rank W(0) selects a locally-optimal α̂ and W(t)/‖W(t)‖_F → W^mm(α̂)/‖W^mm(α̂)‖_F, a
+    rank-one matrix."""
     traj, _, problem = train_w_problem(inst, seeded(seed))
     q_T = traj.W @ problem.p
     lim = flow(problem.prompt, q_T)
@@ -509,9 +501,8 @@ def w_gd_against_prompt_gd(inst: PromptInstance, gen: torch.Generator) -> float:
 @claim("MM-W-EQUIV-PROMPT")
 @given(inst=decoupled_instances(), seed=SEEDS)
 def test_w_gd_is_prompt_gd(inst, seed):
-    """GD on W with p fixed is GD on the prompt: with any data, any p ≠ 0 and any W(0), GD on W
-    with step η and GD on the prompt parameter q (keys x_it) with step η‖p‖² from q(0) = W(0)p
-    give q(t) = W(t)p at every step."""
+    """GD on W with p fixed is GD on the prompt: for any data, p ≠ 0 and W(0), GD on W with step η
+    and GD on q (keys x_it) with step η‖p‖² from q(0) = W(0)p give q(t) = W(t)p at every step."""
     error = w_gd_against_prompt_gd(inst, seeded(seed))
     evidence.slack("max_t ‖W(t)p − q(t)‖ / max(1, ‖q(t)‖)", error, EQUIV_TOL)
     assert error <= EQUIV_TOL, f"W(t)p and q(t) differ by {error:.3g} (relative) > {EQUIV_TOL}"
@@ -559,9 +550,8 @@ AUTOGRAD_CANCELS = PromptInstance(
 @example(inst=AUTOGRAD_CANCELS, loss="logistic", seed=376)
 @given(inst=decoupled_instances(), loss=st.sampled_from(LOSSES), seed=SEEDS)
 def test_engine_gradient_is_the_loss_gradient(inst, loss, seed):
-    """The dynamics follow the gradient of the paper's loss: the engine's log-space ∇L(p) is
-    the gradient of L(p) = (1/n) Σ ℓ(y_i vᵀX_iᵀ softmax(X_i W p)) (logistic, exponential and
-    correlation loss)."""
+    """The dynamics follow the gradient of the paper's loss: the engine's log-space ∇L(p) is the
+    gradient of L(p) = (1/n) Σ ℓ(y_i vᵀX_iᵀ softmax(X_i W p))."""
     problem = dataclasses.replace(inst, loss=loss).problem
     p = random_points(seeded(seed), problem.dim, 1, lo=-1.0, hi=1.0)[0]
     q = p.clone().requires_grad_(True)

@@ -176,11 +176,9 @@ FIG3A = figure3_instance(tight=True)
 @claim("MM-J-RP")
 @given(inst=joint_instances())
 def test_joint_reg_path(inst):
-    """Theorem J as read: for joint training of (v, p) with logistic loss (W = I, inputs
-    [(0, 0), x_i] in R², selected tokens α_i = 1, a feasible v-SVM on them whose support holds
-    both labels, ATT-SVM(α) feasible), along the joint regularization path with r = R,
-    v_r/r → v^mm/‖v^mm‖ and p_R/R → p^relax/‖p^relax‖ (= p^full when every input is a v-SVM
-    support vector); in the non-tight case p_R ends closer to p^relax than to p^full."""
+    """Theorem J as read: for joint training of (v, p) with logistic loss, along the joint
+    regularization path with r = R, v_r/r → v^mm/‖v^mm‖ and p_R/R → p^relax/‖p^relax‖; in the
+    non-tight case p_R ends closer to p^relax than to p^full."""
     problem, svms = joint_setup(inst)
     relaxation_slack(problem, svms)
     gv, gp, full = path_gaps(problem, svms)
@@ -196,9 +194,8 @@ def test_joint_reg_path(inst):
 @example(inst=FIG3A)
 @given(inst=joint_instances(tight=True))
 def test_joint_reg_path_tight(inst):
-    """Theorem J, tight case: under MM-J-RP's hypotheses with every input a support vector of
-    the v-SVM, p^relax = p^full and, along the joint regularization path with r = R,
-    v_r/r → v^mm/‖v^mm‖ and p_R/R → p^mm/‖p^mm‖."""
+    """Theorem J, tight case (every input a v-SVM support vector, so p^relax = p^full): along the
+    joint path with r = R, v_r/r → v^mm/‖v^mm‖ and p_R/R → p^mm/‖p^mm‖."""
     problem, svms = joint_setup(inst)
     if not svms.tight:
         evidence.reject("an input is not a v-SVM support vector")
@@ -214,11 +211,9 @@ def test_joint_reg_path_tight(inst):
 @example(inst=FIG3B)
 @given(inst=joint_instances(tight=False, slack=SLACK_MIN))
 def test_joint_reg_path_slack(inst):
-    """Theorem J with the relaxation-slack condition: under MM-J-RP's hypotheses, with some
-    input not a support vector of the v-SVM and relaxation slack min_{i∉S}[x_iᵀp̂^relax + (a_i −
-    m̂)] − 1/‖p^relax‖ ≥ 0 (a_i = y_i x_iᵀv̂^mm, m̂ = 1/‖v^mm‖), along the joint path with r = R,
-    v_r/r → v^mm/‖v^mm‖, p_R/R → p^relax/‖p^relax‖, and p_R ends closer to p^relax than to
-    p^full whenever they differ."""
+    """Theorem J with relaxation slack ≥ 0 (some input off the v-SVM's support): along the joint
+    path with r = R, v_r/r → v^mm/‖v^mm‖, p_R/R → p^relax/‖p^relax‖, and p_R ends closer to p^relax
+    than to p^full whenever they differ."""
     problem, svms = joint_setup(inst)
     slack = relaxation_slack(problem, svms)
     if svms.tight or slack < -1e-9:
@@ -255,11 +250,9 @@ def test_joint_ngd(inst):
     )
 )
 def test_joint_ngd_slack(inst):
-    """Theorem J for joint normalized GD, with the relaxation-slack and init conditions: under
-    MM-J-RP's hypotheses, with relaxation slack ≥ 0 (MM-J-RP-SLACK; tight instances have none
-    to meet) and an initial head that scores every selected token above the zero token
-    (y_i v0ᵀx_i > 0), joint NGD (the Fig. 3 protocol) from p0 of unit norm converges in
-    direction to (v^mm, p^relax)."""
+    """Theorem J for joint normalized GD with relaxation slack ≥ 0 and an initial head that scores
+    every selected token above the zero token (y_i v0ᵀx_i > 0): joint NGD from p0 of unit norm
+    converges in direction to (v^mm, p^relax)."""
     problem, svms = joint_setup(inst)
     if relaxation_slack(problem, svms) < -1e-9:
         evidence.reject("relaxation slack < 0")

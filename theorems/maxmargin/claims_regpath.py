@@ -164,9 +164,8 @@ def global_path(problem, multiples, scale: float):
     loss=st.sampled_from(LOSSES),
 )
 def test_reg_path_global(inst, loss):
-    """Theorem RP as read (regularization path, linear head). Let ℓ be strictly decreasing
-    (logistic, exponential or correlation loss), every input have a unique optimal token opt_i, and
-    ATT-SVM(opt) be feasible. Then p_R ∈ argmin_{‖p‖≤R} L(p) has ‖p_R‖ = R for large R and p_R/R →
+    """Theorem RP as read: if ℓ is strictly decreasing, every input has a unique optimal token and
+    ATT-SVM(opt) is feasible, p_R ∈ argmin_{‖p‖≤R} L(p) has ‖p_R‖ = R for large R and p_R/R →
     p^mm/‖p^mm‖, the GLOBAL ATT-SVM direction, with 1 − cos(p_R, p^mm) not growing in R."""
     problem = key_problem(inst, loss)
     target = solved(problem.keys, global_opt(problem.scores), "opt")
@@ -182,9 +181,8 @@ def test_reg_path_global(inst, loss):
 @example(inst=saved("MM-RP", "inst"))
 @given(inst=global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=2))
 def test_reg_path_global_rate(loss, inst):
-    """Theorem RP (regularization path, linear head). Let ℓ be strictly decreasing (logistic,
-    exponential or correlation loss), every input have a unique optimal token opt_i, and
-    ATT-SVM(opt) be feasible. Then p_R ∈ argmin_{‖p‖≤R} L(p) has ‖p_R‖ = R for large R and p_R/R →
+    """Theorem RP: if ℓ is strictly decreasing, every input has a unique optimal token and
+    ATT-SVM(opt) is feasible, p_R ∈ argmin_{‖p‖≤R} L(p) has ‖p_R‖ = R for large R and p_R/R →
     p^mm/‖p^mm‖, the GLOBAL ATT-SVM direction."""
     problem = key_problem(inst, loss)
     target = solved(problem.keys, global_opt(problem.scores), "opt")
@@ -197,10 +195,9 @@ def test_reg_path_global_rate(loss, inst):
 @claim("MM-RP-3D")
 @given(inst=global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=3))
 def test_reg_path_global_3d(inst):
-    """Theorem RP as read, keys in R³. Let ℓ be strictly decreasing (logistic, exponential or
-    correlation loss), every input have a unique optimal token opt_i, and ATT-SVM(opt) be feasible.
-    Then p_R ∈ argmin_{‖p‖≤R} L(p) has ‖p_R‖ = R for large R and p_R/R → p^mm/‖p^mm‖, the GLOBAL
-    ATT-SVM direction, with 1 − cos(p_R, p^mm) not growing in R."""
+    """Theorem RP as read, keys in R³: if ℓ is strictly decreasing, every input has a unique optimal
+    token and ATT-SVM(opt) is feasible, p_R has ‖p_R‖ = R for large R and p_R/R → p^mm/‖p^mm‖, with
+    1 − cos(p_R, p^mm) not growing in R."""
     problem = key_problem(inst)
     target = solved(problem.keys, global_opt(problem.scores), "opt")
     evidence.metric("‖p^mm‖", float(target.norm))
@@ -344,10 +341,9 @@ def arc_dips(problem: PromptProblem, alpha, target, points):
 @claim("MM-RPLOC-WIDE-EDGE")
 @given(inst=local_opt_instances(dk=2))
 def test_wide_cone_minimiser_on_its_edge(inst):
-    """Where the wide cone fails, it fails at its edge. With the cone cos(p, p^mm(α)) ≥ 0.95 and α
-    locally optimal: if L < L_α somewhere on the cone's outer arc at radius R, then p_R lies on that
-    arc's edge and has the lowest loss on the arc. At large R the negative part of L − L_α is a sum
-    of e^{−R·margin} terms whose margins are smallest at an end of the arc."""
+    """Where the wide cone fails, it fails at its edge: with the cone cos(p, p^mm(α)) ≥ 0.95 and α
+    locally optimal, if L < L_α somewhere on the cone's outer arc at radius R, then p_R lies on that
+    arc's edge and has the lowest loss on the arc."""
     problem = key_problem(inst)
     target = solved(problem.keys, inst.alpha, "α")
     points = local_path(problem, inst.alpha, target, WIDE_EPS)
@@ -385,9 +381,8 @@ def test_local_path_monotone(inst):
 @claim("MM-F6-GLOBAL-PATH-GOES-LOCAL")
 @given(inst=local_opt_instances(n=1, T=3, dk=2))
 def test_f6_global_path_goes_local(inst):
-    """(Wrong) The global regularization path can converge to a local max-margin direction: when α
-    is a non-global locally-optimal selection, p_R ∈ argmin_{‖p‖≤R} L(p) converges in direction
-    to p^mm(α)."""
+    """(Wrong) When α is a non-global locally-optimal selection, the global regularization path
+    p_R ∈ argmin_{‖p‖≤R} L(p) converges in direction to p^mm(α)."""
     problem = key_problem(inst)
     local = solved(problem.keys, inst.alpha, "α")
     glob = solved(problem.keys, global_opt(problem.scores), "opt")
@@ -409,10 +404,9 @@ def head_problem(inst: PromptInstance, psi, loss: str = "logistic") -> Nonlinear
 @claim("MM-NL")
 @given(inst=convex_head_instances())
 def test_nonlinear_head_reg_path(inst):
-    """Theorem NL (nonlinear head, regularization path). For f(X) = ψ(Xᵀ softmax(XWp)) with logistic
-    loss, if for every input the supremum of Y_i ψ(X_iᵀs) over the simplex is attained only at the
-    vertex of a unique ψ-optimal token and ATT-SVM(ψ-opt) is feasible, then ‖p_R‖ = R for large R
-    and p_R/R → the ATT-SVM direction of the ψ-optimal tokens."""
+    """Theorem NL: for f(X) = ψ(Xᵀ softmax(XWp)) with logistic loss, if for every input the supremum
+    of Y_i ψ(X_iᵀs) over the simplex is attained only at the vertex of a unique ψ-optimal token and
+    ATT-SVM(ψ-opt) is feasible, then ‖p_R‖ = R for large R and p_R/R → p^mm(ψ-opt)/‖p^mm(ψ-opt)‖."""
     problem = head_problem(inst, squared_norm)
     target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
     evidence.metric("‖p^mm(ψ-opt)‖", float(target.norm))
@@ -427,10 +421,8 @@ def test_nonlinear_head_reg_path(inst):
 @given(inst=mixed_label_head_instances())
 def test_nonlinear_head_reg_path_mixed_labels(inst):
     """Theorem NL with labels of both signs, the ψ-optimal token of input i being argmax_t Y_i
-    ψ(x_it) (for Y_i = −1 the token of smallest ψ). For f(X) = ψ(Xᵀ softmax(XWp)) with logistic
-    loss, if for every input the supremum of Y_i ψ(X_iᵀs) over the simplex is attained only at the
-    vertex of a unique ψ-optimal token and ATT-SVM(ψ-opt) is feasible, then ‖p_R‖ = R for large R
-    and p_R/R → the ATT-SVM direction of the ψ-optimal tokens."""
+    ψ(x_it): under Theorem NL's hypotheses, ‖p_R‖ = R for large R and p_R/R →
+    p^mm(ψ-opt)/‖p^mm(ψ-opt)‖."""
     problem = head_problem(inst, saddle_square)
     target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
     evidence.metric("‖p^mm(ψ-opt)‖", float(target.norm))
@@ -474,9 +466,8 @@ NL_CROSSING = PromptInstance(
 @example(inst=NL_CROSSING)
 @given(inst=convex_head_instances())
 def test_nonlinear_head_monotone(inst):
-    """(A test heuristic of the spec, not a result of the paper: the 'monotone-ish' check, for the
-    nonlinear head) Under the hypotheses of Theorem NL, 1 − cos(p_R, p^mm(ψ-opt)) does not grow
-    with R."""
+    """(A test heuristic of the spec, not a result of the paper) Under the hypotheses of Theorem NL,
+    1 − cos(p_R, p^mm(ψ-opt)) does not grow with R."""
     problem = head_problem(inst, squared_norm)
     target = solved(problem.keys, problem.psi_optimal_tokens(), "ψ-opt")
     radii = [c * float(target.norm) for c in (5.0, 20.0)]

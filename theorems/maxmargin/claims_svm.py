@@ -119,8 +119,7 @@ def test_feasible_generic(inst):
 @claim("MM-SVM-UNIQUE")
 @given(inst=generic_instances(), seed=SEEDS)
 def test_svm_unique(inst, seed):
-    """When ATT-SVM(α) is feasible, its solution p^mm(α) is unique (a strictly convex objective
-    on a polyhedron)."""
+    """When ATT-SVM(α) is feasible, its solution p^mm(α) is unique."""
     # The reference pipeline (LP + interior point + polish): the default oracle's fast path is
     # itself a Lawson–Hanson NNLS, which would compare the algorithm with itself.
     sol = evidence.solved(att_svm(inst.keys, inst.alpha, method="reference"), "ATT-SVM(α)")
@@ -340,8 +339,7 @@ def test_global_opt_is_locally_optimal(inst):
 @given(inst=tied_support_instances())
 @example(inst=figure1_instance("a", alpha=1))
 def test_ties_are_not_locally_optimal(inst):
-    """Strictness matters in Def. 2: if a support token of α_i has the same score as α_i, then α is
-    not locally optimal (e.g. Fig. 1(a), α = token (1, 0), tied with its support token (0, 0))."""
+    """If a support token of α_i has the same score as α_i, then α is not locally optimal."""
     mine = def2_independent(inst)
     evidence.premise(bool(mine.violations), "some support token ties with α_i")
     assert not mine.locally_optimal
@@ -355,8 +353,7 @@ def test_ties_are_not_locally_optimal(inst):
 @given(inst=equal_nonopt_instances(n=1, dk=st.integers(1, 6)))
 def test_n1_equal_scores_only_opt_is_local(inst):
     """For a single input (n = 1) whose non-optimal tokens all share one score, the global optimum
-    opt is the only locally-optimal index (every other α has a support token that ties with it
-    or beats it)."""
+    opt is the only locally-optimal index."""
     found = enumerate_locally_optimal(inst.keys, inst.scores)
     evidence.metric("locally-optimal indices", len(found))
     assert found == [tuple(int(a) for a in inst.alpha)], f"locally optimal: {found}"
@@ -403,10 +400,9 @@ def decided_signs(inst: PromptInstance, q: np.ndarray, D: np.ndarray, seed: int)
 @claim("MM-LEMMA-DESCENT-ALL-SUPPORT")
 @given(inst=st.sampled_from(LOSSES).flatmap(all_support_instances), seed=SEEDS)
 def test_descent_when_every_token_is_support(inst, seed):
-    """Under Assumption A, with a unique optimal token per input and ATT-SVM(opt) feasible, if
-    every non-optimal token of every input is a support token of p^mm ((k_iopt − k_it)ᵀp^mm = 1
-    for all t ≠ opt_i), then ⟨∇L(p), p^mm⟩ < 0 for every p, whatever the non-optimal scores:
-    each input's covariance is s_opt(γ_opt − γ̄) > 0."""
+    """Under Assumption A, with a unique optimal token per input and ATT-SVM(opt) feasible, if every
+    non-optimal token is a support token of p^mm, then ⟨∇L(p), p^mm⟩ < 0 for every p, whatever the
+    non-optimal scores."""
     sol = evidence.solved(att_svm(inst.keys, inst.alpha), "ATT-SVM(opt)")
     D = nonopt_differences(inst)
     met = bool(np.all(D @ sol.x <= 1 + SUPPORT_TOL))

@@ -109,8 +109,7 @@ def test_md_converges_to_other_q(inst, pq):
 @given(inst=SMALL, seed=SEEDS, p=st.sampled_from((1.5, 3.0)))
 def test_lp_svm_rotates(inst, seed, p):
     """(Wrong) The ℓp-AttSVM is rotation-equivariant for p ≠ 2: replacing every token by Ux and
-    every query by Vz (U, V orthogonal) maps W^mm(ℓp) to U W^mm(ℓp) Vᵀ, i.e. U W^mm Vᵀ (feasible
-    for the rotated data) has the rotated problem's optimal ℓp norm."""
+    every query by Vz (U, V orthogonal) maps W^mm(ℓp) to U W^mm(ℓp) Vᵀ."""
     gen = seeded(seed)
     U, V = random_orthogonal(gen, inst.d), random_orthogonal(gen, inst.d)
     a = lp_svm(inst, inst.alpha, p)
@@ -145,8 +144,7 @@ def _off_row_space(inst, p: float) -> tuple[float, int]:
 )
 def test_md_row_space(inst, p):
     """(Wrong: GD's row-space property for MD) From W(0) = 0, normalised ℓp mirror descent with
-    p ≠ 2 keeps the row space of W in span{z_i}: W(k)(I − P_Z) = 0 at every step, P_Z the
-    projector onto the span of the queries."""
+    p ≠ 2 keeps the row space of W in span{z_i}: W(k)(I − P_Z) = 0 at every step."""
     ratio, step = _off_row_space(inst, p)
     evidence.metric("max ‖W(I − P_Z)‖_F / ‖W‖_F", ratio)
     assert ratio <= ROWSPACE_TOL, (
@@ -185,9 +183,8 @@ def _naive_run(problem, p: float, alpha):
 @claim("MD-C-NAIVE-JOINT")
 @given(p=st.sampled_from((1.75, 2.0)), noise=st.floats(0.0, 0.05), seed=SEEDS)
 def test_naive_joint_md_converges(p, noise, seed):
-    """(Wrong) Naive float64 joint mirror descent converges: the official recipe as its code
-    computes it (autograd on log(1 + exp(−Y f)), gradients divided by ‖·‖_{p*} + eps) converges
-    in direction to the ℓp-AttSVM W^mm_α̂(ℓp), as the log-space run does."""
+    """(Wrong) Naive float64 joint mirror descent, the official recipe as its code computes it,
+    converges in direction to the ℓp-AttSVM W^mm_α̂(ℓp), as the log-space run does."""
     problem = joint_instance(noise, seed)
     evidence.instance({"X": problem.X, "Z": problem.Z, "y": problem.y, "p": p})
     limit, c_exact = _logspace_limit(problem, p)

@@ -127,9 +127,8 @@ def _md_vs_ngd(inst) -> tuple[float, int, str | None]:
 @example(inst=P2_FRAGILE_RUNS)
 @given(inst=with_random_init(SMALL, scale=1.0))
 def test_md_p2_is_ngd(inst):
-    """ℓp mirror descent with p = 2 is normalised GD: the dual map sign(W)|W|^{p−1} is the identity
-    and ‖·‖_{p*} = ‖·‖_F, so from the same W a step of MD (p = 2) and a step of W-NGD give the
-    same W⁺."""
+    """ℓp mirror descent with p = 2 is normalised GD: from the same W a step of MD (p = 2) and a
+    step of W-NGD give the same W⁺."""
     gap, step, stopped = _md_vs_ngd(inst)
     assert stopped is None, stopped
     evidence.slack("‖W_md − W_ngd‖/max(1, ‖W_ngd‖) (max over steps)", gap, P2_TOL)
@@ -171,9 +170,8 @@ def _bregman_values(seed: int, d: int, p: float, scale: float) -> dict[str, tupl
 @example(seed=0, d=10, p=1.75, scale=1.0)
 @example(seed=0, d=10, p=3.0, scale=1.0)
 def test_bregman_divergence_definition(seed, d, p, scale):
-    """The directional Bregman divergence (2410.14581, Fig. 4) is the Bregman divergence D_ψ(Â, B̂)
-    = ψ(Â) − ψ(B̂) − ⟨∇ψ(B̂), Â − B̂⟩ of ψ = ‖·‖_p^p/p between the unit-ℓp matrices Â = A/‖A‖_p
-    and B̂ = B/‖B‖_p: it equals that definition, is ≥ 0, is 0 when B is a positive multiple of A
+    """The directional Bregman divergence (Fig. 4) is D_ψ(Â, B̂) = ψ(Â) − ψ(B̂) − ⟨∇ψ(B̂), Â − B̂⟩,
+    ψ = ‖·‖_p^p/p, Â = A/‖A‖_p, B̂ = B/‖B‖_p: it is ≥ 0, 0 when B is a positive multiple of A
     and > 0 when B's direction differs."""
     for name, (got, want, same) in _bregman_values(seed, d, p, scale).items():
         evidence.slack("|D − definition|", abs(got - want), BREGMAN_DEF_TOL)
@@ -198,9 +196,8 @@ def _off_support(inst, off, p: float) -> tuple[float, float]:
 @given(data=zero_coordinate_queries(), p=st.floats(1.2, 4.0))
 def test_md_zero_columns(data, p):
     """From W(0) = 0, normalised ℓp mirror descent (any 1 < p < ∞) keeps the columns of W outside
-    the joint support of the queries exactly zero: if z_ic = 0 for every input i, then W(k)[:, c]
-    = 0 at every step (∇L = (1/n)Σ_i ℓ'_i (Σ_t c_it x_it) z_iᵀ has those columns zero, and the
-    dual and primal maps act entrywise)."""
+    the joint support of the queries exactly zero: if z_ic = 0 for every input i, then W(k)[:,
+    c] = 0 at every step."""
     inst, off = data
     leak, moved = _off_support(inst, off, p)
     evidence.metric("max |W_jk| on the queries' support at the end", moved)
@@ -243,10 +240,9 @@ def _settled_early(result) -> bool:
 @example(**saved_arguments("MD-DIR"))
 @given(inst=OFFICIAL_MD)
 def test_md_directional_convergence(inst):
-    """Directional convergence, as read with the official step budgets: normalised ℓp mirror
-    descent from W(0) ~ N(0, 1) converges in direction to the ℓp-AttSVM W^mm_α̂(ℓp) of the
-    selection α̂ it reaches, so that after the official budget the directional Bregman divergence
-    D_ψ(Ŵ^mm, Ŵ) is within the spec's tolerance, for p = 1.75, 2 and 3."""
+    """Directional convergence, as read with the official step budgets: normalised ℓp mirror descent
+    (p = 1.75, 2, 3) from W(0) ~ N(0, 1) converges in direction to the ℓp-AttSVM W^mm_α̂(ℓp) of the
+    selection α̂ it reaches."""
     own = {p: _own_bregman(inst, p) for p in PS}
     far = [_far(D, result) for p, (D, result) in own.items() if not D <= BREGMAN_BOUND[p]]
     assert not far, "; ".join(far)
@@ -306,8 +302,7 @@ def _rise_after_burn_in(result, D: np.ndarray) -> str | None:
 @given(inst=OFFICIAL_MD, p=st.sampled_from(PS))
 def test_bregman_eventually_monotone(inst, p):
     """MD-RATE as read: once normalised ℓp mirror descent has settled on its final selection α̂,
-    the directional Bregman divergence D_ψ(Ŵ^mm_α̂(ℓp), Ŵ(k)) to the ℓp-AttSVM is
-    non-increasing in k."""
+    D_ψ(Ŵ^mm_α̂(ℓp), Ŵ(k)) is non-increasing in k."""
     result = run_md(inst, p)
     D = result.bregman(lp_svm(inst, result.alpha, p).W)
     evidence.metric(f"final D_ψ, p = {p:g}", D[-1])
@@ -319,8 +314,7 @@ def test_bregman_eventually_monotone(inst, p):
 @given(inst=OFFICIAL_MD, p=st.sampled_from(PS))
 def test_bregman_eventually_monotone_local(inst, p):
     """Once normalised ℓp mirror descent has settled on its final selection α̂, and α̂ is ℓp-locally
-    optimal with a margin gap (every token scoring at least α̂_i's score has margin ≥ 1 + δ at
-    W^mm_α̂(ℓp)), D_ψ(Ŵ^mm_α̂(ℓp), Ŵ(k)) is non-increasing in k."""
+    optimal with a margin gap, D_ψ(Ŵ^mm_α̂(ℓp), Ŵ(k)) is non-increasing in k."""
     result = run_md(inst, p)
     W_svm = lp_svm(inst, result.alpha, p).W
     gap = local_gap(inst, np.asarray(result.alpha), W_svm)
@@ -360,10 +354,9 @@ def _experiment() -> dict[tuple[int, float], tuple[float, float, str]]:
 
 @claim("MD-EXP-LOCAL")
 def test_md_local_experiment():
-    """Fig. 4 (local convergence): on the paper's synthetic data every normalised ℓp mirror
-    descent run (p = 1.75, 2, 3) ends near the ℓp-AttSVM at its selection α̂ (directional Bregman
-    divergence within the spec's tolerance), and of the ℓ1.75, ℓ2 and ℓ3 SVMs its own correlates
-    best with it."""
+    """Fig. 4 (local convergence): on the paper's synthetic data every normalised ℓp mirror descent
+    run (p = 1.75, 2, 3) ends near the ℓp-AttSVM at its selection α̂, and of the ℓ1.75, ℓ2 and ℓ3
+    SVMs its own correlates best with it."""
     runs = _experiment()
     far = [
         f"D_ψ = {D:.3e} > {BREGMAN_BOUND[p]:g} ({at})"
@@ -406,9 +399,8 @@ def test_joint_md_converges(p):
 @given(inst=SMALL, p=st.floats(1.2, 4.0))
 @example(inst=joint_official_instance(), p=1.75)
 def test_joint_first_step(inst, p):
-    """In joint (W, v) training from v(0) = 0 the first W-gradient is exactly zero (f_i =
-    vᵀX_iᵀS(X_i W z_i) vanishes identically in W at v = 0), so at step 1 of joint normalised
-    ℓp-MD from W(0) = 0 only v moves: W(1) = 0 and v(1) ≠ 0."""
+    """In joint (W, v) training from v(0) = 0 the first W-gradient is exactly zero, so at step 1 of
+    joint normalised ℓp-MD from W(0) = 0 only v moves: W(1) = 0 and v(1) ≠ 0."""
     problem = CrossJointProblem(inst.X, inst.Z, inst.y)
     for name, run in (
         ("log-space", joint_md(problem, p=p, steps=1)),

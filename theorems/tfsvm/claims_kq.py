@@ -117,9 +117,8 @@ def factor_gradient_errors(inst, K: np.ndarray, Q: np.ndarray) -> tuple[float, f
 @claim("TF-KQ-GRAD")
 @given(inst=official_cross_instances(), seed=SEEDS)
 def test_kq_gradients(inst, seed):
-    """For L(K, Q) = L(KQᵀ) with G = ∇L(KQᵀ): ∇_K L = GQ and ∇_Q L = GᵀK. In particular Q(0) = 0
-    gives ∇_K L = 0 at the first step, so the first (K, Q)-NGD step (without the penalty) moves
-    only Q, by exactly lr."""
+    """For L(K, Q) = L(KQᵀ) with G = ∇L(KQᵀ): ∇_K L = GQ and ∇_Q L = GᵀK. In particular from
+    Q(0) = 0 the first (K, Q)-NGD step (without the penalty) moves only Q, by exactly lr."""
     K, Q = random_factors(inst.d, scale=1.0 / np.sqrt(inst.d), seed=seed)
     err_K, err_Q = factor_gradient_errors(inst, K, Q)
     assert err_K <= GRAD_REL_TOL, f"‖∇_K − GQ‖ rel = {err_K:.2e} > {GRAD_REL_TOL:g}"
@@ -152,9 +151,8 @@ def path_correlations(inst, k: int, norm: str):
 
 @claim("TF-RP-F")
 def test_regpath_frobenius():
-    """Regularization path, Frobenius ball: with opt unique and Att-SVM(opt) feasible, W̄_R ∈
-    argmin_{‖W‖_F ≤ R} L(W) satisfies W̄_R/R → W^mm/‖W^mm‖_F (and not the nuclear SVM's
-    direction)."""
+    """Regularization path, Frobenius ball: with opt unique and Att-SVM(opt) feasible,
+    W̄_R ∈ argmin_{‖W‖_F ≤ R} L(W) has W̄_R/R → W^mm/‖W^mm‖_F, not the nuclear SVM's direction."""
     for k, inst in enumerate(evidence.each(map(visualization_instance, (1, 2))), start=1):
         for R, c_own, c_other in path_correlations(inst, k, "fro"):
             where = f"visualization instance {k}, R = {R:g}"
@@ -169,9 +167,8 @@ def test_regpath_frobenius():
 
 @claim("TF-RP-N")
 def test_regpath_nuclear():
-    """Regularization path, nuclear ball (equivalently the (K, Q) ball ½(‖K‖² + ‖Q‖²) ≤ R): W̄_R ∈
-    argmin_{‖W‖_⋆ ≤ R} L(W) satisfies W̄_R/R → W^mm_⋆/‖W^mm_⋆‖_⋆ (and not the Frobenius SVM's
-    direction)."""
+    """Regularization path, nuclear ball: W̄_R ∈ argmin_{‖W‖_⋆ ≤ R} L(W) has W̄_R/R →
+    W^mm_⋆/‖W^mm_⋆‖_⋆, not the Frobenius SVM's direction."""
     for k, inst in enumerate(evidence.each(map(visualization_instance, (1, 2))), start=1):
         for R, c_own, c_other in path_correlations(inst, k, "nuc"):
             where = f"visualization instance {k}, R = {R:g}"
@@ -210,9 +207,8 @@ def _kq_reached(inst, seed: int):
 @given(inst=local_dims_instances(), seed=SEEDS)
 @example(inst=official_cross_data(*LOCAL_DIMS, seed=KQ_STALL[0]), seed=KQ_STALL[1])
 def test_kq_prefers_nuclear(inst, seed):
-    """(K, Q) gradient methods (the official recipe: separately normalised factors, penalty λ = ε)
-    converge in direction to the nuclear-norm SVM W^mm_⋆(α̂) at the selection α̂ they reach, and
-    not to the Frobenius SVM W^mm(α̂), wherever the two point apart."""
+    """(K, Q) gradient methods converge in direction to the nuclear-norm SVM W^mm_⋆(α̂) at the
+    selection α̂ they reach, and not to the Frobenius SVM W^mm(α̂), wherever the two point apart."""
     reached = _kq_reached(inst, seed)
     if reached is None:
         return
@@ -232,9 +228,8 @@ def test_kq_prefers_nuclear(inst, seed):
 @given(inst=local_dims_instances(), seed=SEEDS)
 @example(inst=official_cross_data(*LOCAL_DIMS, seed=KQ_STALL[0]), seed=KQ_STALL[1])
 def test_kq_nuclear_preference(inst, seed):
-    """The half of TF-KQ-NUC that holds: (K, Q)-NGD with the official recipe prefers the nuclear
-    SVM at the selection α̂ it reaches: where W^mm(α̂) and W^mm_⋆(α̂) point apart, KQᵀ ends
-    clearly nearer W^mm_⋆(α̂) than W^mm(α̂)."""
+    """(K, Q)-NGD with the official recipe prefers the nuclear SVM at the selection α̂ it reaches:
+    where W^mm(α̂) and W^mm_⋆(α̂) point apart, KQᵀ ends clearly nearer W^mm_⋆(α̂) than W^mm(α̂)."""
     reached = _kq_reached(inst, seed)
     if reached is None:
         return
@@ -251,9 +246,8 @@ def test_kq_nuclear_preference(inst, seed):
 @claim("TF-W-FRO")
 @given(inst=local_dims_instances(), seed=SEEDS)
 def test_w_prefers_frobenius(inst, seed):
-    """The mirror statement of KQ-GD: W-NGD prefers the Frobenius SVM at the selection α̂ it
-    reaches: where W^mm(α̂) and W^mm_⋆(α̂) point apart, W ends clearly nearer W^mm(α̂) than
-    W^mm_⋆(α̂)."""
+    """W-NGD prefers the Frobenius SVM at the selection α̂ it reaches: where W^mm(α̂) and W^mm_⋆(α̂)
+    point apart, W ends clearly nearer W^mm(α̂) than W^mm_⋆(α̂)."""
     K0, Q0 = small_factors(inst.d, seed)
     reached = svms_at(inst, w_final(inst.problem, K0 @ Q0.T))
     evidence.metric("cos(W^mm, W^mm_⋆) at α̂", reached.svm_cos)
@@ -393,12 +387,11 @@ def visualization_ends(runs: dict):
 
 @claim("TF-EXP-VIS1")
 def test_visualization1():
-    """Visualization 1 (visualization1.ipynb): W-NGD from W = 0 selects opt and converges in
-    direction to the Frobenius SVM W^mm; (K, Q)-NGD from Q = 0 and a small K selects opt and
-    converges in direction to the nuclear SVM W^mm_⋆; each ends away from the other SVM."""
+    """Visualization 1: W-NGD selects opt and converges in direction to the Frobenius SVM W^mm,
+    (K, Q)-NGD likewise to the nuclear SVM W^mm_⋆; each ends away from the other."""
+    inst = visualization_instance(1)
     runs = visualization_runs(1)
-    opt = runs["inst"].alpha.tolist()
-    evidence.instance(runs["inst"].to_json())
+    opt = inst.alpha.tolist()
     for name, selected, c_own, c_other in visualization_ends(runs):
         where = f"{name}, visualization instance 1"
         assert selected.tolist() == opt, f"{where} selects {selected.tolist()}, not opt {opt}"
@@ -408,12 +401,11 @@ def test_visualization1():
 
 @claim("TF-EXP-VIS2")
 def test_visualization2():
-    """Visualization 2 (visualization2.ipynb, first tokens at (1, ±0.5)): W-NGD from W = 0 selects
-    opt and converges in direction to W^mm; (K, Q)-NGD from Q = 0 and a small K selects opt and
-    converges in direction to W^mm_⋆; each ends away from the other SVM."""
+    """Visualization 2: W-NGD selects opt and converges in direction to the Frobenius SVM W^mm,
+    (K, Q)-NGD likewise to the nuclear SVM W^mm_⋆; each ends away from the other."""
+    inst = visualization_instance(2)
     runs = visualization_runs(2)
-    opt = runs["inst"].alpha.tolist()
-    evidence.instance(runs["inst"].to_json())
+    opt = inst.alpha.tolist()
     for name, selected, c_own, c_other in visualization_ends(runs):
         where = f"{name}, visualization instance 2"
         assert selected.tolist() == opt, f"{where} selects {selected.tolist()}, not opt {opt}"

@@ -80,8 +80,7 @@ def _apart(cos: float) -> None:
 @given(inst=local_dims_instances(), seed=SEEDS)
 def test_c_kq_frobenius(inst, seed):
     """(Wrong) (K, Q) gradient methods converge to the Frobenius SVM: where W^mm(α̂) and W^mm_⋆(α̂)
-    point apart, (K, Q)-NGD ends at least as near W^mm(α̂) as W^mm_⋆(α̂) at the selection α̂ it
-    reaches, corr(KQᵀ, W^mm(α̂)) ≥ corr(KQᵀ, W^mm_⋆(α̂))."""
+    point apart, (K, Q)-NGD ends at least as near W^mm(α̂) as W^mm_⋆(α̂)."""
     reached = svms_at(inst, kq_final(inst.problem, *small_factors(inst.d, seed)))
     _apart(reached.svm_cos)
     c_fro, c_nuc = reached.corr_fro, reached.corr_nuc
@@ -97,8 +96,7 @@ def test_c_kq_frobenius(inst, seed):
 @given(inst=local_dims_instances(), seed=SEEDS)
 def test_c_w_nuclear(inst, seed):
     """(Wrong) W-gradient descent converges to the nuclear-norm SVM: where W^mm(α̂) and W^mm_⋆(α̂)
-    point apart, W-NGD ends at least as near W^mm_⋆(α̂) as W^mm(α̂) at the selection α̂ it
-    reaches, corr(W, W^mm_⋆(α̂)) ≥ corr(W, W^mm(α̂))."""
+    point apart, W-NGD ends at least as near W^mm_⋆(α̂) as W^mm(α̂)."""
     K0, Q0 = small_factors(inst.d, seed)
     reached = svms_at(inst, w_final(inst.problem, K0 @ Q0.T))
     _apart(reached.svm_cos)
@@ -137,9 +135,8 @@ def optimal_nuclear_ends(inst, seeds, nuc) -> list[np.ndarray]:
 @claim("TF-C-NUC-UNIQUE")
 @given(inst=aligned_query_instances(), seed=SEEDS)
 def test_c_nuclear_unique(inst, seed):
-    """(Wrong) The nuclear SVM is unique, so the (K, Q) limit direction is independent of the
-    initialization: two (K, Q)-NGD runs from different small inits that both reach the optimal
-    nuclear value end in the same direction."""
+    """(Wrong) The nuclear SVM is unique: two (K, Q)-NGD runs from different small inits that both
+    reach the optimal nuclear value end in the same direction."""
     fro, nuc = svm_pair(inst, inst.alpha)
     ends = optimal_nuclear_ends(inst, (seed, (seed + 1) % 2**32), nuc)
     evidence.metric("corr(solver's W^mm_⋆, W^mm)", correlation(nuc.W, fro.W))
@@ -190,9 +187,8 @@ def equal_init_run(inst) -> tuple[np.ndarray, np.ndarray, object]:
 @claim("TF-C-DIAG-EQUAL")
 @given(inst=diagonal_instances())
 def test_c_diagonal_equal_init(inst):
-    """(Wrong) Diagonal (K, Q) from the balanced equal positive init k = q = 0.1·1 reaches the
-    ℓ1-SVM over the diagonal at the selection α̂ it reaches, also where that SVM has negative
-    entries."""
+    """(Wrong) Diagonal (K, Q) from the balanced init k = q = 0.1·1 reaches the ℓ1-SVM over the
+    diagonal at its selection α̂, also where that SVM has negative entries."""
     w, alpha, l1 = equal_init_run(inst)
     reach = float(np.linalg.norm(np.maximum(l1.w, 0)) / np.linalg.norm(l1.w))
     evidence.metric("best cos of any w ≥ 0 with the ℓ1-SVM, ‖ℓ1⁺‖/‖ℓ1‖", reach)
@@ -228,9 +224,8 @@ def penalty_norms(inst, seed: int) -> tuple[float, float]:
 @claim("TF-C-PENALTY-HARMLESS")
 @given(inst=local_dims_instances(), seed=SEEDS)
 def test_c_penalty_harmless(inst, seed):
-    """(Wrong) The official machine-epsilon penalty λ(‖K‖² + ‖Q‖²), λ = 2.2e-16, leaves the (K, Q)
-    norm growth unaffected: from the same init, ‖KQᵀ‖_F with the penalty is at least half of
-    ‖KQᵀ‖_F without it."""
+    """(Wrong) The official machine-epsilon penalty λ(‖K‖² + ‖Q‖²) leaves the (K, Q) norm growth
+    unaffected: ‖KQᵀ‖_F with the penalty is at least half of ‖KQᵀ‖_F without it."""
     n_pen, n_free = penalty_norms(inst, seed)
     assert n_pen >= NORM_FRACTION * n_free, (
         f"‖KQᵀ‖_F = {n_pen:.3g} with λ = ε < {NORM_FRACTION}·{n_free:.3g} (λ = 0) after 2000 "

@@ -155,8 +155,7 @@ def official_model_errors(inst: CrossInstance, W: torch.Tensor) -> dict[str, flo
 @given(inst=official_cross_instances(loss=st.sampled_from(LOSSES)), seed=SEEDS)
 def test_vectorised_model_is_the_official_model(inst, seed):
     """The cross-attention model f_i(W) = vᵀX_iᵀS(X_i W z_i) computed through the vectorised keys
-    vec(x_it z_iᵀ) (logits, loss L(W), log-space gradient ∇L(W) = e^M·G̃) equals the model as the
-    official code writes it (X_i W z_i, then the softmax, then vᵀX_iᵀ·), gradient included."""
+    vec(x_it z_iᵀ) equals the model as the official code writes it, gradient included."""
     gen = seeded(seed)
     for norm in MODEL_NORMS:
         W = torch.as_tensor(random_matrix(gen, inst.d, norm), dtype=DTYPE)
@@ -271,9 +270,8 @@ def test_frobenius_rank_is_min_n_d(inst):
 @claim("TF-RANK-FRO-ACTIVE")
 @given(inst=WIDE)
 def test_frobenius_rank_counts_active_inputs(inst):
-    """On generic instances, rank W^mm = min(d, m), where m is the number of inputs with at least
-    one support token: by KKT W^mm = Σ_i q_i z_iᵀ with q_i = Σ_t λ_it(x_iα_i − x_it), and an
-    input without a support token has q_i = 0."""
+    """On generic instances, rank W^mm = min(d, m), m the number of inputs with at least one support
+    token."""
     sol = solve(inst, "fro", "Frobenius Att-SVM")
     rank = decided_rank(sol.W, "W^mm")
     m = sum(len(s) > 0 for s in sol.support(inst.X, inst.Z, inst.alpha))
@@ -295,9 +293,8 @@ def _distinct_tokens(inst: CrossInstance) -> bool:
 @claim("TF-FEAS-SUFF")
 @given(inst=independent_query_instances())
 def test_feasible_for_every_alpha(inst):
-    """If the queries z_1, …, z_n are linearly independent (so n ≤ d) and every token is a vertex
-    of its input's hull (distinct unit-norm tokens), then Att-SVM(α) is feasible for every
-    selection α ∈ [T]^n."""
+    """If the queries z_1, …, z_n are linearly independent and every token is a vertex of its
+    input's hull, then Att-SVM(α) is feasible for every selection α ∈ [T]^n."""
     met = INDEPENDENT_QUERIES in inst.assumptions and _distinct_tokens(inst)
     if not evidence.premise(met, "independent queries and distinct unit tokens"):
         evidence.reject("dependent queries or a repeated token")
@@ -391,9 +388,8 @@ def test_frobenius_svm_rotates(inst, seed):
 @claim("TF-META-ORTH-NUC")
 @given(inst=SMALL, seed=SEEDS)
 def test_nuclear_svm_rotates(inst, seed):
-    """Orthogonal equivariance of the nuclear SVM: replacing every token by Ux and every query by
-    Vz (U, V orthogonal) leaves the optimal value ‖W^mm_⋆‖_⋆ and the rank of the solution
-    unchanged."""
+    """Orthogonal equivariance of the nuclear SVM: replacing every token by Ux and every query by Vz
+    (U, V orthogonal) leaves ‖W^mm_⋆‖_⋆ and the rank of the solution unchanged."""
     gen = seeded(seed)
     U, V = random_orthogonal(gen, inst.d), random_orthogonal(gen, inst.d)
     a = solve(inst, "nuc", "nuclear Att-SVM")
@@ -437,8 +433,7 @@ def test_svms_scale(inst, log_c, which):
 @given(inst=SMALL, seed=SEEDS, scale=st.floats(0.1, 3.0))
 def test_per_input_shift(inst, seed, scale):
     """Per-input shift: x_it ↦ x_it + b_i (the same b_i for every token of input i) leaves the
-    softmax at every W, the optimal tokens, the Frobenius SVM W^mm and the nuclear optimal value
-    unchanged (the outputs move by vᵀb_i, so the loss changes)."""
+    softmax at every W, the optimal tokens, W^mm and the nuclear optimal value unchanged."""
     gen = seeded(seed)
     b = scale * torch.randn(inst.n, 1, inst.d, generator=gen, dtype=DTYPE)
     shifted = CrossInstance(
@@ -474,9 +469,8 @@ ORTHONORMAL = st.builds(
 @claim("TF-META-DECOUPLE")
 @given(inst=ORTHONORMAL)
 def test_orthonormal_queries_decouple(inst):
-    """Orthonormal queries decouple the Frobenius SVM: if z_1, …, z_n are orthonormal, then W^mm =
-    Σ_i q_i^mm z_iᵀ, where q_i^mm is the single-input prompt SVM of 2306.13596 on the keys x_it
-    (n = 1)."""
+    """Orthonormal queries decouple the Frobenius SVM: if z_1, …, z_n are orthonormal, then
+    W^mm = Σ_i q_i^mm z_iᵀ, q_i^mm the single-input prompt SVM of 2306.13596 on the keys x_it."""
     W = solve(inst, "fro", "Frobenius Att-SVM").W
     err = _rel(W, decoupled_frobenius(inst))
     evidence.slack("‖W^mm − Σ q_i^mm z_iᵀ‖ / max(1, ‖W^mm‖)", err, SVM_AGREE_TOL)
@@ -511,10 +505,9 @@ def self_attention_margin(inst: CrossInstance, W: np.ndarray) -> float:
 @claim("TF-META-SELF")
 @given(inst=WIDE.map(self_queries), seed=SEEDS)
 def test_self_attention_is_cross_attention(inst, seed):
-    """Self-attention consistency: with z_i = x_i1, the cross-attention model with W = KQᵀ has, for
-    every input, the softmax and output of the first row of the self-attention softmax(X_i Q Kᵀ
-    X_iᵀ); and the attention SVM computed with these queries has smallest margin exactly 1 when
-    its margins are read from the self-attention matrix X_i W^mmᵀ X_iᵀ."""
+    """Self-attention consistency: with z_i = x_i1 and W = KQᵀ, the cross-attention model has the
+    softmax and output of the first row of the self-attention softmax(X_i Q Kᵀ X_iᵀ), and the
+    attention SVM of these queries has smallest margin exactly 1 read from X_i W^mmᵀ X_iᵀ."""
     inst, gen = self_queries(inst), seeded(seed)  # a no-op, but on a twin z_i = x_i1 again
     for norm in MODEL_NORMS:
         K, Q = (random_matrix(gen, inst.d, math.sqrt(norm)) for _ in range(2))
@@ -553,9 +546,8 @@ def test_locally_optimal_count_falls_to_one():
 
 @claim("TF-OPGLOB-MEAN")
 def test_locally_optimal_count_mostly_one():
-    """Empirical, the variant of TF-OPGLOB-COUNT that holds: the number of locally-optimal α is
-    no larger in the over-parameterized regime than at small d, and there exactly one α is
-    locally optimal on most instances."""
+    """Empirical: the number of locally-optimal α is no larger in the over-parameterized regime than
+    at small d, and there exactly one α is locally optimal on most instances."""
     low_d, high_d = OPGLOB_DIMS
     low, high = mean_count_bracket(low_d, high_d)
     assert low >= high, f"mean count {low:.3g} at d={low_d} < {high:.3g} at d={high_d}"

@@ -80,9 +80,8 @@ def test_c_absolute_rank_from_any_solver(inst):
     )
 )
 def test_c_nuclear_svm_decouples(inst):
-    """(Wrong) Orthonormal queries decouple the nuclear SVM too: if z_1, …, z_n are orthonormal,
-    the nuclear optimum is attained at the decoupled Σ_i q_i^mm z_iᵀ (‖W^mm_⋆‖_⋆ = ‖Σ_i q_i^mm
-    z_iᵀ‖_⋆, q_i^mm the single-input prompt SVMs)."""
+    """(Wrong) Orthonormal queries decouple the nuclear SVM too: if z_1, …, z_n are orthonormal, the
+    nuclear optimum is attained at the decoupled Σ_i q_i^mm z_iᵀ."""
     value = matrix_norm(solve(inst, "nuc", "nuclear Att-SVM").W, "nuc")
     decoupled = matrix_norm(decoupled_frobenius(inst), "nuc")
     evidence.metric("‖W^mm_⋆‖_⋆ / ‖Σ q_i z_iᵀ‖_⋆", value / decoupled)

@@ -118,10 +118,9 @@ def nostat_logs(problem, W) -> tuple[float, float]:
 @claim("TF-NOSTAT")
 @given(inst=nostat_instances(), seed=SEEDS)
 def test_no_stationary_points(inst, seed):
-    """If the queries z_i are linearly independent, each input's tokens are linearly
-    independent (T ≤ d) and every input has two distinct scores, then ∇L(W) ≠ 0 for every W;
-    quantitatively [D], ‖∇L(W)‖_F ≥ B(W) = σ_n(Z)·(Σ_i ℓ'(Y_i f_i)² Var_{s_i(W)}(γ_i)²)^{1/2} /
-    (n‖v‖) > 0."""
+    """If the queries z_i are linearly independent, each input's tokens are linearly independent
+    (T ≤ d) and every input has two distinct scores, then ∇L(W) ≠ 0 for every W; quantitatively [D],
+    ‖∇L(W)‖_F ≥ B(W) > 0."""
     for W in nostat_points(inst.problem, seed):
         log_norm, log_bound = nostat_logs(inst.problem, W)
         assert math.isfinite(log_bound), f"B(W) = 0 at ‖W‖ = {np.linalg.norm(W):.3g}"
@@ -137,9 +136,8 @@ def test_no_stationary_points(inst, seed):
     seed=SEEDS,
 )
 def test_no_stationary_points_any_t(inst, seed):
-    """NOSTAT without the tokens' independence: if the queries z_i are linearly independent
-    and every input has two distinct scores, then for any T (even T > d) ∇L(W) ≠ 0 for every
-    W, with ‖∇L(W)‖_F ≥ B(W) > 0."""
+    """If the queries z_i are linearly independent and every input has two distinct scores, then for
+    any T (even T > d) ∇L(W) ≠ 0 for every W, with ‖∇L(W)‖_F ≥ B(W) > 0."""
     for W in nostat_points(inst.problem, seed):
         log_norm, log_bound = nostat_logs(inst.problem, W)
         assert math.isfinite(log_bound), f"B(W) = 0 at ‖W‖ = {np.linalg.norm(W):.3g}"
@@ -176,9 +174,8 @@ def test_gd_loss_non_increasing(inst):
 @claim("TF-NOSTAT-GROWTH")
 @given(inst=with_random_init(nostat_instances()))
 def test_norm_grows(inst):
-    """Under the NOSTAT hypotheses, ‖W(t)‖ → ∞ under gradient flow (the path of GD with
-    η ≤ 1/L_W as η → 0) from any W(0): the flow has no finite limit point, and ‖W(t)‖ is
-    eventually increasing."""
+    """Under the NOSTAT hypotheses, ‖W(t)‖ → ∞ under gradient flow from any W(0): the flow has no
+    finite limit point, and ‖W(t)‖ is eventually increasing."""
     norms, s, bounded = growth(inst.problem, inst.W0, GROWTH_NORM)
     assert not bounded, bounded
     tail = norms[s >= s[-1] / 2]
@@ -343,10 +340,9 @@ def official_corrs(steps: int) -> OfficialCorrs:
 
 @claim("TF-EXP-LOCAL-W")
 def test_official_local_convergence_w():
-    """In the official experiment (n = 6, T = 8, d = 10, W(0) of the default linear-layer
-    scale), NGD W ← W − 0.1·∇L/‖∇L‖_F has after 2000 steps corr(W, W^mm_α̂) ≥ 0.99 on average
-    and ≥ 0.95 in every run, and max_t s_it ≥ 1 − 1e-6 on every input of every run (α̂ the
-    argmax of the final softmax)."""
+    """In the official experiment, NGD W ← W − 0.1·∇L/‖∇L‖_F has after 2000 steps
+    corr(W, W^mm_α̂) ≥ 0.99 on average and ≥ 0.95 in every run, and max_t s_it ≥ 1 − 1e-6 on every
+    input of every run."""
     r = official_corrs(2000)
     assert r.mean >= EXP_MEAN_CORR, f"mean corr(W, W^mm_α̂) = {r.mean:.5f} < {EXP_MEAN_CORR}"
     assert r.min >= EXP_MIN_CORR, (
@@ -361,10 +357,9 @@ def test_official_local_convergence_w():
 
 @claim("TF-EXP-LOCAL-W-4000")
 def test_official_local_convergence_w_4000():
-    """In the official experiment (n = 6, T = 8, d = 10, W(0) of the default linear-layer
-    scale), NGD W ← W − 0.1·∇L/‖∇L‖_F has after 4000 steps corr(W, W^mm_α̂) ≥ 0.99 on average
-    and ≥ 0.95 in every run, and max_t s_it ≥ 1 − 1e-6 on every input of every run (α̂ the
-    argmax of the final softmax)."""
+    """In the official experiment, NGD W ← W − 0.1·∇L/‖∇L‖_F has after 4000 steps
+    corr(W, W^mm_α̂) ≥ 0.99 on average and ≥ 0.95 in every run, and max_t s_it ≥ 1 − 1e-6 on every
+    input of every run."""
     r = official_corrs(4000)
     assert r.mean >= EXP_MEAN_CORR, f"mean corr(W, W^mm_α̂) = {r.mean:.5f} < {EXP_MEAN_CORR}"
     assert r.min >= EXP_MIN_CORR, (
@@ -427,9 +422,8 @@ def steps_to_corr(problem, opt) -> tuple[float, float, float] | None:
 @claim("TF-RATE-ORDER")
 @given(inst=official_cross_instances(n=6, T=8, d=10))
 def test_rate_order(inst):
-    """Adaptive steps accelerate directional convergence (comparative only): where Polyak,
-    NGD and GD all select opt, the number of steps to reach corr(W, W^mm) ≥ 0.99 satisfies
-    Polyak ≤ NGD < GD."""
+    """Adaptive steps accelerate directional convergence: where Polyak, NGD and GD all select opt,
+    the number of steps to reach corr(W, W^mm) ≥ 0.99 satisfies Polyak ≤ NGD < GD."""
     steps = steps_to_corr(inst.problem, inst.alpha)
     if steps is None:
         return

@@ -97,9 +97,8 @@ def test_f6_any_alpha_attracts(inst):
 @claim("TF-C-SMALL-R0")
 @given(inst=local_opt_cross_instances().flatmap(lambda i: cross_cone_inits(i, *F7_CONE)))
 def test_f7_small_r0(inst):
-    """(Wrong: L-LOC with a fixed small R0) For every Frobenius-locally-optimal α, gradient
-    flow from the cone {‖W‖ = 2, 1 − cos(W, W^mm_α) ≤ 1e-2} converges in direction to
-    W^mm_α."""
+    """(Wrong: L-LOC with a fixed small R0) For every Frobenius-locally-optimal α, gradient flow
+    from the cone {‖W‖ = 2, 1 − cos(W, W^mm_α) ≤ 1e-2} converges in direction to W^mm_α."""
     lim = w_flow(inst.problem, inst.W0)
     assert lim.converged_to(inst.alpha), lim.why_not(inst.alpha, "the locally-optimal")
 
@@ -127,9 +126,8 @@ def naive_and_exact(inst, gap: float, seed: int) -> tuple[float, float]:
 @claim("TF-C-NAIVE")
 @given(inst=official_cross_instances(n=6, T=8, d=10), gap=st.floats(*F11_GAPS), seed=SEEDS)
 def test_f11_naive_direction(inst, gap, seed):
-    """(Wrong) Naive float64 training (the official recipe: torch autograd of the plain model,
-    step ∇L/(‖∇L‖ + ε)) follows the true gradient direction at any length: along the SVM ray,
-    cos(naive ∇L, exact ∇L) ≥ 0.99."""
+    """(Wrong) Naive float64 training follows the true gradient direction at any length: along the
+    SVM ray, cos(naive ∇L, exact ∇L) ≥ 0.99."""
     cos, reached = naive_and_exact(inst, gap, seed)
     assert cos >= F11_COS, (
         f"cos(naive ∇L, exact ∇L) = {cos:.4f} < {F11_COS} at smallest top-two logit gap "
