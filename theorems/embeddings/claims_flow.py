@@ -468,8 +468,8 @@ def decade_growth(path, p_hat: float) -> DecadeGrowth:
 @shared_stream
 @given(inst=THEOREM_DATA)
 def test_norm_grows_like_log_t(inst):
-    """Growth rate of the norm (spec §3.3 observes ‖p‖ ≈ ‖p̂‖ log t): under the hypotheses of the
-    gradient-flow theorem, ‖p(t)‖ = ‖p̂‖·log t + O(1), p̂ the `<cls>` SVM solution."""
+    """Growth rate of the norm: under the hypotheses of the gradient-flow theorem,
+    ‖p(t)‖ = ‖p̂‖·log t + O(1), p̂ the `<cls>` SVM solution."""
     flow = theorem_flow(inst)
     assert flow.stall is None, flow.stall
     svm = cls_svm_of(flow.prep)

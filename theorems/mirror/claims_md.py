@@ -253,7 +253,7 @@ def test_md_directional_convergence(inst):
 def test_md_directional_convergence_settled(inst):
     """Normalised ℓp mirror descent from W(0) ~ N(0, 1) converges in direction to the ℓp-AttSVM
     W^mm_α̂(ℓp) of the selection α̂ it reaches within the official budget whenever α̂ has settled
-    within the first half of it: D_ψ(Ŵ^mm, Ŵ) is then within the spec's tolerance."""
+    within the first half of it."""
     own = {p: _own_bregman(inst, p) for p in PS}
     settled = [p for p, (_, result) in own.items() if _settled_early(result)]
     if not evidence.premise(bool(settled), "some p settled within half its budget"):

@@ -377,7 +377,7 @@ def test_official_local_convergence_w_4000():
 
 @claim("TF-OPGLOB-FREQ")
 def test_overparameterization_frequency():
-    """Over-parameterization catalyses global convergence (empirical, spec §2.5): gradient
+    """Over-parameterization catalyses global convergence (empirical): gradient
     flow from W(0) = 0 selects opt on every input at least as often at d = 64 as at d = 4."""
     fractions, decided = opglob_fractions()
     for d, fraction in zip(OPGLOB_DS, fractions, strict=True):
