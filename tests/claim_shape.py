@@ -95,6 +95,10 @@ def _figure_names(tree: ast.Module) -> set[str]:
             and ("plots" in node.module or node.module.endswith("figures"))
         ):
             drawing |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):  # `from theorems.tfsvm import plots_wgd`
+            drawing |= {
+                a.asname or a.name for a in node.names if "plots" in a.name or a.name == "figures"
+            }
         if isinstance(node, ast.Import):
             drawing |= {
                 a.asname or a.name for a in node.names if "plots" in a.name or "figures" in a.name

@@ -76,14 +76,14 @@ def test_the_measure_sees_what_it_counts(tmp_path):
     paper.mkdir(parents=True)
     (paper / "claims_x.py").write_text(
         "from theorems import claim, evidence\n"
-        "from theorems.maxmargin import plots\n"
+        "from theorems.maxmargin import plots_x\n"
         "from hypothesis import strategies as st\n\n\n"
         "def drawn():\n    return st.integers()\n\n\n"
         '@claim("MM-X")\n'
         "def test_x(inst):\n"
         '    """One.\n\n    Two.\n    Three.\n    Four.\n    Five.\n    Six.\n    """\n'
         "    evidence.instance(inst.to_json())\n"
-        "    plots.figure(inst)\n",
+        "    plots_x.figure(inst)\n",
         encoding="utf-8",
     )
     shape = measure(tmp_path)
