@@ -192,3 +192,13 @@ def test_a_module_that_fails_to_import_writes_no_index(tmp_path):
     assert done.returncode == 1
     assert "error: could not import theorems.claims_bad: RuntimeError" in done.stderr
     assert not (root / claim_index.INDEX_PATH).exists()
+
+
+def test_the_index_holds_no_path_of_this_machine():
+    """Paths in the index are relative to the checkout, so a clone anywhere reads it as fresh
+    (a findings link once carried the absolute path of the checkout that built it)."""
+    doc = json.loads((REPO_ROOT / claim_index.INDEX_PATH).read_text(encoding="utf-8"))
+    for entry in doc["claims"]:
+        for field in ("file", "findings"):
+            value = entry.get(field) or ""
+            assert not value.startswith("/") and str(REPO_ROOT) not in value, (entry["id"], field)

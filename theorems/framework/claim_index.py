@@ -62,6 +62,10 @@ def sources(root: Path = REPO_ROOT) -> dict[str, str]:
 def _entry(info: ClaimInfo, root: Path) -> dict:
     entry = dataclasses.asdict(info)
     entry["file"] = Path(info.file).resolve().relative_to(root.resolve()).as_posix()
+    if info.findings:  # "<path>#<anchor>": relative to the checkout, as "file"
+        path, _, anchor = info.findings.partition("#")
+        relative = Path(path).resolve().relative_to(root.resolve()).as_posix()
+        entry["findings"] = f"{relative}#{anchor}"
     return entry
 
 
@@ -137,6 +141,8 @@ def read(root: Path = REPO_ROOT) -> tuple[dict[str, ClaimInfo] | None, str]:
         for entry in doc["claims"]:
             fields = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.items()}
             fields["file"] = str(root / fields["file"])
+            if fields.get("findings"):
+                fields["findings"] = str(root / fields["findings"])
             info = ClaimInfo(**fields)
             claims[info.id] = info
     except (KeyError, TypeError) as exc:
