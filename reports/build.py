@@ -133,6 +133,17 @@ def summary_line(claims: list[dict]) -> str:
     return f"{line}, {errors} error{'s' * (errors != 1)}" if errors else line
 
 
+def paper_line(claims: list[dict]) -> str:
+    """A paper's summary line, with its refuted readings split: those of the paper's
+    statements and those of our own spec's numbers (tests = "calibration")."""
+    line = summary_line(claims)
+    paper = len(found.refuted_readings(claims))
+    ours = len(found.refuted_readings(claims, tests="calibration"))
+    if paper or ours:
+        line += f"; refuted as read: {paper} of the paper, {ours} of our spec's numbers"
+    return line
+
+
 # The "Not run" table: its columns, and the field of a skipped claim each one shows.
 NOT_RUN_COLUMNS = ("claim", "paper", "kind", "statement", "why not run")
 NOT_RUN_FIELDS = ("id", "paper", "kind", "statement", "reason")
@@ -218,6 +229,8 @@ class Top:
     conjectures: list[dict]
     diffs: list[tuple[str, found.Diff]]  # (what the baseline is, the diff against it)
     notes: list[str]
+    # Readings of our own spec's numbers refuted (claims whose row says tests = "calibration")
+    numbers: list[found.Finding] = ()
 
 
 def top_of(doc: dict, lock: Path | None, against: tuple[dict, str] | None) -> Top:
@@ -240,6 +253,7 @@ def top_of(doc: dict, lock: Path | None, against: tuple[dict, str] | None) -> To
         found.conjectures(claims),
         diffs,
         notes,
+        found.refuted_readings(claims, tests="calibration"),
     )
 
 
@@ -311,8 +325,13 @@ def diff_line(diff: found.Diff) -> str:
 
 
 INTRO_READINGS = (
-    "Statements of the papers, or of the specs' readings of them, that are false as read: "
-    "the minimal counterexample the search found, and the narrowest variant that holds."
+    "Statements of the papers, as read, that are false: the minimal counterexample the search "
+    "found, and the narrowest variant that holds."
+)
+INTRO_NUMBERS = (
+    "Numbers of our own specs that the runs do not reproduce: a threshold we calibrated, a "
+    "value a spec recorded, a spec's test heuristic. They say nothing against a paper; each "
+    'claim\'s row says so (tests = "calibration").'
 )
 NO_READINGS = "None in this run."
 NO_ATTENTION = (
@@ -539,7 +558,7 @@ def paper_html(paper: str, claims: list[dict], folder: Path) -> str:
     rows = "".join(claim_html(c, folder) for c in claims)
     return (
         f'<section class="paper" id="{esc(f"paper-{paper}")}"><h2>{esc(paper_title(paper))}</h2>'
-        f"<p>{esc(summary_line(claims))}</p>"
+        f"<p>{esc(paper_line(claims))}</p>"
         f"<table><thead><tr>{head}</tr></thead>{rows}</table></section>"
     )
 
@@ -591,12 +610,19 @@ def finding_html(finding: found.Finding) -> str:
 
 
 def readings_html(top: Top) -> str:
-    cards = "".join(finding_html(f) for f in top.readings)
-    body = f'<div class="findings">{cards}</div>' if cards else f'<p class="none">{NO_READINGS}</p>'
-    return (
-        f'<section id="findings"><h2>Readings the suite refutes ({len(top.readings)})</h2>'
-        f"<p>{esc(INTRO_READINGS)}</p>{body}</section>"
-    )
+    out = ""
+    for anchor, title, intro, found_ in (
+        ("findings", "Readings the suite refutes", INTRO_READINGS, top.readings),
+        ("numbers", "Numbers of our specs the suite refutes", INTRO_NUMBERS, top.numbers),
+    ):
+        cards = "".join(finding_html(f) for f in found_)
+        none = f'<p class="none">{NO_READINGS}</p>'
+        body = f'<div class="findings">{cards}</div>' if cards else none
+        out += (
+            f'<section id="{anchor}"><h2>{title} ({len(found_)})</h2>'
+            f"<p>{esc(intro)}</p>{body}</section>"
+        )
+    return out
 
 
 def conjecture_text(claim: dict) -> str:
@@ -747,7 +773,8 @@ def render_html(doc: dict, folder: Path, top: Top) -> str:
     not_run = f'<p class="summary">{esc(not_run_line(skipped))}</p>' if skipped else ""
     conj = '<a href="#conjectures">Conjectures</a>' if top.conjectures else ""
     toc = (
-        f'<nav class="toc"><a href="#findings">Readings refuted</a>{conj}'
+        f'<nav class="toc"><a href="#findings">Readings refuted</a>'
+        f'<a href="#numbers">Spec numbers refuted</a>{conj}'
         '<a href="#attention">Unexpected or undecided</a><a href="#changes">Verdict changes</a>'
         '<a href="#claims">All claims</a></nav>'
     )
@@ -838,9 +865,9 @@ def md_details(claim: dict) -> list[str]:
     return lines
 
 
-def md_top(top: Top) -> list[str]:
-    lines = [f"## Readings the suite refutes ({len(top.readings)})", "", INTRO_READINGS, ""]
-    for finding in top.readings:
+def md_findings(title: str, intro: str, findings: list[found.Finding]) -> list[str]:
+    lines = [f"## {title} ({len(findings)})", "", intro, ""]
+    for finding in findings:
         claim = finding.claim
         lines.append(
             f"- **{md_link(claim['id'])}** ({md(claim['paper'])}, {md(claim['kind'])}; "
@@ -858,7 +885,13 @@ def md_top(top: Top) -> list[str]:
                     f"{md(clip(record['statement'], 300))}"
                 )
             lines.append(f"  - holds instead: {text}")
-    lines += [NO_READINGS] if not top.readings else []
+    return lines + ([NO_READINGS] if not findings else [])
+
+
+def md_top(top: Top) -> list[str]:
+    lines = md_findings("Readings the suite refutes", INTRO_READINGS, top.readings)
+    ours = md_findings("Numbers of our specs the suite refutes", INTRO_NUMBERS, top.numbers)
+    lines += ["", *ours]
     if top.conjectures:
         lines += ["", f"## Conjectures ({len(top.conjectures)})", ""]
         lines += ["| conjecture | verdict | statement | finding |", "| --- | --- | --- | --- |"]
@@ -907,7 +940,7 @@ def render_summary_md(doc: dict, top: Top) -> str:
     lines = md_head(doc)
     lines += md_top(top)
     lines += ["## Claims by paper", ""]
-    lines += [f"- {md(paper_title(p))}: {summary_line(g)}" for p, g in by_paper(claims)]
+    lines += [f"- {md(paper_title(p))}: {paper_line(g)}" for p, g in by_paper(claims)]
     lines += [
         "",
         "Every claim, its evidence and figures: claims.md and index.html beside this file.",
@@ -920,7 +953,7 @@ def render_md(doc: dict, folder: Path, out_dir: Path, top: Top) -> str:
     lines = md_head(doc)
     lines += md_top(top)
     for paper, group in by_paper(claims):
-        lines += [f"## {md(paper_title(paper))}", "", summary_line(group), ""]
+        lines += [f"## {md(paper_title(paper))}", "", paper_line(group), ""]
         lines += ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
         lines += [md_row(c, folder, out_dir) for c in group]
         lines += [""]

@@ -62,14 +62,16 @@ def is_reading(claim: dict) -> bool:
     return claim["expected"] == "refuted" and claim["kind"] != "control"
 
 
-def refuted_readings(claims: list[dict]) -> list[Finding]:
-    """The readings refuted as read in this run, in report order. A reading that is expected
-    refuted but was not refuted is not a finding here: it is listed under attention."""
+def refuted_readings(claims: list[dict], tests: str = "paper") -> list[Finding]:
+    """The readings refuted as read in this run, in report order: of the papers' statements
+    (``tests="paper"``), or of numbers of our own spec (``"calibration"``: a threshold, a
+    recorded value), which say nothing against the paper. A reading that is expected refuted
+    but was not refuted is not a finding here: it is listed under attention."""
     by_id = {c["id"]: c for c in claims}
     return [
         Finding(c, tuple((v, by_id.get(v)) for v in c.get("variants") or ()))
         for c in claims
-        if is_reading(c) and c["verdict"] == "refuted"
+        if is_reading(c) and c["verdict"] == "refuted" and c.get("tests", "paper") == tests
     ]
 
 

@@ -108,6 +108,7 @@ def test_reimporting_the_same_definition_is_not_a_duplicate(tmp_path, monkeypatc
         (dict(max_inconclusive=1.5), "max_inconclusive"),
         (dict(figures=("",)), "figures"),
         (dict(note=3), "note"),
+        (dict(tests="maybe"), "tests"),
         (dict(variant="MM-OTHER"), "variant"),  # GOOD is expected to hold: not a reading
         (dict(expected="refuted", kind="control", variant="MM-OTHER"), "variant"),
         (dict(expected="refuted", variant="not an id"), "variant"),

@@ -687,3 +687,21 @@ def test_conjectures_get_a_findings_section_with_what_the_assertion_said(tmp_pat
     (tmp_path / "plain").mkdir()
     _, md_plain = report.build(write_claims(tmp_path / "plain", [record("MM-HOLDS")]), tmp_path)
     assert "## Conjectures" not in md_plain.read_text(encoding="utf-8")
+
+
+def test_refuted_numbers_of_our_spec_are_kept_apart_from_readings_of_the_paper(tmp_path):
+    """A claim whose row says tests = "calibration" (a threshold we calibrated, a value a spec
+    recorded) is refuted under its own heading, and each paper's line counts the two apart."""
+    claims = [
+        record("MM-PAPER", verdict="refuted", expected="refuted"),
+        record("MM-NUMBER", verdict="refuted", expected="refuted", tests="calibration"),
+        record("MM-HOLDS"),
+    ]
+    path = write_claims(tmp_path, claims)
+    html_path, md_path = report.build(path, tmp_path, lock=None)
+    page, text = html_path.read_text(encoding="utf-8"), md_path.read_text(encoding="utf-8")
+    ids = r'<article class="finding" id="finding-([^"]+)"'
+    assert re.findall(ids, section(page, "findings")) == ["MM-PAPER"]
+    assert re.findall(ids, section(page, "numbers")) == ["MM-NUMBER"]
+    assert "## Numbers of our specs the suite refutes (1)" in text
+    assert html.escape("refuted as read: 1 of the paper, 1 of our spec's numbers") in page

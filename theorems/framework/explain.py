@@ -108,6 +108,12 @@ def explain(
         info.statement,
         "",
         f"expected: {info.expected}    pinned in the lock: {_pinned(lock, claim_id)}",
+        "tests: "
+        + (
+            "a number or reading of our own spec (a calibration), not the paper's statement"
+            if info.tests == "calibration"
+            else "the paper's statement, as read"
+        ),
         f"defined in: {where}:{info.line}  (ci budget {info.budget} examples)",
         "",
     ]

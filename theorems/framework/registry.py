@@ -70,6 +70,9 @@ class ClaimInfo:
     line: int = 0
     # Where the report links the claim's findings (its paper's findings.md#id), if it has any.
     findings: str | None = None
+    # What a verdict of the claim is about: "paper" (a statement of the paper, as read) or
+    # "calibration" (a number or a reading of our own spec: a threshold, a recorded value).
+    tests: str = "paper"
 
     @property
     def budget(self) -> int:
@@ -82,6 +85,9 @@ class ClaimInfo:
 
 
 REGISTRY: dict[str, ClaimInfo] = {}
+
+#: What a claim tests (its row's ``tests``): the paper's statement, or a number of our spec.
+TESTS = ("paper", "calibration")
 
 
 # --------------------------------------------------------------------------- the decorator
@@ -348,6 +354,7 @@ def claim(
     runs_only_with: str | None = None,
     variant: str | Iterable[str] | None = None,
     twins: str | Iterable[str] | None = None,
+    tests: str | None = None,
 ) -> Callable[[Callable], Callable]:
     """Register a pytest test function as a claim. Apply it outermost (above @given).
 
@@ -371,6 +378,9 @@ def claim(
     not a control), the id (or ids) of the narrowest variant that holds; the report shows the
     two side by side at its top.
 
+    ``tests``: "paper" (the default: a statement of the paper, as read) or "calibration" (a
+    number or reading of our own spec); the report keeps refutations of the two apart.
+
     ``twins``: the metamorphic twins under which the statement is invariant (default: every
     twin of its instance's family; ``strategies.twins.REORDERINGS`` for a body that draws
     further points in the instance's coordinates). See theorems.framework.twins.
@@ -389,6 +399,7 @@ def claim(
         "runs_only_with": runs_only_with,
         "variant": variant,
         "twins": twins,
+        "tests": tests,
     }
     given = {k: v for k, v in given.items() if v is not None}
     _validate_id(id)
@@ -432,6 +443,7 @@ def claim(
             file=file,
             line=line,
             findings=f["findings"],
+            tests=f["tests"],
         )
         _register(info)
         if is_property:
@@ -495,7 +507,10 @@ def _fields(claim_id, given: dict, site: tuple[str, Callable] | None) -> dict:
         "runs_only_with": fields.get("runs_only_with", ""),
         "twins": twin_names,
         "findings": found,
+        "tests": fields.get("tests", "paper"),
     }
+    if out["tests"] not in TESTS:
+        _fail("tests", f"{claim_id}: {out['tests']!r} is not one of {sorted(TESTS)}")
     out["figures"], out["variants"] = _validate(
         id=claim_id,
         paper=out["paper"],

@@ -47,6 +47,7 @@ FIELDS = frozenset(
         "runs_only_with",
         "variant",
         "twins",
+        "tests",
     }
 )
 
