@@ -64,6 +64,18 @@ DEFAULT_TOL = 1e-7
 RANK_REL = 1e-6
 #: Active-set tolerance for support tokens (spec §1.5: constraint value ≤ 1 + 1e-6).
 SUPPORT_TOL = 1e-6
+#: Slack of the nuclear SVM's optimal face {A vec M ≥ 1, ‖M‖_⋆ ≤ (1 + FACE_SLACK)·opt}: the
+#: certified optimum is itself accurate to CONIC_TOL = 1e-6, so the face is read at that slack.
+FACE_SLACK = 1e-6
+#: Largest width of the certified bracket [corr of a checked member, dual bound] on the best
+#: correlation over the face that counts as "optimal", and the membership tolerance of the
+#: member's nuclear norm. Clarabel at its defaults left brackets of 4e-9–1.6e-8 and norm
+#: excesses ≤ 6e-9 on six (6, 8, 10) instances (W = SVM + noise): a factor ≥ 60.
+FACE_TOL = 1e-6
+#: The face fit's second try when Clarabel's bracket is wider than FACE_TOL (its SDP leaves
+#: norm excesses up to 1e-5 on some far-off W, and the bracket grows with them): SCS driven to
+#: 1e-11 left brackets of 1.5e-10–1.4e-8 on 23 of 24 such draws at (6, 8, 10), in 1–12 s.
+FACE_SCS_OPTS = {"eps_abs": 1e-11, "eps_rel": 1e-11, "max_iters": 200_000}
 
 # cvxpy raises these for numerical trouble inside a solve; they make a "solver_error".
 _SOLVER_EXCEPTIONS = (cp.error.SolverError, ValueError, ArithmeticError)
@@ -486,3 +498,189 @@ def norm_svm(
         return answer("inaccurate", W, lam, cert, reason, used)
     reason = f"{note}{why}; certified ({cert.summary()})"
     return answer("optimal", W, lam, cert, reason, used)
+
+
+# --------------------------------------------------------------------------------------------
+# The nuclear SVM's optimal face
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class FaceFit:
+    """How near W lies to the optimal face of the nuclear SVM (`nuclear_face_fit`).
+
+    ``corr``: the best correlation max(0, max_{M ∈ face} ⟨W, M⟩/(‖W‖_F‖M‖_F)), attained by
+    ``member`` (a checked member of the face, scaled to min margin 1; None when the best is 0);
+    ``corr_upper``: the dual bound, corr ≤ best ≤ corr_upper. ``distance``: the Frobenius
+    distance from W/‖W‖_F to the cone over the face (the directions of its members), i.e.
+    √(1 − corr²), computed as ‖Ŵ − corr·M/‖M‖_F‖_F. ``margin_ratio``: min margin of W/‖W‖_⋆
+    over the optimum's 1/opt, = 1 exactly when W's direction is nuclear-optimal (no solver).
+    ``status``: "optimal" (the bracket is ≤ ``tol`` wide), "inaccurate" (a wider bracket, or
+    the member failed its check), "solver_error" or "infeasible" (a row reads 0 ≥ 1); ``corr``
+    and ``distance`` are NaN unless optimal.
+    """
+
+    status: str
+    corr: float
+    corr_upper: float
+    distance: float
+    margin_ratio: float
+    member: np.ndarray | None
+    reason: str
+    solver: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "optimal"
+
+
+def _face_dual_bound(A: np.ndarray, W_hat: np.ndarray, lam: np.ndarray, c: float) -> float:
+    """min(1, √Σ_k (σ_k(Ŵ + mat(Aᵀλ)) − Σλ/c)₊²): for any λ ≥ 0, an upper bound on ⟨Ŵ, M⟩ over
+    {‖M‖_F ≤ 1, A vec M ≥ t, ‖M‖_⋆ ≤ c·t, t ≥ 0} (`nuclear_face_fit`); 1 = ‖Ŵ‖_F is λ = 0."""
+    d = W_hat.shape[0]
+    lam = np.where(np.isfinite(lam), np.maximum(lam, 0.0), 0.0)
+    sigma = np.linalg.svd(W_hat + (A.T @ lam).reshape(d, d), compute_uv=False)
+    bound = float(np.sqrt(np.sum(np.maximum(sigma - lam.sum() / c, 0.0) ** 2)))
+    return min(1.0, bound)
+
+
+def nuclear_face_fit(
+    X,
+    Z,
+    alpha,
+    value: float,
+    W,
+    *,
+    slack: float = FACE_SLACK,
+    solver: str | None = None,
+    tol: float = FACE_TOL,
+    solver_opts: dict | None = None,
+) -> FaceFit:
+    """The best correlation of W with a member of the nuclear SVM's optimal face, certified.
+
+    The face is F = {M : A vec M ≥ 1, ‖M‖_⋆ ≤ c}, c = (1 + slack)·``value`` (``value``: the
+    certified optimum ‖W^mm_⋆(α)‖_⋆). F is convex and excludes 0, and a correlation does not
+    see scale, so the best correlation over F is the best over its cone K = {tM : M ∈ F, t ≥ 0}
+    = {M : A vec M ≥ t, ‖M‖_⋆ ≤ c·t, t ≥ 0}, a closed convex cone. With Ŵ = W/‖W‖_F,
+
+        (P)   v = max ⟨Ŵ, M⟩   s.t.   ‖M‖_F ≤ 1,  M ∈ K
+
+    is convex (an SDP), and v = max(0, best correlation) = ‖Π_K(Ŵ)‖_F: if the best is positive
+    its maximiser has ‖M‖_F = 1; M = 0 gives 0. Its maximiser is the direction of the projection
+    Π_K(Ŵ), the member nearest to W, and the distance from Ŵ to K is √(1 − v²).
+
+    Certificate, computed here: a lower bound is the correlation of a checked member (the
+    solver's M over its min margin, its nuclear norm ≤ c·(1 + tol) by SVD). An upper bound holds
+    for every λ ≥ 0: for M ∈ K and ‖Y‖_2 ≤ μ = Σλ/c, ⟨mat(Aᵀλ), M⟩ ≥ tΣλ ≥ μ‖M‖_⋆ ≥ ⟨Y, M⟩,
+    so ⟨Ŵ, M⟩ ≤ ⟨Ŵ + mat(Aᵀλ) − Y, M⟩ ≤ ‖Ŵ + mat(Aᵀλ) − Y‖_F, and the best Y (singular values
+    clipped at μ) leaves √Σ(σ_k(Ŵ + mat(Aᵀλ)) − μ)₊². λ is the solver's dual of A vec M ≥ t.
+    Both bounds are taken on the face at c·(1 + e), e ≤ ``tol`` the member's norm excess
+    (rounding; 0 when it lies inside); "optimal" means the bracket is ≤ ``tol`` wide. The
+    distance, from the member, is within ≈ √(2·tol) of the true one (1 − corr = 1e-10 reads
+    as 1.4e-5). A value below the true optimum empties the face: v = 0. ``solver=None``:
+    Clarabel, then SCS at FACE_SCS_OPTS when Clarabel's bracket is too wide.
+
+    Bad inputs raise ValueError naming the field; numerical failures never raise but come back
+    as "inaccurate" or "solver_error" and are reported to models.failures.
+    """
+    start = time.perf_counter()
+    X, Z, alpha = _as_instance(X, Z, alpha)
+    d = X.shape[2]
+    W = as_float_array(W, "W", 2)
+    if W.shape != (d, d):
+        raise ValueError(f"W: expected shape {(d, d)}, got {W.shape}")
+    if not W.any():
+        raise ValueError("W: the zero matrix has no direction")
+    opt = _as_real(value)
+    if opt is None or not 0 < opt < math.inf:
+        raise ValueError(f"value: expected the positive nuclear optimum, got {value!r}")
+    if not (_as_real(slack) is not None and 0 <= slack < math.inf):
+        raise ValueError(f"slack: expected slack ≥ 0, got {slack!r}")
+    fallback = solver is None
+    _, solver, opts = _check_options("nuc", None, solver, tol, solver_opts)
+    A, labels = _rows(X, Z, alpha)
+    if len(A) == 0:
+        raise ValueError("alpha: no constraints (T = 1): the nuclear SVM is 0 and has no face")
+    W_scaled = W / np.abs(W).max()
+    ratio = float((A @ W_scaled.ravel()).min()) / matrix_norm(W_scaled, "nuc") * opt
+    W_hat = W_scaled / np.linalg.norm(W_scaled)
+    c = (1.0 + slack) * opt
+
+    def answer(status, corr, upper, member, reason, used):
+        ok = status == "optimal"
+        distance = math.nan
+        if ok:
+            distance = 1.0 if member is None else _ray_distance(W_hat, member, corr)
+        if status in FAILED:
+            failures.report(failures.SVM_ORACLE, f"nuclear face fit {status}", reason)
+        seconds = time.perf_counter() - start
+        corr = corr if ok else math.nan
+        return FaceFit(status, corr, upper, distance, ratio, member, reason, used, seconds)
+
+    zero = _zero_rows(A)
+    if zero.any():
+        k = int(np.flatnonzero(zero)[0])
+        why = f"row {labels[k]} reads 0 ≥ 1"
+        return answer("infeasible", math.nan, math.nan, None, why, "none")
+    attempt = _face_solve(A, W_hat, c, solver, opts, tol)
+    if attempt[0] != "optimal" and fallback:  # Clarabel's SDP feasibility is ~1e-7 at worst
+        retry = _face_solve(A, W_hat, c, cp.SCS, FACE_SCS_OPTS, tol)
+        note = f"{attempt[-2]}; then {retry[-2]}"
+        best = retry if retry[0] == "optimal" or attempt[0] == "solver_error" else attempt
+        attempt = (*best[:-2], note, best[-1])
+    return answer(*attempt)
+
+
+def _face_solve(A, W_hat, c, solver, opts, tol) -> tuple:
+    """One solve of (P) (`nuclear_face_fit`) and its bracket: (status, lower, upper, member,
+    note, solver). Quantities are O(1): s = c·t, so ‖M‖_⋆ ≤ s and (c·A) vec M ≥ s."""
+    d = W_hat.shape[0]
+    M = cp.Variable((d, d))
+    s = cp.Variable(nonneg=True)
+    margins = (c * A) @ cp.vec(M, order="C") >= s
+    problem = cp.Problem(
+        cp.Maximize(cp.sum(cp.multiply(W_hat, M))),
+        [margins, cp.normNuc(M) <= s, cp.norm(cp.vec(M, order="C"), 2) <= 1],
+    )
+    try:
+        with warnings.catch_warnings():  # the status says it, and the certificate decides
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            problem.solve(solver=solver, **opts)
+    except TypeError as exc:
+        raise ValueError(f"solver_opts: {exc}") from exc
+    except _SOLVER_EXCEPTIONS as exc:
+        why = f"{solver} raised {type(exc).__name__}: {exc}"
+        return "solver_error", math.nan, math.nan, None, why, solver
+    note = f"{solver} status {problem.status}"
+    if M.value is None or margins.dual_value is None or not np.isfinite(M.value).all():
+        return "solver_error", math.nan, math.nan, None, f"{note}, no finite point", solver
+    lower, member, excess, why = _face_member(A, M.value, W_hat, c, tol)
+    lam = c * np.ravel(margins.dual_value).astype(np.float64)  # the dual of A vec M ≥ t
+    upper = _face_dual_bound(A, W_hat, lam, c * (1.0 + excess))  # the face holding the member
+    width = upper - lower
+    status = "optimal" if width <= tol else "inaccurate"
+    return status, lower, upper, member, f"{note}; {why}; bracket {width:.1e}", solver
+
+
+def _face_member(A, M, W_hat, c, tol) -> tuple[float, np.ndarray | None, float, str]:
+    """(max(0, corr(Ŵ, member)), member or None, its norm excess ‖member‖_⋆/c − 1 clipped at 0,
+    note) for the solver's M scaled to min margin 1."""
+    M = np.asarray(M, dtype=np.float64)
+    low = float((A @ M.ravel()).min())
+    if not low > 0:
+        return 0.0, None, 0.0, f"no member (the solver's point has min margin {low:.1e})"
+    member = M / low
+    excess = matrix_norm(member, "nuc") / c - 1.0
+    if not excess <= tol:
+        return 0.0, None, 0.0, f"no member (the solver's point exceeds the face by {excess:.1e})"
+    corr = float(np.sum(W_hat * member) / np.linalg.norm(member))
+    if not corr > 0:
+        return 0.0, None, 0.0, f"the best member has corr {corr:.2e} ≤ 0"
+    return corr, member, max(excess, 0.0), f"member checked (norm excess {excess:.1e})"
+
+
+def _ray_distance(W_hat: np.ndarray, member: np.ndarray, corr: float) -> float:
+    """‖Ŵ − corr·M/‖M‖_F‖_F: the distance from Ŵ to the ray of M (√(1 − corr²), without the
+    cancellation of 1 − corr² near 1)."""
+    return float(np.linalg.norm(W_hat - corr * member / np.linalg.norm(member)))
