@@ -121,17 +121,10 @@ def svms_at(inst: CrossInstance, W: np.ndarray) -> Reached:
     return Reached(np.asarray(W), alpha, *svm_pair(inst, alpha))
 
 
-def corr_with_nuclear(inst: CrossInstance, reached: Reached, enough: float) -> float:
+def corr_with_nuclear(inst: CrossInstance, reached: Reached) -> float:
     """corr(W, W^mm_⋆(α̂)), robust to a non-unique nuclear SVM (spec §2.8, F8): the best
     correlation of W with a member of the optimal face (``models.normsvm.nuclear_face_fit``,
-    certified to FACE_TOL; for a unique SVM, the correlation with the SVM itself).
-
-    The solver's own point is a member of the face, so its correlation is a lower bound of
-    the best: where it reaches ``enough`` (the value the caller compares with), it decides the
-    comparison, and the face fit (tens of seconds where Clarabel's bracket is too wide and
-    SCS takes over) is not needed."""
-    if reached.corr_nuc >= enough:
-        return reached.corr_nuc
+    certified to FACE_TOL; for a unique SVM, the correlation with the SVM itself)."""
     fit = nuclear_face_fit(inst.X, inst.Z, reached.alpha, reached.nuc.value, reached.W)
     if not fit.ok:
         evidence.inconclusive(f"nuclear face fit {fit.status}")
@@ -200,7 +193,7 @@ def local_converge_runs() -> LocalRuns:
                 curves[f"{name}→{svm}"].append(curve)
                 final[f"{name}→{svm}"].append(curve[-1])
             if name == "KQ":
-                final["KQ→Nuc"][-1] = corr_with_nuclear(inst, reached, KQ_NUC_CORR)
+                final["KQ→Nuc"][-1] = corr_with_nuclear(inst, reached)
                 evidence.metric("1 − corr(KQᵀ, W^mm_⋆), per run", 1 - final["KQ→Nuc"][-1])
     out = LocalRuns({k: np.mean(v, axis=0) for k, v in curves.items()}, final)
     for k, m in out.means.items():
