@@ -122,30 +122,6 @@ def _corr(W, sol) -> float | None:
     return _finite(correlation(W, sol.W)) if _ok(sol) else None
 
 
-def _face(problem: CrossProblem, W, nuc, alpha) -> dict:
-    """The face metrics of the trained matrix against the nuclear SVM's optimal face
-    (``models.normsvm.nuclear_face_fit``): where the nuclear SVM is not unique (spec F8),
-    ``corr_nuc`` reads one solver point of the face, these read the face. Never raises."""
-    from models.normsvm import nuclear_face_fit
-
-    out = {"status": None, "corr": None, "corr_upper": None, "distance": None}
-    out["margin_ratio"] = None
-    if not _ok(nuc):
-        return out | {"status": "inconclusive", "reason": "no certified nuclear SVM"}
-    try:
-        fit = nuclear_face_fit(problem.X.numpy(), problem.Z.numpy(), alpha, nuc.value, W)
-    except Exception as exc:  # an answer with a status, whatever went wrong inside
-        return out | {"status": "solver_error", "reason": f"{type(exc).__name__}: {exc}"}
-    out = {
-        "status": fit.status,
-        "corr": _finite(fit.corr),
-        "corr_upper": _finite(fit.corr_upper),
-        "distance": _finite(fit.distance),
-        "margin_ratio": _finite(fit.margin_ratio),
-    }
-    return out if fit.ok else out | {"reason": fit.reason}
-
-
 def _max_other_prob(problem: CrossProblem, W) -> float:
     """The largest attention on a token other than each input's top-logit token."""
     s = problem.softmax(torch.as_tensor(W)).numpy()
@@ -298,15 +274,6 @@ def _imprecise(param: str, p, reason: str, t0: float) -> dict:
         "corr_fro": None,
         "corr_nuc": None,
     }
-    if param == "KQ":
-        out["face_nuc"] = {
-            "status": "inconclusive",
-            "reason": reason,
-            "corr": None,
-            "corr_upper": None,
-            "distance": None,
-            "margin_ratio": None,
-        }
     if p is not None:
         out["training_lp"] = {"status": "inconclusive", "reason": reason, "W": None}
         out["svm_lp"] = _svm_json(none, None, rank=False)
@@ -357,9 +324,6 @@ def predict_cross(
         "corr_fro": _corr(W, fro),
         "corr_nuc": _corr(W, nuc),
     }
-    if param == "KQ":
-        stage("reading the nuclear SVM's optimal face")
-        out["face_nuc"] = _face(problem, W, nuc, selected)
     training["W"] = W.tolist()
     if p is not None:
         stage(f"ℓ{float(p):g} mirror descent and its SVM")

@@ -11,8 +11,6 @@ from scipy.optimize import minimize
 from models import failures
 from models.normsvm import (
     CONIC_TOL,
-    FACE_SLACK,
-    FACE_TOL,
     certify,
     cross_constraints,
     dual_norm,
@@ -20,7 +18,6 @@ from models.normsvm import (
     is_feasible,
     matrix_norm,
     norm_svm,
-    nuclear_face_fit,
     rank_rel,
 )
 
@@ -355,127 +352,3 @@ def test_bad_input_names_the_field(change, field):
     kwargs = {k: v for k, v in args.items() if k not in ("X", "Z", "alpha")}
     with pytest.raises(ValueError, match=rf"^{field}:"):
         norm_svm(args["X"], args["Z"], args["alpha"], **kwargs)
-
-
-# ------------------------------------------------------------------- the nuclear face
-
-
-def face_family(seed, d=3):
-    """A family whose nuclear SVM is not unique (spec F8, rotated): orthonormal u_i = U e_i,
-    v_i = V e_i, z_i = v_i, tokens x_i0 = b_i + a_i u_i, x_i1 = b_i, x_i2 = b_i − a_i u_i (α = 0).
-    The rows read P_ii ≥ g_i = 1/a_i for P = UᵀWV (the second token's is implied), and
-    ‖W‖_⋆ ≥ tr P ≥ Σg, so the optimal face is {U P Vᵀ : P ⪰ 0, diag P = g}: a whole elliptope,
-    holding U diag(g) Vᵀ and the rank-one U √g√gᵀ Vᵀ. Returns the instance, opt = Σg, and those
-    two optimal points."""
-    rng = np.random.default_rng(seed)
-    U, _ = np.linalg.qr(rng.normal(size=(d, d)))
-    V, _ = np.linalg.qr(rng.normal(size=(d, d)))
-    a = rng.uniform(0.7, 1.5, size=d)
-    base = rng.normal(size=(d, d))
-    X = np.stack([base + a[:, None] * U.T, base, base - a[:, None] * U.T], axis=1)
-    g = 1 / a
-    M1, M2 = U @ np.diag(g) @ V.T, U @ np.outer(np.sqrt(g), np.sqrt(g)) @ V.T
-    return (X, V.T.copy(), np.zeros(d, dtype=int)), float(g.sum()), M1, M2
-
-
-def linear_face_probe(X, Z, alpha, opt, W):
-    """The method this module's face fit replaced (kqpath.nuclear_face_toward): argmax ⟨W, M⟩
-    over the face, an extreme point."""
-    A, _ = cross_constraints(X, Z, alpha)
-    d = W.shape[0]
-    M = cp.Variable((d, d))
-    face = [A @ cp.vec(M, order="C") >= 1, cp.normNuc(M) <= opt * (1 + FACE_SLACK)]
-    cp.Problem(cp.Maximize(cp.sum(cp.multiply(W / np.linalg.norm(W), M))), face).solve(
-        solver=cp.CLARABEL
-    )
-    return M.value
-
-
-def corr(a, b):
-    return float(np.sum(a * b) / (np.linalg.norm(a) * np.linalg.norm(b)))
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_face_family_is_not_unique(seed):
-    """Two different points certified optimal with the same duals λ = (g, 0)."""
-    (X, Z, alpha), opt, M1, M2 = face_family(seed)
-    A, labels = cross_constraints(X, Z, alpha)
-    g = 1 / np.linalg.norm(X[:, 0] - X[:, 1], axis=1)  # g_i = 1/a_i
-    lam = np.array([g[i] if t == 1 else 0.0 for i, t in labels])
-    sol = norm_svm(X, Z, alpha, "nuc")
-    assert sol.ok and sol.value == pytest.approx(opt, rel=1e-7)
-    for M in (M1, M2):
-        assert certify(A, M, lam, opt, "nuc", tol=1e-12).ok
-    assert corr(M1, M2) < 0.9
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_face_fit_scores_a_run_on_the_face(seed):
-    """The issue's target: a W on the face (a strict convex combination of two optimal points)
-    scores ≥ 0.999 with margin ratio 1; the linear-functional method it replaced, which returns an
-    extreme point, and the solver's own point both score lower."""
-    (X, Z, alpha), opt, M1, M2 = face_family(seed)
-    W = 0.4 * M1 + 0.6 * M2
-    fit = nuclear_face_fit(X, Z, alpha, opt, W)
-    assert fit.ok, fit.reason
-    assert fit.corr >= 0.999 and fit.corr_upper - fit.corr <= FACE_TOL
-    assert fit.distance <= 1e-3 and fit.margin_ratio == pytest.approx(1.0, abs=1e-12)
-    old = corr(W, linear_face_probe(X, Z, alpha, opt, W))
-    solver_point = corr(W, norm_svm(X, Z, alpha, "nuc").W)
-    assert max(old, solver_point) < 0.999 <= fit.corr, (old, solver_point, fit.corr)
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_face_fit_scores_off_the_face_lower(seed):
-    """U P Vᵀ with P = diag(g) + a skew part is feasible but not nuclear-optimal (‖·‖_⋆ > tr P):
-    its margin ratio is below 1 and its best correlation clearly below the face's."""
-    (X, Z, alpha), opt, M1, _ = face_family(seed)
-    U = np.linalg.qr(np.random.default_rng(seed).normal(size=(3, 3)))[0]
-    skew = np.array([[0.0, 1.0, 0.0], [-1.0, 0.0, 1.0], [0.0, -1.0, 0.0]])
-    W = M1 + 0.5 * U @ skew @ Z
-    fit = nuclear_face_fit(X, Z, alpha, opt, W)
-    assert fit.ok, fit.reason
-    assert fit.corr <= 0.95 and fit.distance >= 0.3 and fit.margin_ratio < 0.9
-    assert fit.distance == pytest.approx(np.sqrt(1 - fit.corr**2), abs=1e-9)
-    assert fit.corr >= corr(W, M1) - FACE_TOL  # the face holds M1
-
-
-def test_face_fit_of_an_opposite_w_is_zero():
-    (X, Z, alpha), opt, M1, M2 = face_family(0)
-    fit = nuclear_face_fit(X, Z, alpha, opt, -(M1 + M2))
-    assert fit.ok and fit.corr == 0.0 and fit.distance == 1.0 and fit.member is None
-
-
-def test_face_fit_statuses_are_typed_and_reported():
-    (X, Z, alpha), opt, M1, _ = face_family(1)
-    X_dup = X.copy()
-    X_dup[0, 1] = X_dup[0, 0]
-    with failures.watch() as w:
-        infeasible = nuclear_face_fit(X_dup, Z, alpha, opt, M1)
-        wrong_cone = nuclear_face_fit(X, Z, alpha, opt, M1, solver=cp.OSQP)
-        loose = nuclear_face_fit(
-            X, Z, alpha, opt, M1 + 0.3, solver=cp.SCS, solver_opts={"eps": 1e-2}
-        )
-    assert infeasible.status == "infeasible" and "(0, 1)" in infeasible.reason
-    assert wrong_cone.status == "solver_error" and "OSQP" in wrong_cone.reason
-    assert loose.status in ("inaccurate", "solver_error") and np.isnan(loose.corr)
-    assert len(w.failures) == 2  # infeasible is an answer, not a failure
-
-
-@pytest.mark.parametrize(
-    "change,field",
-    [
-        ({"W": np.zeros((3, 3))}, "W"),
-        ({"W": np.eye(2)}, "W"),
-        ({"value": 0.0}, "value"),
-        ({"value": np.nan}, "value"),
-        ({"slack": -1.0}, "slack"),
-        ({"tol": 0.0}, "tol"),
-    ],
-)
-def test_face_fit_bad_input_names_the_field(change, field):
-    (X, Z, alpha), opt, M1, _ = face_family(0)
-    args = {"value": opt, "W": M1} | change
-    kwargs = {k: v for k, v in args.items() if k not in ("value", "W")}
-    with pytest.raises(ValueError, match=rf"^{field}:"):
-        nuclear_face_fit(X, Z, alpha, args["value"], args["W"], **kwargs)

@@ -101,7 +101,7 @@ def test_c_w_nuclear(inst, seed):
     reached = svms_at(inst, w_final(inst.problem, K0 @ Q0.T))
     _apart(reached.svm_cos)
     c_fro = reached.corr_fro
-    c_nuc = corr_with_nuclear(inst, reached)
+    c_nuc = corr_with_nuclear(inst, reached, c_fro)
     evidence.metric("corr(W, W^mm)", c_fro)
     evidence.metric("corr(W, W^mm_⋆)", c_nuc)
     assert c_nuc >= c_fro, (
@@ -161,7 +161,7 @@ def test_c_regpath_other(inst):
     point = ball_path_point(inst.problem.prompt, RP_OTHER_R, "fro")
     reached = Reached(point.W, inst.alpha, fro, nuc)
     c_fro = reached.corr_fro
-    c_nuc = corr_with_nuclear(inst, reached)
+    c_nuc = corr_with_nuclear(inst, reached, c_fro)
     evidence.metric("1 − corr(W̄_R, W^mm)", 1 - c_fro)
     assert c_nuc >= c_fro, (
         f"corr(W̄_R, W^mm_⋆) = {c_nuc:.4f} < corr(W̄_R, W^mm) = {c_fro:.4f} at R = "
