@@ -63,9 +63,7 @@ def _entry(info: ClaimInfo, root: Path) -> dict:
     entry = dataclasses.asdict(info)
     entry["file"] = Path(info.file).resolve().relative_to(root.resolve()).as_posix()
     if info.findings:  # "<path>#<anchor>": relative to the checkout, as "file"
-        path, _, anchor = info.findings.partition("#")
-        relative = Path(path).resolve().relative_to(root.resolve()).as_posix()
-        entry["findings"] = f"{relative}#{anchor}"
+        entry["findings"] = rows.relative_anchor(info.findings, root)
     return entry
 
 

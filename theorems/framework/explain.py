@@ -15,7 +15,7 @@ import difflib
 import json
 from pathlib import Path
 
-from theorems.framework import REPO_ROOT
+from theorems.framework import REPO_ROOT, rows
 from theorems.framework.lock import DEFAULT_LOCK, NOT_RUN, LockError
 from theorems.framework.lock import read as read_lock
 from theorems.framework.replay import DEFAULT_STORE
@@ -118,14 +118,9 @@ def explain(
         "",
     ]
     if info.note:
-        label = info.findings or "note"
+        label = "note"
         if info.findings:
-            path, _, anchor = info.findings.partition("#")
-            try:
-                path = Path(path).resolve().relative_to(REPO_ROOT.resolve()).as_posix()
-            except ValueError:
-                pass
-            label = f"findings ({path}#{anchor})"
+            label = f"findings ({rows.relative_anchor(info.findings, REPO_ROOT)})"
         out += [f"{label}:", *(f"  {line}" for line in info.note.splitlines()), ""]
     for variant in info.variants:  # a reading refuted as read: what holds instead
         other = claims.get(variant)

@@ -21,7 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from theorems.framework import REPO_ROOT, evidence
+from theorems.framework import REPO_ROOT, evidence, rows
 from theorems.framework.verdicts import (
     VERDICTS,
     as_expected,
@@ -78,14 +78,7 @@ def identity(item: pytest.Item, info: ClaimInfo) -> dict:
 def findings_link(info: ClaimInfo) -> str | None:
     """Where the claim's findings are: its paper's findings.md and the section's anchor,
     relative to the checkout where it lies inside it (else as registered), or None."""
-    if not info.findings:
-        return None
-    path, _, anchor = info.findings.partition("#")
-    try:
-        path = Path(path).resolve().relative_to(REPO_ROOT.resolve()).as_posix()
-    except ValueError:
-        pass
-    return f"{path}#{anchor}" if anchor else path
+    return rows.relative_anchor(info.findings, REPO_ROOT) if info.findings else None
 
 
 def claim_fields(info: ClaimInfo) -> dict:

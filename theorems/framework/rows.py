@@ -144,6 +144,17 @@ def findings_anchor(module_file: str | Path, claim_id: str) -> str | None:
     return f"{path}#{claim_id.lower()}"
 
 
+def relative_anchor(link: str, root: Path) -> str:
+    """A findings link "<path>#<anchor>" with its path relative to ``root`` where it lies
+    inside it (as the index, claims.json and `explain` show it), else as it is."""
+    path, _, anchor = link.partition("#")
+    try:
+        path = Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        pass
+    return f"{path}#{anchor}" if anchor else path
+
+
 def statement_of(doc: str | None) -> str:
     """A claim's statement from its test's docstring: the whole docstring, on one line."""
     return " ".join((doc or "").split())

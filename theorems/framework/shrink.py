@@ -42,26 +42,12 @@ def _instance_argument(kwargs: dict, given: tuple[str, ...]) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
-def _run(inner: Callable, args: tuple, kwargs: dict) -> tuple[str, BaseException | None]:
-    """The body on these arguments under a scratch collector: (outcome, its exception)."""
-    from theorems.framework.twins import outcome
-
-    evidence = _evidence()
-    scratch = evidence.Collector(targets=False)
-    with evidence.collecting(scratch):
-        try:
-            with evidence.example():
-                inner(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - every outcome is classified
-            return outcome(exc), exc
-    return "holds", None
-
-
 def reduce(inner: Callable, args: tuple, kwargs: dict, given: tuple[str, ...]) -> dict | None:
     """The smallest refuting reduction of the example (see the module docstring), recorded in
     the claim's collector as its counterexample; returns the reduced arguments, or None when
     the example was kept as it is."""
     from strategies.reductions import reductions_of, sizes
+    from theorems.framework.twins import decide
 
     collector = _evidence().current()
     if collector is None or not enabled() or collector.counterexample_is_replay:
@@ -79,7 +65,7 @@ def reduce(inner: Callable, args: tuple, kwargs: dict, given: tuple[str, ...]) -
                 break
             tries += 1
             trial = {**current, name: reduction.instance}
-            got, exc = _run(inner, args, trial)
+            got, exc = decide(inner, args, trial)
             collector.unseen_failures()  # the try's failures are not the next draw's
             if got == "refuted":
                 current, last_exc, progress = trial, exc, True

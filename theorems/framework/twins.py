@@ -164,21 +164,22 @@ def _outcomes(collector, inner, args, kwargs, name, twins, allowed):
     for twin in twins:
         if allowed is not None and twin.name not in allowed:
             continue
-        got = _decide(inner, args, {**kwargs, name: twin.instance})
+        got, _ = decide(inner, args, {**kwargs, name: twin.instance})
         # The twin's machinery failures reached the claim's watch of the whole call too: they
         # are not failures of the next example's drawing.
         collector.unseen_failures()
         yield twin, got
 
 
-def _decide(inner: Callable, args: tuple, kwargs: dict[str, Any]) -> str:
-    """Run the body on a twin under a collector of its own: its evidence, slacks and
-    Hypothesis targets stay out of the claim's."""
+def decide(inner: Callable, args: tuple, kwargs: dict[str, Any]) -> tuple[str, Exception | None]:
+    """Run the body on other arguments (a twin, a smaller instance: theorems.framework.shrink)
+    under a collector of its own, so that its evidence, slacks and Hypothesis targets stay out
+    of the claim's: (outcome, the exception it raised)."""
     scratch = evidence.Collector(targets=False)
     with evidence.collecting(scratch):
         try:
             with evidence.example():
                 inner(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - any failure of the twin is classified
-            return outcome(exc)  # rejections (Hypothesis' and ours) are Exceptions too
-    return "holds"
+        except Exception as exc:  # noqa: BLE001 - any failure of the body is classified
+            return outcome(exc), exc  # rejections (Hypothesis' and ours) are Exceptions too
+    return "holds", None
