@@ -352,6 +352,12 @@ class OneStep:
         """|β_s − α_s/2|, the left-hand side of R2."""
         return torch.abs(self.beta - self.alpha / 2)
 
+    def paper_error(self, v: Tensor) -> Tensor:
+        """|⟨E¹_s, v⟩ − (η0/2)α_s| per token: the left-hand side of Lemma 4.1 as stated (for
+        ‖v‖ = 1), the quantity ``paper_bound`` bounds. The claims of Lemma 4.1 and ``check``
+        both read it here."""
+        return torch.abs(self.E1 @ v - self.eta0 / 2 * self.alpha)
+
 
 def rank_one_residual(D: Tensor, v: Tensor) -> float:
     """‖D − (Dv/‖v‖²) vᵀ‖_max / ‖D‖_max: 0 iff every row of D is parallel to v (R1)."""

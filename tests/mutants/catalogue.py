@@ -289,11 +289,15 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- predict.py
     {
         "id": "M27-predict-max-error-factor",
-        "file": "models/predict.py",
-        "old": '        "max_error": float((step.E1 @ problem.v - float(eta0) / 2 * step.alpha).abs().max()),\n',
-        "new": '        "max_error": float((step.E1 @ problem.v - float(eta0) * step.alpha).abs().max()),\n',
+        # The paper-form error had two implementations, the claims' and `check`'s (this mutant
+        # planted the fault in `check`'s, which no claim reads); now both read
+        # OneStep.paper_error, and the fault is planted there.
+        "file": "models/embedding.py",
+        "old": "        return torch.abs(self.E1 @ v - self.eta0 / 2 * self.alpha)\n",
+        "new": "        return torch.abs(self.E1 @ v - self.eta0 * self.alpha)\n",
         "category": "dropped factor",
-        "fault": "The CLI's paper-form error |⟨E¹_s, v⟩ − (η0/2)α_s| is computed against η0·α_s.",
+        "fault": "The paper-form error |⟨E¹_s, v⟩ − (η0/2)α_s| (the claims' and `check`'s) is "
+        "computed against η0·α_s.",
     },
     {
         "id": "M28-predict-local-opt-of-global",

@@ -45,7 +45,6 @@ from theorems.embeddings.common import (
     REGIME_DIMS,
     REGIME_ETA0,
     event_sweep,
-    paper_error,
     problem_of,
 )
 from theorems.framework import evidence
@@ -160,7 +159,7 @@ def test_paper_form_bound(inst):
     if not (inst.vocab_size <= 40 and inst.d >= 1024 and 0.1 <= inst.eta0 <= 100):
         raise RuntimeError(f"strategy left the regime of Lemma 4.1: {inst!r}")
     step = one_step(problem_of(inst), inst.eta0)
-    error = float(paper_error(step, inst.v).max())
+    error = float(step.paper_error(inst.v).max())
     scale = inst.eta0 * inst.d**-0.25
     evidence.slack("lemma41_constant", error / scale, PAPER_CONSTANT)
     evidence.metric("init_term_m", step.m)

@@ -156,11 +156,6 @@ def theorem_instance(inst: EmbeddingInstance) -> Prepared:
     return prep
 
 
-def paper_error(step, v: torch.Tensor) -> torch.Tensor:
-    """|⟨E¹_s, v⟩ − (η0/2)α_s| per token: the left-hand side of Lemma 4.1 as stated (‖v‖ = 1)."""
-    return torch.abs(step.E1 @ v - step.eta0 / 2 * step.alpha)
-
-
 def problem_of(inst: EmbeddingInstance) -> EmbeddingProblem:
     return EmbeddingProblem(sequences=inst.sequences, y=inst.y, E=inst.E0, v=inst.v)
 
