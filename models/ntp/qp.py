@@ -1,0 +1,149 @@
+"""The certified margin QP with equality constraints that both NTP SVMs are (spec ntp.md §1.2
+graph-SVM, §1.3 NTP-SVM):
+
+    minimize ½‖w‖²   subject to   A_in w ≥ 1,   A_eq w = 0.
+
+Why elimination: with N an orthonormal basis of null(A_eq), w = Nθ and ‖w‖ = ‖θ‖, so the
+problem is the plain margin QP min ½‖θ‖² s.t. (A_in N)θ ≥ 1 of `models.svm.solve_margin_qp`
+(Lawson–Hanson NNLS first, the LP + Clarabel pipeline as its certified fallback). Its answer is
+mapped back and certified again here, in the original coordinates, by `certify_equality`: the
+KKT conditions w = A_inᵀλ + A_eqᵀν, λ ≥ 0, A_in w ≥ 1, A_eq w = 0, λ_j(A_in w − 1)_j = 0. They
+are those of `models.svm.certify` for the rows [A_in; A_eq; −A_eq] ≥ [1; 0; 0] with
+multipliers [λ; ν⁺; ν⁻], which is how they are computed (one implementation of the residuals).
+
+Infeasibility is certified by a Farkas pair: y ≥ 0 and μ with A_inᵀy + A_eqᵀμ = 0 and 1ᵀy > 0,
+since then any feasible w would give 0 = yᵀA_in w + μᵀA_eq w ≥ 1ᵀy > 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.svm import Certificate, certify, solve_margin_qp
+
+#: KKT tolerance the issue asks of the NTP oracles (issue 25: "certified KKT residuals ≤ 1e-8").
+KKT_TOL = 1e-8
+
+
+@dataclass(frozen=True, eq=False)
+class EqualityQPSolution:
+    """Outcome of min ½‖w‖² s.t. A_in w ≥ 1, A_eq w = 0.
+
+    ``status``: "optimal" (w certified with multipliers ``ineq_duals`` λ ≥ 0 and
+    ``eq_duals`` ν), "infeasible" (``ineq_duals`` holds the Farkas y ≥ 0 and ``eq_duals`` its
+    μ), or a failure ("inaccurate", "solver_error") whose ``reason`` says why; a failure never
+    carries a point to be used as an answer.
+    """
+
+    status: str
+    w: np.ndarray | None
+    ineq_duals: np.ndarray | None
+    eq_duals: np.ndarray | None
+    certificate: Certificate | None
+    solver: str
+    reason: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "optimal"
+
+
+def null_space(A: np.ndarray, dim: int) -> np.ndarray:
+    """Orthonormal basis (dim × r) of {w : A w = 0}; rank by numpy's matrix_rank threshold."""
+    if A.shape[0] == 0:
+        return np.eye(dim)
+    _, sigma, Vt = np.linalg.svd(A, full_matrices=True)
+    threshold = sigma.max(initial=0.0) * max(A.shape) * np.finfo(float).eps
+    rank = int(np.count_nonzero(sigma > threshold))
+    return Vt[rank:].T
+
+
+def certify_equality(A_in, A_eq, w, lam, nu, *, tol: float = KKT_TOL) -> Certificate:
+    """KKT residuals of (w, λ, ν); primal_residual covers both the margins and |A_eq w|."""
+    A = np.vstack([A_in, A_eq, -A_eq])
+    b = np.concatenate([np.ones(len(A_in)), np.zeros(2 * len(A_eq))])
+    duals = np.concatenate([lam, np.maximum(nu, 0.0), np.maximum(-nu, 0.0)])
+    return certify(A, b, w, duals, tol=tol)
+
+
+def _check_rows(A_in, A_eq) -> tuple[np.ndarray, np.ndarray]:
+    A_in = np.asarray(A_in, dtype=np.float64)
+    A_eq = np.asarray(A_eq, dtype=np.float64)
+    if A_in.ndim != 2 or A_eq.ndim != 2 or A_in.shape[1] != A_eq.shape[1]:
+        raise ValueError(
+            f"A_in/A_eq: expected 2-D with equal widths, got {A_in.shape}/{A_eq.shape}"
+        )
+    if A_in.shape[1] == 0:
+        raise ValueError("A_in: needs at least one column (variable)")
+    if not (np.isfinite(A_in).all() and np.isfinite(A_eq).all()):
+        raise ValueError("A_in/A_eq: contain NaN or infinity")
+    return A_in, A_eq
+
+
+def solve_equality_qp(A_in, A_eq, *, tol: float = KKT_TOL) -> EqualityQPSolution:
+    """min ½‖w‖² s.t. A_in w ≥ 1, A_eq w = 0: certified optimum, certified infeasibility, or a
+    failure with its reason. Never raises for infeasibility or solver trouble."""
+    A_in, A_eq = _check_rows(A_in, A_eq)
+    N = null_space(A_eq, A_in.shape[1])
+    inner = solve_margin_qp(A_in @ N, np.ones(len(A_in)), tol=tol)
+    if inner.status == "infeasible":
+        return _farkas(A_in, A_eq, N, inner.duals, inner.solver, inner.reason, tol)
+    if inner.x is None or not inner.ok:
+        why = f"reduced QP ({A_in.shape[0]} rows, {N.shape[1]} free dims): {inner.reason}"
+        return EqualityQPSolution(inner.status, None, None, None, None, inner.solver, why)
+    w = N @ inner.x
+    lam = np.asarray(inner.duals, dtype=np.float64)
+    # ν from stationarity: the part of w that A_inᵀλ leaves lies in the row space of A_eq.
+    nu = _eq_multipliers(A_eq, w - A_in.T @ lam)
+    cert = certify_equality(A_in, A_eq, w, lam, nu, tol=tol)
+    if not cert.ok:
+        reason = f"reduced solve certified, full KKT not: {cert.summary()}"
+        return EqualityQPSolution("inaccurate", None, None, None, cert, inner.solver, reason)
+    reason = f"eliminated {A_in.shape[1] - N.shape[1]} equality dims; {inner.reason}"
+    return EqualityQPSolution("optimal", w, lam, nu, cert, inner.solver, reason)
+
+
+def _eq_multipliers(A_eq: np.ndarray, r: np.ndarray) -> np.ndarray:
+    if A_eq.shape[0] == 0:
+        return np.zeros(0)
+    return np.linalg.lstsq(A_eq.T, r, rcond=None)[0]
+
+
+def _farkas(A_in, A_eq, N, y, solver, reason, tol) -> EqualityQPSolution:
+    """Lift the reduced Farkas vector y ((A_in N)ᵀy = 0) to (y, μ) with A_inᵀy + A_eqᵀμ = 0,
+    and accept it only if that residual is ≤ tol·1ᵀy (the reduced test does not see A_eq)."""
+    y = np.asarray(y, dtype=np.float64)
+    mu = _eq_multipliers(A_eq, -(A_in.T @ y))
+    residual = float(np.linalg.norm(A_in.T @ y + A_eq.T @ mu))
+    value = float(y.sum())
+    if y.min() >= 0 and value > 0 and residual <= tol * value:
+        why = f"{reason}; Farkas (y ≥ 0, μ): 1ᵀy = {value:.3g}, ‖A_inᵀy + A_eqᵀμ‖ = {residual:.2e}"
+        return EqualityQPSolution("infeasible", None, y, mu, None, solver, why)
+    why = f"{reason}; the lifted Farkas pair fails (1ᵀy = {value:.3g}, residual {residual:.2e})"
+    return EqualityQPSolution("inaccurate", None, None, None, None, solver, why)
+
+
+def farkas_residual(A_in, A_eq, y, mu) -> tuple[float, float]:
+    """(1ᵀy, ‖A_inᵀy + A_eqᵀμ‖) of a claimed infeasibility certificate, for independent checks."""
+    A_in, A_eq = _check_rows(A_in, A_eq)
+    y = np.asarray(y, dtype=np.float64)
+    if y.min(initial=0.0) < 0:
+        return -np.inf, np.inf
+    return float(y.sum()), float(np.linalg.norm(A_in.T @ y + A_eq.T @ np.asarray(mu)))
+
+
+def orthonormal_rows(A: np.ndarray) -> np.ndarray:
+    """Orthonormal basis of A's row space as rows (rank by numpy's matrix_rank threshold)."""
+    if A.shape[0] == 0:
+        return np.zeros((0, A.shape[1]))
+    _, sigma, Vt = np.linalg.svd(A, full_matrices=False)
+    threshold = sigma.max(initial=0.0) * max(A.shape) * np.finfo(float).eps
+    return Vt[: int(np.count_nonzero(sigma > threshold))]
+
+
+def project(basis: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Orthogonal projection of the matrix W onto the span of ``basis`` (orthonormal rows)."""
+    W = np.asarray(W, dtype=np.float64)
+    return (basis.T @ (basis @ W.ravel())).reshape(W.shape)
