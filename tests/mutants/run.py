@@ -220,10 +220,11 @@ def gate_files(root: Path, claims: tuple[str, ...] | list[str]) -> list[str]:
 def hints(files: list[Path]) -> dict[str, list[str]]:
     """Mutant id → the claims that caught it in earlier result files (``--hint``)."""
     out: dict[str, list[str]] = {}
-    for result in merge(files):
-        gate = result.get("gate") or {}
-        out.setdefault(result["id"], [])
-        out[result["id"]] += [c["id"] for c in gate.get("claims") or []]
+    for f in files:  # every file's catches, not the latest row's: a hint only orders files
+        for result in json.loads(f.read_text(encoding="utf-8"))["results"]:
+            gate = result.get("gate") or {}
+            claims = out.setdefault(result["id"], [])
+            claims += [c["id"] for c in gate.get("claims") or [] if c["id"] not in claims]
     return out
 
 
