@@ -113,7 +113,7 @@ def test_partition_matches_transitive_closure(instance):
 def test_components_are_in_topological_order(instance):
     """Every edge goes from an SCC to itself or to a later one; networkx agrees on the SCCs."""
     K, seqs, labels = instance
-    for k, g in priority_graphs(seqs, labels, K).items():
+    for g in priority_graphs(seqs, labels, K).values():
         for y, j in g.edges:
             assert g.component_of[y] <= g.component_of[j]
         digraph = nx.DiGraph(list(g.edges))
