@@ -281,6 +281,14 @@ def _imprecise(param: str, p, reason: str, t0: float) -> dict:
     return out | {"status": "inconclusive", "reason": reason, "seconds": time.perf_counter() - t0}
 
 
+def inconclusive_answer(model: str, fields: dict, reason: str, seconds: float) -> dict:
+    """The answer of a cross instance that was not computed (``check --timeout`` ran out):
+    the same fields as for an instance float64 does not represent, with ``reason``."""
+    return _imprecise(
+        fields.get("param") or "W", fields.get("p"), reason, time.perf_counter() - seconds
+    )
+
+
 def _quiet(stage: str) -> None:
     """The default ``stage`` callback: say nothing."""
 

@@ -60,6 +60,18 @@ def _imprecise(model: str, fields, svms, reason: str, t0: float, **known) -> dic
     return out | {"status": "inconclusive", "reason": reason, "seconds": time.perf_counter() - t0}
 
 
+def inconclusive_answer(model: str, fields: dict, reason: str, seconds: float) -> dict:
+    """The answer of a prompt or embedding instance that was not computed (``check
+    --timeout`` ran out): every computed field null, each SVM without a point, status
+    "inconclusive" with ``reason``."""
+    keys, svms = (
+        (PROMPT_FIELDS, ("svm_global", "svm_selected"))
+        if model == "prompt"
+        else (EMBEDDING_FIELDS, ("svm",))
+    )
+    return _imprecise(model, keys, svms, reason, time.perf_counter() - seconds)
+
+
 def _quiet(stage: str) -> None:
     """The default ``stage`` callback of the predictors: say nothing."""
 

@@ -65,7 +65,8 @@ def test_progress_off_is_silent(monkeypatch, capsys):
     monkeypatch.setenv("ATTN_PROGRESS", "0")
     fields = {"X": np.zeros((200, 50, 50)), "y": None}
 
-    def plain(*args):  # called without the stage callback
+    def plain(*args, stage):
+        stage("solving")  # nobody listens
         return {"args": len(args)}
 
     assert cli._predict_talking(plain, "prompt", fields, ("X", "y")) == {"args": 2}

@@ -1,7 +1,7 @@
 """`python -m theorems`: list the registered claims, or check one concrete instance.
 
     python -m theorems list [--paper P] [--json]
-    python -m theorems check INSTANCE.json [--out FILE]
+    python -m theorems check INSTANCE.json [--out FILE] [--timeout SECONDS]
     python -m theorems lock [--update] [--from REPORT] [--lock PATH]
     python -m theorems explain ID [--from REPORT]
     python -m theorems report [--from REPORT] [--out DIR] [--against OLD.json]
@@ -21,6 +21,9 @@ A saved counterexample (theorems/counterexamples/ID.json) is an instance file to
 "counterexample" header and "replay" arguments are ignored by `check`.
 
 Every problem with an instance is one line on stderr naming the field, and exit code 2.
+`--timeout SECONDS` computes the answer in a worker process stopped after that long; the
+answer is then the model's fields, null, with status "inconclusive" and a reason that starts
+"budget:" and names the stage it was in (exit 0).
 
 `lock` compares a report (default reports/claims.json) with the verdict lock (default
 theorems/verdicts.lock) and prints the differences (exit 1 if any); `lock --update` rewrites
@@ -62,9 +65,24 @@ PREDICTORS = {
     "embedding": ("models.predict", "predict_embedding", ("sequences", "y", "E0", "v", "eta0")),
     "cross": ("models.cross_predict", "predict_cross", ("X", "Z", "y", "v", "param", "loss", "p")),
 }
+#: Each predictor's module also has ``inconclusive_answer(model, fields, reason, seconds)``: the
+#: answer with every computed field null, given when `check --timeout` runs out.
+INCONCLUSIVE_ANSWER = "inconclusive_answer"
 
 
 # --------------------------------------------------------------------------- commands
+
+
+def _positive_seconds(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return value
 
 
 def _error(message: str, code: int) -> int:
@@ -124,25 +142,81 @@ def _out_problem(out: str) -> str | None:
     return None
 
 
-def _predict_talking(predict, model: str, fields: dict, keys) -> dict:
+def _predict_talking(predict, model: str, fields: dict, keys, on_stage=None) -> dict:
     """``predict`` on the instance, saying on stderr what it does while it runs: a warning
     first if the instance is large, then a heartbeat (theorems.framework.progress.Heartbeat)
-    unless ATTN_PROGRESS=0."""
+    unless ATTN_PROGRESS=0. ``on_stage(text)`` also hears each stage as it begins."""
     from theorems.framework import progress
 
     sizes, work = progress.check_work(model, fields)
     large = work >= progress.LONG_CHECK_WORK
+    tell = on_stage or (lambda text: None)
     if not progress.enabled(0):
-        return predict(*(fields[k] for k in keys))
+        return predict(*(fields[k] for k in keys), stage=tell)
     if large:
         print(
             f"check: warning: a large {model} instance ({sizes}; {work:,} constraint × "
             "dimension entries): this may take minutes; progress follows on stderr every "
-            f"{progress.seconds_text(progress.interval())} (ATTN_PROGRESS=0 silences it)",
+            f"{progress.seconds_text(progress.interval())} (ATTN_PROGRESS=0 silences it; "
+            "--timeout SECONDS bounds the wait)",
             file=sys.stderr,
         )
     with progress.Heartbeat("check", loud=large) as beat:
-        return predict(*(fields[k] for k in keys), stage=beat.stage)
+
+        def stage(text: str) -> None:
+            beat.stage(text)
+            tell(text)
+
+        return predict(*(fields[k] for k in keys), stage=stage)
+
+
+def _predict_in_child(model: str, fields: dict, conn) -> None:
+    """The worker process of `check --timeout`: computes the answer and sends it to the
+    parent as ("answer", JSON-able dict), after ("stage", text) for each stage it begins."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    from theorems.framework.evidence import to_jsonable
+
+    module, name, keys = PREDICTORS[model]
+    predict = getattr(importlib.import_module(module), name)
+    result = _predict_talking(
+        predict, model, fields, keys, on_stage=lambda text: conn.send(("stage", text))
+    )
+    conn.send(("answer", to_jsonable(result)))
+
+
+def _predict_within(model: str, fields: dict, seconds: float) -> dict | None:
+    """The answer computed in a worker process that is stopped after ``seconds``: then the
+    model's inconclusive answer, whose reason says the budget ran out and at which stage.
+    None if the worker died without an answer (its traceback is on stderr). A process, not a
+    thread, because a computation inside torch or a solver cannot be interrupted otherwise;
+    "spawn", because forking a process that has started BLAS or OpenMP threads may hang."""
+    import multiprocessing
+    import time
+
+    ctx = multiprocessing.get_context("spawn")
+    here, there = ctx.Pipe(duplex=False)
+    worker = ctx.Process(target=_predict_in_child, args=(model, fields, there), daemon=True)
+    t0 = time.perf_counter()
+    worker.start()
+    there.close()  # the parent's copy: without it, recv would not see the worker's end
+    doing = "starting (importing the models)"
+    try:
+        while (left := t0 + seconds - time.perf_counter()) > 0 and here.poll(left):
+            try:
+                kind, value = here.recv()
+            except EOFError:
+                return None
+            if kind == "answer":
+                return value
+            doing = value
+    finally:
+        if worker.is_alive():
+            worker.kill()
+        worker.join()
+    module = importlib.import_module(PREDICTORS[model][0])
+    reason = f"budget: no answer within --timeout {seconds:g} s (it was {doing})"
+    return getattr(module, INCONCLUSIVE_ANSWER)(model, fields, reason, time.perf_counter() - t0)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -159,7 +233,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         predict = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
         return _error(f"{module}.{name} is not available: {exc}", 1)
-    result = _predict_talking(predict, model, fields, keys)
+    if args.timeout is None:
+        result = _predict_talking(predict, model, fields, keys)
+    else:
+        result = _predict_within(model, fields, args.timeout)
+        if result is None:
+            return _error("the check's worker process ended without an answer (see above)", 1)
 
     from theorems.framework.evidence import to_jsonable
 
@@ -380,6 +459,12 @@ def main(argv: list[str] | None = None) -> int:
     p_check = sub.add_parser("check", help="validate an instance and print the predictions")
     p_check.add_argument("instance", help="instance JSON file")
     p_check.add_argument("--out", help="write the JSON result to this file instead of stdout")
+    p_check.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="stop after this long and answer status inconclusive, reason budget",
+    )
     p_check.set_defaults(run=cmd_check)
     default_report = str(REPO_ROOT / "reports" / "claims.json")
     p_explain = sub.add_parser(
