@@ -41,6 +41,8 @@ PAPERS = {
     "2410.14581": (
         "Optimizing Attention with Mirror Descent: Generalized Max-Margin Token Selection"
     ),
+    "2403.08081": "Mechanics of Next Token Prediction with Self-Attention",
+    "2402.18551": "Implicit Optimization Bias of Next-token Prediction in Linear Models",
 }
 FIGURES_ENV = "ATTN_FIGURES_DIR"  # theorems.framework.figures writes there when it is set
 DEFAULT_CLAIMS = Path(__file__).resolve().parent / "claims.json"

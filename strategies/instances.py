@@ -65,6 +65,21 @@ DISTINCT_SCORES = "distinct_scores"
 FRO_NUC_APART = "fro_nuc_apart"
 LP_APART = "lp_apart"
 
+# next-token prediction (strategies.ntp_instances; spec ntp.md)
+REALIZABLE_LABELS = "realizable_labels"
+DISTINCT_TOKENS = "distinct_tokens"
+OFFICIAL_NTP = "official_ntp"
+ORTHONORMAL_VOCAB = "orthonormal_vocab"
+ACYCLIC_GRAPHS = "acyclic_graphs"
+CYCLIC_GRAPH = "cyclic_graph"
+INDEPENDENT_EMBEDDINGS = "independent_embeddings"
+GRAPH_SVM_FEASIBLE = "graph_svm_feasible"
+LOG_ODDS_CASE = "log_odds_case"
+NTP_COMPATIBLE = "ntp_compatible"
+NOT_NTP_COMPATIBLE = "not_ntp_compatible"
+NTP_SEPARABLE = "ntp_separable"
+NOT_NTP_SEPARABLE = "not_ntp_separable"
+FULL_RANK_CONTEXTS = "full_rank_contexts"
 #: Every assumption name with its one-line meaning. All statements about "alpha" refer to the
 #: instance's ``alpha`` field (for prompt instances).
 ASSUMPTIONS: dict[str, str] = {
@@ -114,6 +129,26 @@ ASSUMPTIONS: dict[str, str] = {
     "(spec tfsvm §3.6)",
     LP_APART: "the ℓp-SVMs of alpha for the exponents in meta['ps'] have pairwise cosines ≤ 0.97 "
     "(spec tfsvm §3.7)",
+    REALIZABLE_LABELS: "every label occurs in its sequence (2403.08081, spec ntp §1.1)",
+    DISTINCT_TOKENS: "the tokens of every sequence are distinct (the loss is then convex, "
+    "spec ntp §1.1)",
+    OFFICIAL_NTP: "the official NTP generator: unit-sphere vocabulary, T distinct tokens per "
+    "sequence, label uniform over them (spec ntp §4.1)",
+    ORTHONORMAL_VOCAB: "the embeddings are orthonormal (E = I): the queries decouple and the "
+    "graph-SVM has a closed form (spec ntp §2.3)",
+    ACYCLIC_GRAPHS: "every query's priority graph is acyclic: every SCC is one token",
+    CYCLIC_GRAPH: "some query's priority graph has a cycle: an SCC of two or more tokens",
+    INDEPENDENT_EMBEDDINGS: "the K token embeddings are linearly independent (K ≤ d): the "
+    "graph-SVM is feasible (spec ntp §2.2)",
+    GRAPH_SVM_FEASIBLE: "the graph-SVM's constraints are feasible (certified)",
+    LOG_ODDS_CASE: "every sample whose label lies in an SCC C contains all of C (the log-odds "
+    "bridge of spec ntp §2.4)",
+    NTP_COMPATIBLE: "2402.18551 Def. 1: the log-odds equations have a solution (certified "
+    "residual ≤ 1e-9)",
+    NOT_NTP_COMPATIBLE: "the log-odds equations of Def. 1 have no solution",
+    NTP_SEPARABLE: "2402.18551 Def. 2: the NTP-SVM's constraints are feasible (certified)",
+    NOT_NTP_SEPARABLE: "the constraints of Def. 2 are infeasible (Farkas certificate)",
+    FULL_RANK_CONTEXTS: "the context embeddings h̄_1..h̄_m are linearly independent (rank m)",
 }
 
 
