@@ -16,6 +16,10 @@ Instance files (all arrays as nested lists):
     cross:     {"model": "cross", "X": n×T×d, "Z": n×d (the queries), "y": n (±1), "v": d,
                 "param": "W" | "KQ" (default W), "loss": as for prompt (default logistic),
                 "p": ℓp exponent > 1 for mirror descent (optional)}
+    ntp:       {"model": "ntp", "embeddings": K×d, "sequences": lists of token ids (the
+                query is the last one), "labels": one token id per sequence, in it}
+    ntp-linear: {"model": "ntp-linear", "H": d×m (columns are contexts), "P": m×V
+                (next-token probabilities), "pi": m (context weights > 0)}
 
 A saved counterexample (theorems/counterexamples/ID.json) is an instance file too: its
 "counterexample" header and "replay" arguments are ignored by `check`.
@@ -64,6 +68,8 @@ PREDICTORS = {
     "prompt": ("models.predict", "predict_prompt", ("X", "y", "v", "W", "loss", "p0")),
     "embedding": ("models.predict", "predict_embedding", ("sequences", "y", "E0", "v", "eta0")),
     "cross": ("models.cross_predict", "predict_cross", ("X", "Z", "y", "v", "param", "loss", "p")),
+    "ntp": ("models.ntp.predict", "predict_ntp", ("embeddings", "sequences", "labels")),
+    "ntp-linear": ("models.ntp.predict", "predict_ntp_linear", ("H", "P", "pi")),
 }
 #: Each predictor's module also has ``inconclusive_answer(model, fields, reason, seconds)``: the
 #: answer with every computed field null, given when `check --timeout` runs out.

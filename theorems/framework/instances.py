@@ -2,8 +2,9 @@
 
 - An *instance file* (what `python -m theorems check` reads, what a saved counterexample's
   top level holds, what `PromptInstance.to_json()` / `EmbeddingInstance.to_json()` /
-  `CrossInstance.to_json()` write): a JSON object with a "model" ("prompt", "embedding" or
-  "cross") and the fields of INSTANCE_FIELDS.
+  `CrossInstance.to_json()`, `NTPInstance.to_json()`, `LinearNTPInstance.to_json()` write): a
+  JSON object with a "model" ("prompt", "embedding", "cross", "ntp" or "ntp-linear") and the
+  fields of INSTANCE_FIELDS.
   `load_instance` validates one and names the offending field.
 - A *typed argument* (what the replay store keeps of an example's @given arguments):
   `encode` / `decode`, lossless for instances (with their meta), tensors, arrays, numbers,
@@ -28,8 +29,12 @@ INSTANCE_FIELDS = {
     "prompt": ("model", "X", "y", "v", "W", "loss", "p0"),
     "embedding": ("model", "sequences", "y", "E0", "v", "eta0"),
     "cross": ("model", "X", "Z", "y", "v", "param", "loss", "p"),
+    "ntp": ("model", "embeddings", "sequences", "labels"),
+    "ntp-linear": ("model", "H", "P", "pi"),
 }
-_MODELS = '"prompt", "embedding" or "cross"'
+_MODELS = '"prompt", "embedding", "cross", "ntp" or "ntp-linear"'
+#: A row of P sums to 1 within this (models.ntp.linear.PROBABILITY_TOL).
+PROBABILITY_TOL = 1e-9
 
 #: Keys of a saved counterexample that are not instance fields (theorems.framework.replay).
 HEADER_KEYS = ("counterexample", "replay")
@@ -54,12 +59,15 @@ class Undecodable(ValueError):
 def _instance_classes() -> dict[str, type]:
     try:
         from strategies.instances import CrossInstance, EmbeddingInstance, PromptInstance
+        from strategies.ntp_instances import LinearNTPInstance, NTPInstance
     except ImportError:  # pragma: no cover - the strategies package is part of the suite
         return {}
     return {
         "PromptInstance": PromptInstance,
         "EmbeddingInstance": EmbeddingInstance,
         "CrossInstance": CrossInstance,
+        "NTPInstance": NTPInstance,
+        "LinearNTPInstance": LinearNTPInstance,
     }
 
 
@@ -326,6 +334,75 @@ def _validate_cross(doc: dict) -> None:
         raise InstanceError("p", f"the ℓp exponent must be a finite number > 1, got {p!r}")
 
 
+def _token(field: str, value: Any, path: str, vocab: int) -> int:
+    if _too_large(value):
+        raise InstanceError(field, f"{_huge(value)} at {path}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InstanceError(field, f"token ids must be integers, got {_kind(value)} at {path}")
+    if not 0 <= value < vocab:
+        raise InstanceError(
+            field,
+            f"token id {value} at {path} is out of range [0, {vocab}) "
+            f"(embeddings has {vocab} rows)",
+        )
+    return value
+
+
+def _validate_ntp(doc: dict) -> None:
+    vocab, _ = _array("embeddings", doc.get("embeddings"), 2)
+    sequences = doc.get("sequences")
+    if sequences is None:
+        raise InstanceError("sequences", "missing")
+    if not isinstance(sequences, list) or not sequences:
+        raise InstanceError(
+            "sequences", f"expected a non-empty list of token lists, got {_kind(sequences)}"
+        )
+    for i, seq in enumerate(sequences):
+        if not isinstance(seq, list) or not seq:
+            what = "an empty list" if seq == [] else _kind(seq)
+            raise InstanceError(
+                "sequences", f"sequences[{i}] must be a non-empty list of token ids, got {what}"
+            )
+        for t, token in enumerate(seq):
+            _token("sequences", token, f"sequences[{i}][{t}]", vocab)
+    labels = doc.get("labels")
+    if labels is None:
+        raise InstanceError("labels", "missing")
+    if not isinstance(labels, list) or len(labels) != len(sequences):
+        count = len(labels) if isinstance(labels, list) else _kind(labels)
+        raise InstanceError(
+            "labels", f"expected {len(sequences)} token ids (one per sequence), got {count}"
+        )
+    for i, label in enumerate(labels):
+        _token("labels", label, f"labels[{i}]", vocab)
+        if label not in sequences[i]:
+            raise InstanceError(
+                "labels",
+                f"labels[{i}] = {label} does not occur in sequences[{i}] (the attention model "
+                "gives it probability 0: labels must be realizable)",
+            )
+
+
+def _validate_ntp_linear(doc: dict) -> None:
+    d, m = _array("H", doc.get("H"), 2)
+    rows, vocab = _array("P", doc.get("P"), 2)
+    if rows != m:
+        raise InstanceError(
+            "P", f"expected {m} rows (one per context, the columns of H), got {rows}"
+        )
+    if vocab < 2:
+        raise InstanceError("P", f"expected a vocabulary of at least 2 tokens, got {vocab}")
+    for j, row in enumerate(doc["P"]):
+        if any(x < 0 for x in row):
+            raise InstanceError("P", f"probabilities must be ≥ 0 (row {j})")
+        if abs(math.fsum(row) - 1.0) > PROBABILITY_TOL:
+            raise InstanceError("P", f"row {j} sums to {math.fsum(row):.12g}, not 1")
+    _expect_shape("pi", _array("pi", doc.get("pi"), 1), (m,), "one weight per context")
+    for j, w in enumerate(doc["pi"]):
+        if not w > 0:
+            raise InstanceError("pi", f"context weights must be > 0, got {w!r} at index {j}")
+
+
 def _read(path: str | Path) -> Any:
     path = Path(path)
     try:
@@ -347,7 +424,8 @@ def _read(path: str | Path) -> Any:
 
 
 def load_instance(path_or_dict: str | Path | dict) -> tuple[str, dict[str, Any]]:
-    """Read and validate an instance; return (model, fields as torch tensors).
+    """Read and validate an instance; return (model, fields as torch tensors; numpy arrays
+    and lists for the NTP models).
 
     prompt -> X, y, v, W, p0 as float64 tensors and loss as a string; embedding ->
     sequences as an int64 tensor, y, E0, v as float64 tensors and eta0 as a float; cross ->
@@ -368,8 +446,26 @@ def load_instance(path_or_dict: str | Path | dict) -> tuple[str, dict[str, Any]]
         if key not in INSTANCE_FIELDS[model]:
             allowed = ", ".join(sorted(INSTANCE_FIELDS[model]))
             raise InstanceError(key, f'unknown field for model "{model}" (allowed: {allowed})')
-    validate = {"prompt": _validate_prompt, "embedding": _validate_embedding}
-    validate.get(model, _validate_cross)(doc)
+    validate = {
+        "prompt": _validate_prompt,
+        "embedding": _validate_embedding,
+        "cross": _validate_cross,
+        "ntp": _validate_ntp,
+        "ntp-linear": _validate_ntp_linear,
+    }
+    validate[model](doc)
+    if model == "ntp":  # numpy, not torch: the NTP models are numpy
+        import numpy as np
+
+        return model, {
+            "embeddings": np.array(doc["embeddings"], dtype=np.float64),
+            "sequences": [list(s) for s in doc["sequences"]],
+            "labels": list(doc["labels"]),
+        }
+    if model == "ntp-linear":
+        import numpy as np
+
+        return model, {k: np.array(doc[k], dtype=np.float64) for k in ("H", "P", "pi")}
 
     import torch  # only once the instance is known to be valid
 

@@ -230,6 +230,14 @@ def check_work(model: str, fields: dict) -> tuple[str, int]:
     n·T·d)."""
     import numpy as np
 
+    if model == "ntp":
+        K, d = np.shape(fields["embeddings"])
+        n = len(fields["sequences"])
+        return f"K = {K}, n = {n}, d = {d}", sum(len(s) for s in fields["sequences"]) * d * d
+    if model == "ntp-linear":
+        d, m = np.shape(fields["H"])
+        V = np.shape(fields["P"])[1]
+        return f"d = {d}, m = {m}, V = {V}", m * V * V * d
     if model == "embedding":
         n, T = np.shape(fields["sequences"])[:2]
         d = np.shape(fields["E0"])[1]

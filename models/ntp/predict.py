@@ -1,0 +1,214 @@
+"""What `python -m theorems check` answers for the two NTP models (docs/instances.md).
+
+- ``predict_ntp``: the self-attention NTP data of 2403.08081: the SCC partition of each
+  query's priority graph, the certified graph-SVM W_svm, the finite part W_fin and the
+  reduced-loss minimum L*, the limiting label shares inside each label's SCC, and where GD
+  goes (spec ntp §1.2, §2.3–§2.7).
+- ``predict_ntp_linear``: the linear decoder of 2402.18551: the entropy floor H,
+  NTP-compatibility and W*, NTP-separability and the certified NTP-SVM W^mm, dim F, and where
+  GD goes (spec ntp §1.3, §2.11–§2.14).
+
+"Where GD goes" is a run of the theory's own recipe, reported as measured: GD from W = 0 with
+the spec's step (η = 1/L_bound for attention, η = 0.5 for the linear model) for ``GD_STEPS``
+steps, and its distance to the predicted limit. It is evidence about this instance, not a
+certificate of the limit: 1 − corr decays like 1/log²k (spec §2.6).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from models.ntp.attention import ntp_attention, smoothness_bound
+from models.ntp.data import ntp_data
+from models.ntp.finite import finite_component, reduced_model
+from models.ntp.gd import gd
+from models.ntp.graph import priority_graphs
+from models.ntp.linear import linear_ntp
+from models.ntp.qp import project
+from models.ntp.svm import cyclic_subspace, graph_svm
+
+#: GD steps `check` runs (spec §2.6: 1 − corr ≤ 1e-1 and ‖P_cyc W − W_fin‖ ≤ 3e-2 at 1e4 on
+#: the official-style draws; about a second at n = 6, T = 4, d = 8).
+GD_STEPS = 10_000
+#: The step of 2402.18551's experiments (spec §2.14).
+LINEAR_LR = 0.5
+
+NTP_FIELDS = tuple(
+    "model components graph_svm W_fin finite loss_floor label_shares gd status reason "
+    "seconds".split()
+)
+LINEAR_FIELDS = tuple(
+    "model entropy compatible compatibility_residual W_star separable ntp_svm dim_F gd status "
+    "reason seconds".split()
+)
+
+
+def _quiet(stage: str) -> None:
+    """The default ``stage`` callback: say nothing."""
+
+
+def _corr(A: np.ndarray, B: np.ndarray) -> float | None:
+    na, nb = float(np.linalg.norm(A)), float(np.linalg.norm(B))
+    return float(np.sum(A * B) / (na * nb)) if na > 0 and nb > 0 else None
+
+
+def _qp_json(status: str, W, solution) -> dict:
+    cert = solution.certificate
+    return {
+        "status": status,
+        "reason": solution.reason,
+        "W": None if W is None else W.tolist(),
+        "kkt": None if cert is None else cert.residuals,
+    }
+
+
+def inconclusive_answer(model: str, fields: dict, reason: str, seconds: float) -> dict:
+    """The answer that was not computed (``check --timeout`` ran out): every computed field
+    null, status "inconclusive" with ``reason``."""
+    keys = NTP_FIELDS if model == "ntp" else LINEAR_FIELDS
+    out = dict.fromkeys(keys) | {"model": model}
+    return out | {"status": "inconclusive", "reason": reason, "seconds": seconds}
+
+
+# ------------------------------------------------------------------------ self-attention NTP
+
+
+def _label_shares(data, W_fin: np.ndarray) -> list[dict]:
+    """For each sample whose label's SCC has two or more of its tokens: the attention split
+    over those tokens at W_fin (the limit of the split inside the SCC, NTP-COMP)."""
+    reduced = reduced_model(data)
+    mass = reduced.attention_mass(W_fin)
+    table = reduced.table
+    out = []
+    for i in range(table.n):
+        present = np.isfinite(table.log_count[i])
+        if present.sum() < 2:
+            continue
+        tokens = table.tokens[i][present]
+        shares = mass[i][present] / mass[i][present].sum()
+        out.append({"sample": i, "tokens": [int(t) for t in tokens], "shares": shares.tolist()})
+    return out
+
+
+def predict_ntp(embeddings, sequences, labels, *, stage=_quiet) -> dict:
+    """The answer for one self-attention NTP instance (the query is each sequence's last
+    token; labels must occur in their sequences)."""
+    t0 = time.perf_counter()
+    data = ntp_data(embeddings, sequences, labels)
+    graphs = priority_graphs(data.sequences, data.labels, data.num_tokens)
+    components = [
+        {
+            "query": int(k),
+            "sccs": [sorted(int(t) for t in c) for c in g.components],
+            "cyclic": not g.is_acyclic,
+        }
+        for k, g in sorted(graphs.items())
+    ]
+    stage("solving the graph-SVM")
+    svm = graph_svm(data, graphs=graphs)
+    stage("computing the finite part W_fin (Newton on S_cyc)")
+    fin = finite_component(data)
+    answer = {
+        "model": "ntp",
+        "components": components,
+        "graph_svm": _qp_json(svm.status, svm.W, svm.solution) | {"vacuous": svm.vacuous},
+        "W_fin": fin.W.tolist(),
+        "finite": {
+            "converged": fin.converged,
+            "gradient_norm": fin.gradient_norm,
+            "newton_steps": fin.steps,
+            "reason": fin.reason,
+        },
+        "loss_floor": fin.loss,
+        "label_shares": _label_shares(data, fin.W),
+    }
+    if not svm.ok or not fin.converged:
+        why = svm.reason if not svm.ok else f"W_fin: {fin.reason}"
+        status = "infeasible" if svm.status == "infeasible" else "inconclusive"
+        return answer | {"gd": None, "status": status, "reason": why} | _took(t0)
+    stage(f"running GD for {GD_STEPS} steps (η = 1/L_bound)")
+    model = ntp_attention(data)
+    lr = 1.0 / smoothness_bound(data)
+    run = gd(model, np.zeros((data.dim, data.dim)), lr=lr, steps=GD_STEPS)
+    W = run.last
+    basis = cyclic_subspace(data)
+    fin_error = float(np.linalg.norm(project(basis, W) - fin.W)) if basis.shape[0] else 0.0
+    answer["gd"] = {
+        "steps": run.steps,
+        "lr": lr,
+        "stopped": run.stopped or None,
+        "one_minus_corr": None if svm.vacuous else 1.0 - _corr(W, svm.W),
+        "fin_error": fin_error,
+        "excess_loss": model.loss(W) - fin.loss,
+        "W_norm": float(np.linalg.norm(W)),
+    }
+    status, reason = "ok", "W(k) ≈ R·W_svm + W_fin: see gd for the distances after the run"
+    if svm.vacuous:
+        reason = "no edge leaves an SCC: W_svm = 0 and W(k) → W_fin (the loss floor is attained)"
+    return answer | {"status": status, "reason": reason} | _took(t0)
+
+
+def _took(t0: float) -> dict:
+    return {"seconds": time.perf_counter() - t0}
+
+
+# ----------------------------------------------------------------------- the linear decoder
+
+
+def predict_ntp_linear(H, P, pi, *, stage=_quiet) -> dict:
+    """The answer for one linear NTP instance (H: d×m contexts as columns, P: m×V, pi: m)."""
+    t0 = time.perf_counter()
+    problem = linear_ntp(H, P, pi)
+    compat = problem.compatibility()
+    stage("solving the NTP-SVM")
+    svm = problem.ntp_svm()
+    answer = {
+        "model": "ntp-linear",
+        "entropy": problem.entropy(),
+        "compatible": compat.compatible,
+        "compatibility_residual": compat.residual,
+        "W_star": None if compat.W_star is None else compat.W_star.tolist(),
+        "separable": svm.separable,
+        "ntp_svm": _qp_json(svm.status, svm.W, svm.solution) | {"vacuous": svm.vacuous},
+        "dim_F": problem.dim_F,
+    }
+    if svm.separable is None:
+        return (
+            answer
+            | {"gd": None, "status": "inconclusive", "reason": svm.solution.reason}
+            | (_took(t0))
+        )
+    stage(f"running GD for {GD_STEPS} steps (η = {LINEAR_LR})")
+    run = gd(problem, np.zeros((problem.vocab, problem.dim)), lr=LINEAR_LR, steps=GD_STEPS)
+    W = run.last
+    gd_answer = {
+        "steps": run.steps,
+        "lr": LINEAR_LR,
+        "stopped": run.stopped or None,
+        "excess_loss": problem.excess_loss(W),
+        "W_norm": float(np.linalg.norm(W)),
+        "one_minus_corr": None,
+        "fin_error": None,
+    }
+    if compat.compatible:
+        gd_answer["fin_error"] = float(np.linalg.norm(problem.project_F(W) - compat.W_star))
+        if svm.ok and not svm.vacuous:
+            corr = _corr(W - compat.W_star, svm.W)
+            gd_answer["one_minus_corr"] = None if corr is None else 1.0 - corr
+    answer["gd"] = gd_answer
+    if compat.compatible and svm.separable:
+        status = "ok"
+        reason = "compatible and separable: CE → H, P_F W(k) → W*, W(k)/‖W(k)‖ → W^mm/‖W^mm‖"
+    else:
+        status = "ok"
+        missing = [
+            n
+            for n, ok in (("compatible", compat.compatible), ("separable", svm.separable))
+            if not ok
+        ]
+        reason = (
+            f"not {' and not '.join(missing)}: the theorems' premise fails; CE need not reach H"
+        )
+    return answer | {"status": status, "reason": reason} | _took(t0)

@@ -1,0 +1,120 @@
+"""`python -m theorems check` on the two NTP schemas (docs/instances.md): answers checked
+against the spec's closed forms (ntp.md §2.3 I1, §2.4 I2, §3 C12), and bad input answered with
+one line naming the field (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from theorems.framework import cli
+
+I1 = {
+    "model": "ntp",
+    "embeddings": np.eye(4).tolist(),
+    "sequences": [[1, 2, 3, 0], [2, 3, 0], [3, 0]],
+    "labels": [1, 2, 3],
+}
+
+
+def _i2() -> dict:
+    E = np.random.default_rng(0).standard_normal((5, 6))
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    return {
+        "model": "ntp",
+        "embeddings": E.tolist(),
+        "sequences": [[1, 2, 3, 0]] * 3 + [[3, 4, 0], [3, 1, 4], [1, 2, 4], [2, 3, 4]],
+        "labels": [1, 1, 2, 3, 3, 2, 2],
+    }
+
+
+def _check(tmp_path, doc: dict) -> dict:
+    path, out = tmp_path / "instance.json", tmp_path / "answer.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    assert cli.main(["check", str(path), "--out", str(out)]) == 0
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_the_acyclic_chain_i1_has_the_closed_form_graph_svm(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_PROGRESS", "0")
+    answer = _check(tmp_path, I1)
+    assert answer["status"] == "ok"
+    (query,) = answer["components"]
+    assert query["query"] == 0 and not query["cyclic"]
+    W = np.array(answer["graph_svm"]["W"])
+    expected = np.zeros((4, 4))
+    expected[:, 0] = [-1.5, 1.5, 0.5, -0.5]  # u_0 = the min-norm level vector (spec §2.3)
+    assert np.abs(W - expected).max() <= 1e-8
+    assert max(answer["graph_svm"]["kkt"].values()) <= 1e-8
+    assert answer["loss_floor"] == 0.0 and answer["label_shares"] == []
+    assert answer["gd"]["one_minus_corr"] <= 1e-3  # acyclic: fast (spec §2.6: 1.5e-5 at 1e5)
+
+
+def test_i2_has_the_log_odds_finite_part_and_its_floor(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_PROGRESS", "0")
+    doc = _i2()
+    answer = _check(tmp_path, doc)
+    assert answer["status"] == "ok"
+    sccs = {c["query"]: c["sccs"] for c in answer["components"]}
+    assert [1, 2] in sccs[0] and all(len(c) == 1 for c in sccs[4])
+    x = np.array(doc["embeddings"])
+    diff = x[1] - x[2]
+    expected = math.log(2) * np.outer(diff, x[0]) / (diff @ diff)  # spec §2.4
+    assert np.abs(np.array(answer["W_fin"]) - expected).max() <= 1e-12
+    assert answer["loss_floor"] == pytest.approx((2 * math.log(1.5) + math.log(3)) / 7, abs=1e-12)
+    shares = {tuple(s["tokens"]): s["shares"] for s in answer["label_shares"]}
+    assert shares[(1, 2)] == pytest.approx([2 / 3, 1 / 3], abs=1e-12)
+    gd = answer["gd"]
+    assert gd["one_minus_corr"] <= 1e-1 and gd["fin_error"] <= 3e-2  # spec §6.2 at 1e4
+
+
+def test_a_separable_but_incompatible_linear_instance_says_so(tmp_path, monkeypatch):
+    # spec §3 C12: two contexts share an embedding with different distributions on {0, 1}.
+    monkeypatch.setenv("ATTN_PROGRESS", "0")
+    doc = {
+        "model": "ntp-linear",
+        "H": [[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+        "P": [[0.5, 0.5, 0.0, 0.0], [0.8, 0.2, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5]],
+        "pi": [1 / 3, 1 / 3, 1 / 3],
+    }
+    answer = _check(tmp_path, doc)
+    assert answer["separable"] is True and answer["compatible"] is False
+    assert answer["W_star"] is None and answer["compatibility_residual"] > 0.1
+    assert max(answer["ntp_svm"]["kkt"].values()) <= 1e-8
+    assert answer["gd"]["excess_loss"] > 0.03  # inf CE − H = Σ π KL(p_j ‖ p̄) = 0.0338 (C12)
+
+
+BAD = [
+    ({**I1, "labels": [1, 2, 1]}, "labels", "does not occur in sequences[2]"),
+    ({**I1, "labels": [1, 2]}, "labels", "expected 3 token ids"),
+    ({**I1, "sequences": [[1, 2, 3, 0], [2, 9, 0], [3, 0]]}, "sequences", "out of range [0, 4)"),
+    ({**I1, "sequences": [[1, 2, 3, 0], [], [3, 0]]}, "sequences", "sequences[1] must be a"),
+    ({**I1, "sequences": [[1, 2.5, 3, 0], [2, 3, 0], [3, 0]]}, "sequences", "integers"),
+    (
+        {"model": "ntp-linear", "H": [[1.0, 0.0]], "P": [[0.5, 0.6], [1.0, 0.0]], "pi": [1, 1]},
+        "P",
+        "row 0 sums to 1.1",
+    ),
+    (
+        {"model": "ntp-linear", "H": [[1.0, 0.0]], "P": [[0.5, 0.5], [1.0, 0.0]], "pi": [1, 0]},
+        "pi",
+        "must be > 0",
+    ),
+    (
+        {"model": "ntp-linear", "H": [[1.0, 0.0]], "P": [[0.5, 0.5]], "pi": [1]},
+        "P",
+        "expected 2 rows",
+    ),
+]
+
+
+@pytest.mark.parametrize(("doc", "field", "fragment"), BAD)
+def test_bad_ntp_input_is_one_line_naming_the_field(tmp_path, capsys, doc, field, fragment):
+    path = tmp_path / "instance.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    assert cli.main(["check", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f'field "{field}"' in err and fragment in err, err
