@@ -49,6 +49,20 @@ def test_two_tokens_one_cycle():
     assert g.has_priority(0, 1) and g.has_priority(1, 0)
 
 
+def test_three_cycle_c6():
+    """Control C6's data: 1 → 2, 2 → 3, 3 → 1 (each sample sees two members) close one SCC."""
+    g = priority_graphs([[1, 2, 0], [1, 2, 0], [2, 3, 0], [3, 1, 0]], [1, 1, 2, 3], 4)[0]
+    assert g.components == (frozenset({1, 2, 3}), frozenset({0}))
+
+
+def test_priority_is_transitive():
+    """1 → 2 and 2 → 3 with no sample holding 1 and 3 together: still 1 ⇒ 3."""
+    g = priority_graphs([[1, 2, 0], [2, 3, 0]], [1, 2], 4)[0]
+    assert (1, 3) not in g.edges
+    assert g.has_priority(1, 3) and not g.has_priority(3, 1)
+    assert g.top_component([1, 3]) == {1}
+
+
 def test_query_is_a_candidate_and_self_loops_are_dropped():
     """The query token gets an edge from the label (j = k ≠ y); a repeated label adds none."""
     triples = priority_triples([[2, 1, 2, 0]], [2], 3)

@@ -7,16 +7,17 @@ when j = k ≠ y). This is the official ``Tarjan.initialize``: no self-loops, no
 edges, and samples whose label is absent from the sequence add nothing. "y ⇒ j" (y has priority
 over j) when a path y → … → j exists. The SCCs of G^(k) are ordered topologically, sources
 (highest priority) first; ties between incomparable components are broken by their smallest
-token, so the order is a function of the graph alone.
+token, so the order is a function of the graph alone. Tarjan's algorithm is written here
+(iteratively, as the official code's recursive one); the tests compare it with networkx and
+with a transitive closure.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-
-import networkx as nx
 
 from models.ntp.data import token_sequences
 
@@ -43,46 +44,49 @@ class PriorityGraph:
     edges: frozenset[tuple[int, int]]
 
     @cached_property
-    def _digraph(self) -> nx.DiGraph:
-        graph = nx.DiGraph()
-        graph.add_nodes_from(range(self.num_tokens))
-        graph.add_edges_from(self.edges)
-        return graph
-
-    @cached_property
-    def _condensation(self) -> tuple[nx.DiGraph, tuple[frozenset[int], ...]]:
-        """The condensation DAG relabelled so that node c is the c-th SCC in our order."""
-        cond = nx.condensation(self._digraph)
-        order = list(
-            nx.lexicographical_topological_sort(cond, key=lambda c: min(cond.nodes[c]["members"]))
-        )
+    def _condensation(self) -> tuple[tuple[frozenset[int], ...], tuple[int, ...]]:
+        """(SCCs in our topological order, each token's SCC index)."""
+        successors: list[list[int]] = [[] for _ in range(self.num_tokens)]
+        for y, j in sorted(self.edges):
+            successors[y].append(j)
+        raw = strongly_connected_components(successors)
+        index = [0] * self.num_tokens
+        for c, members in enumerate(raw):
+            for token in members:
+                index[token] = c
+        dag = [
+            {index[j] for y in members for j in successors[y]} - {c}
+            for c, members in enumerate(raw)
+        ]
+        order = topological_order(dag, key=[min(members) for members in raw])
         rank = {c: r for r, c in enumerate(order)}
-        dag = nx.relabel_nodes(cond, rank)
-        comps = tuple(frozenset(cond.nodes[c]["members"]) for c in order)
-        return dag, comps
+        components = tuple(frozenset(raw[c]) for c in order)
+        return components, tuple(rank[c] for c in index)
 
     @property
     def components(self) -> tuple[frozenset[int], ...]:
         """The SCCs in topological order: every edge goes from a component to a later one."""
-        return self._condensation[1]
+        return self._condensation[0]
 
-    @cached_property
+    @property
     def component_of(self) -> tuple[int, ...]:
         """Index (into `components`) of each token's SCC."""
-        index = [0] * self.num_tokens
-        for c, members in enumerate(self.components):
-            for token in members:
-                index[token] = c
-        return tuple(index)
+        return self._condensation[1]
 
     def same_component(self, a: int, b: int) -> bool:
         return self.component_of[a] == self.component_of[b]
 
     @cached_property
     def _reach(self) -> tuple[frozenset[int], ...]:
-        """Components reachable from each component (itself included)."""
-        dag = self._condensation[0]
-        return tuple(frozenset(nx.descendants(dag, c)) | {c} for c in range(len(dag)))
+        """Components reachable from each component (itself included), as index sets: one pass
+        in reverse topological order, since every edge points to a later component."""
+        later: list[set[int]] = [set() for _ in self.components]
+        for y, j in self.edges:
+            later[self.component_of[y]].add(self.component_of[j])
+        reach: list[frozenset[int]] = [frozenset()] * len(later)
+        for c in reversed(range(len(later))):
+            reach[c] = frozenset({c}).union(*(reach[o] for o in later[c]))
+        return tuple(reach)
 
     def has_priority(self, a: int, b: int) -> bool:
         """a ⇒ b: a path a → … → b exists (a ≠ b; within an SCC both directions hold)."""
@@ -116,6 +120,69 @@ class PriorityGraph:
         c = tops[0]
         present = {self.component_of[t] for t in tokens}
         return self.components[c] if present <= self._reach[c] else None
+
+
+def strongly_connected_components(successors: list[list[int]]) -> list[list[int]]:
+    """Tarjan's algorithm, iterative (no recursion limit): the SCCs of the graph whose node v
+    has out-neighbours ``successors[v]``, in the order Tarjan completes them."""
+    n = len(successors)
+    index, low = [-1] * n, [0] * n
+    on_stack = [False] * n
+    stack: list[int] = []
+    components: list[list[int]] = []
+    counter = 0
+    for root in range(n):
+        if index[root] != -1:
+            continue
+        work = [(root, 0)]  # (node, position in its successor list)
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on_stack[v] = True
+            if i < len(successors[v]):
+                work.append((v, i + 1))
+                w = successors[v][i]
+                if index[w] == -1:
+                    work.append((w, 0))
+                elif on_stack[w]:
+                    low[v] = min(low[v], index[w])
+                continue
+            if low[v] == index[v]:
+                members = []
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = False
+                    members.append(w)
+                    if w == v:
+                        break
+                components.append(sorted(members))
+            if work:  # v is done: hand its low-link to its DFS parent
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+    return components
+
+
+def topological_order(dag: list[set[int]], key: list[int]) -> list[int]:
+    """Kahn's algorithm taking, among the ready nodes, the one with the smallest ``key``: the
+    order is then a function of the DAG and the keys alone."""
+    indegree = [0] * len(dag)
+    for targets in dag:
+        for t in targets:
+            indegree[t] += 1
+    ready = [(key[c], c) for c in range(len(dag)) if indegree[c] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, c = heapq.heappop(ready)
+        order.append(c)
+        for t in dag[c]:
+            indegree[t] -= 1
+            if indegree[t] == 0:
+                heapq.heappush(ready, (key[t], t))
+    return order
 
 
 def priority_graphs(sequences, labels, num_tokens: int) -> dict[int, PriorityGraph]:

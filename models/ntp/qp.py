@@ -3,13 +3,16 @@ graph-SVM, §1.3 NTP-SVM):
 
     minimize ½‖w‖²   subject to   A_in w ≥ 1,   A_eq w = 0.
 
-Why elimination: with N an orthonormal basis of null(A_eq), w = Nθ and ‖w‖ = ‖θ‖, so the
-problem is the plain margin QP min ½‖θ‖² s.t. (A_in N)θ ≥ 1 of `models.svm.solve_margin_qp`
-(Lawson–Hanson NNLS first, the LP + Clarabel pipeline as its certified fallback). Its answer is
-mapped back and certified again here, in the original coordinates, by `certify_equality`: the
-KKT conditions w = A_inᵀλ + A_eqᵀν, λ ≥ 0, A_in w ≥ 1, A_eq w = 0, λ_j(A_in w − 1)_j = 0. They
-are those of `models.svm.certify` for the rows [A_in; A_eq; −A_eq] ≥ [1; 0; 0] with
-multipliers [λ; ν⁺; ν⁻], which is how they are computed (one implementation of the residuals).
+Why elimination: with P the orthogonal projector onto null(A_eq), the problem has the same
+optimum as the plain margin QP min ½‖w‖² s.t. (A_in P) w ≥ 1 of `models.svm.solve_margin_qp`
+(Lawson–Hanson NNLS first, the LP + Clarabel pipeline as its certified fallback): that
+optimum is (A_in P)ᵀλ ∈ null(A_eq), where A_in P w = A_in w, and any feasible w of ours is
+feasible there with the same norm. P = I − VᵀV from a thin SVD of the few equality rows (a
+full null-space basis costs a d²×d² SVD). The answer is mapped back and certified again here,
+in the original coordinates, by `certify_equality`: the KKT conditions w = A_inᵀλ + A_eqᵀν,
+λ ≥ 0, A_in w ≥ 1, A_eq w = 0, λ_j(A_in w − 1)_j = 0. They are those of `models.svm.certify`
+for the rows [A_in; A_eq; −A_eq] ≥ [1; 0; 0] with multipliers [λ; ν⁺; ν⁻], which is how they
+are computed (one implementation of the residuals).
 
 Infeasibility is certified by a Farkas pair: y ≥ 0 and μ with A_inᵀy + A_eqᵀμ = 0 and 1ᵀy > 0,
 since then any feasible w would give 0 = yᵀA_in w + μᵀA_eq w ≥ 1ᵀy > 0.
@@ -50,14 +53,10 @@ class EqualityQPSolution:
         return self.status == "optimal"
 
 
-def null_space(A: np.ndarray, dim: int) -> np.ndarray:
-    """Orthonormal basis (dim × r) of {w : A w = 0}; rank by numpy's matrix_rank threshold."""
-    if A.shape[0] == 0:
-        return np.eye(dim)
-    _, sigma, Vt = np.linalg.svd(A, full_matrices=True)
-    threshold = sigma.max(initial=0.0) * max(A.shape) * np.finfo(float).eps
-    rank = int(np.count_nonzero(sigma > threshold))
-    return Vt[rank:].T
+def project_out(rows: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """A with the row space of ``rows`` projected out of each of its rows: A (I − VᵀV)."""
+    basis = orthonormal_rows(rows)
+    return A - (A @ basis.T) @ basis
 
 
 def certify_equality(A_in, A_eq, w, lam, nu, *, tol: float = KKT_TOL) -> Certificate:
@@ -86,14 +85,13 @@ def solve_equality_qp(A_in, A_eq, *, tol: float = KKT_TOL) -> EqualityQPSolution
     """min ½‖w‖² s.t. A_in w ≥ 1, A_eq w = 0: certified optimum, certified infeasibility, or a
     failure with its reason. Never raises for infeasibility or solver trouble."""
     A_in, A_eq = _check_rows(A_in, A_eq)
-    N = null_space(A_eq, A_in.shape[1])
-    inner = solve_margin_qp(A_in @ N, np.ones(len(A_in)), tol=tol)
+    inner = solve_margin_qp(project_out(A_eq, A_in), np.ones(len(A_in)), tol=tol)
     if inner.status == "infeasible":
-        return _farkas(A_in, A_eq, N, inner.duals, inner.solver, inner.reason, tol)
+        return _farkas(A_in, A_eq, inner.duals, inner.solver, inner.reason, tol)
     if inner.x is None or not inner.ok:
-        why = f"reduced QP ({A_in.shape[0]} rows, {N.shape[1]} free dims): {inner.reason}"
+        why = f"projected QP ({A_in.shape[0]} rows): {inner.reason}"
         return EqualityQPSolution(inner.status, None, None, None, None, inner.solver, why)
-    w = N @ inner.x
+    w = inner.x
     lam = np.asarray(inner.duals, dtype=np.float64)
     # ν from stationarity: the part of w that A_inᵀλ leaves lies in the row space of A_eq.
     nu = _eq_multipliers(A_eq, w - A_in.T @ lam)
@@ -101,7 +99,7 @@ def solve_equality_qp(A_in, A_eq, *, tol: float = KKT_TOL) -> EqualityQPSolution
     if not cert.ok:
         reason = f"reduced solve certified, full KKT not: {cert.summary()}"
         return EqualityQPSolution("inaccurate", None, None, None, cert, inner.solver, reason)
-    reason = f"eliminated {A_in.shape[1] - N.shape[1]} equality dims; {inner.reason}"
+    reason = f"{len(A_eq)} equality rows projected out; {inner.reason}"
     return EqualityQPSolution("optimal", w, lam, nu, cert, inner.solver, reason)
 
 
@@ -111,9 +109,10 @@ def _eq_multipliers(A_eq: np.ndarray, r: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(A_eq.T, r, rcond=None)[0]
 
 
-def _farkas(A_in, A_eq, N, y, solver, reason, tol) -> EqualityQPSolution:
-    """Lift the reduced Farkas vector y ((A_in N)ᵀy = 0) to (y, μ) with A_inᵀy + A_eqᵀμ = 0,
-    and accept it only if that residual is ≤ tol·1ᵀy (the reduced test does not see A_eq)."""
+def _farkas(A_in, A_eq, y, solver, reason, tol) -> EqualityQPSolution:
+    """Lift the projected problem's Farkas vector y ((A_in P)ᵀy = 0) to (y, μ) with
+    A_inᵀy + A_eqᵀμ = 0, and accept it only if that residual is ≤ tol·1ᵀy (the projected
+    problem's own test does not see A_eq)."""
     y = np.asarray(y, dtype=np.float64)
     mu = _eq_multipliers(A_eq, -(A_in.T @ y))
     residual = float(np.linalg.norm(A_in.T @ y + A_eq.T @ mu))
