@@ -1,0 +1,190 @@
+"""The dynamics of 2402.18551 (spec ntp §2.13, §2.14): the regularization path (Thm 1), and GD
+(Lemma 2, Thm 2) on the shared pool of ``common``: one batched log-space GD run (η = 0.5, 1e5
+steps, zero and LeCun init) that every claim here reads.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import cvxpy as cp
+import numpy as np
+
+from theorems import claim, evidence
+from theorems.ntplinear.common import (
+    CHECKPOINTS,
+    GD_STEPS,
+    gd_cases,
+    gd_instances,
+    iterate,
+    one_minus_corr,
+    w_mm,
+    w_star,
+)
+
+#: Spec §6.2 LIN-GD row (η = 0.5, 1e5 steps): CE − H ≤ 3e-4.
+CE_TOL = 3e-4
+#: Spec §6.2 LIN-GD row: 1 − corr(W_k − W*, W^mm) ≤ 6e-2 at 1e5 (the corrected iterate).
+DIR_TOL = 6e-2
+#: Spec §6.2 LIN-GD row: increment 1 − corr(W(k) − W(k/2), W^mm) ≤ 2e-3 at 1e5.
+INC_TOL = 2e-3
+#: Spec §6.2 LIN-GD row: ‖P_F W_k − W*‖ ≤ 5e-2 at 1e5.
+PF_TOL = 5e-2
+#: A sequence "decreases" if no checkpoint exceeds the previous by more than this (relative):
+#: rounding of O(1) quantities computed from iterates of norm ≤ 30.
+MONO_TOL = 1e-9
+#: Spec §2.13 / §6.2 LIN-RP row: B = 10/20/40; 1 − corr decreasing and ≤ 3e-2 at B = 40;
+#: ‖P_F Ŵ_40 − W*‖ ≤ 1e-3. Accept a solve only if |‖Ŵ_B‖ − B| ≤ 1e-3·B and CE − H ≥ 1e-7.
+RP_BALLS = (10.0, 20.0, 40.0)
+RP_TOL = 3e-2
+RP_PF_TOL = 1e-3
+RP_BOUNDARY = 1e-3
+RP_MIN_EXCESS = 1e-7
+
+
+def _separable_cases():
+    good = set(id(i) for i in gd_instances()[0])
+    return [c for c in gd_cases() if id(c.inst) in good]
+
+
+def _decreasing(xs) -> bool:
+    return all(b <= a * (1 + MONO_TOL) for a, b in zip(xs, xs[1:], strict=False))
+
+
+# ---- §2.13 LIN-RP --------------------------------------------------------------------------------
+
+
+@cache
+def _rp_point(inst, B: float):
+    """Ŵ_B = argmin_{‖W‖_F ≤ B} CE(W) by cvxpy (exp cones, Clarabel); None if not accepted."""
+    p = inst.problem
+    W = cp.Variable((p.vocab, p.dim))
+    logits = (W @ p.H).T
+    terms = [p.pi[j] * (cp.log_sum_exp(logits[j]) - p.P[j] @ logits[j]) for j in range(p.m)]
+    prob = cp.Problem(cp.Minimize(cp.sum(terms)), [cp.norm(W, "fro") <= B])
+    try:
+        prob.solve(solver=cp.CLARABEL)
+    except cp.SolverError as exc:
+        return None, f"solver error: {exc}"
+    if prob.status != "optimal" or W.value is None:
+        return None, f"status {prob.status}"
+    Wv = W.value
+    if abs(np.linalg.norm(Wv) - B) > RP_BOUNDARY * B:
+        return None, f"‖Ŵ_B‖ = {np.linalg.norm(Wv):.4f} off the boundary B = {B:g}"
+    if p.excess_loss(Wv) < RP_MIN_EXCESS:
+        return None, f"CE − H = {p.excess_loss(Wv):.1e} below the solver's resolution"
+    return Wv, ""
+
+
+@claim("LIN-RP")
+def test_regularization_path():
+    """Thm 1: Ŵ_B = argmin_{‖W‖ ≤ B} CE(W) lies on the boundary, Ŵ_B/B → W^mm/‖W^mm‖ and
+    P_F(Ŵ_B) → W* as B → ∞."""
+    decided = 0
+    for inst in evidence.each(gd_instances()[0]):
+        Ws, Wm = w_star(inst.problem), w_mm(inst.problem)
+        points = [_rp_point(inst, B) for B in RP_BALLS]
+        why = [f"B = {B:g}: {w}" for B, (Wb, w) in zip(RP_BALLS, points, strict=True) if w]
+        if why:  # the spec's acceptance rule (§2.8): this instance cannot decide
+            evidence.metric("RP instances undecided", 1)
+            continue
+        decided += 1
+        gaps = [one_minus_corr(Wb, Wm) for Wb, _ in points]
+        pf = float(np.linalg.norm(inst.problem.project_F(points[-1][0]) - Ws))
+        evidence.slack("1 − corr(Ŵ_40, W^mm)", gaps[-1], RP_TOL)
+        evidence.slack("‖P_F Ŵ_40 − W*‖", pf, RP_PF_TOL)
+        where = f"({inst!r})"
+        assert _decreasing(gaps), f"1 − corr(Ŵ_B, W^mm) at B = {RP_BALLS}: {gaps} {where}"
+        assert gaps[-1] <= RP_TOL, f"1 − corr(Ŵ_40, W^mm) = {gaps[-1]:.2e} > {RP_TOL} {where}"
+        assert pf <= RP_PF_TOL, f"‖P_F Ŵ_40 − W*‖ = {pf:.2e} > {RP_PF_TOL} {where}"
+    if decided == 0:
+        evidence.inconclusive("no pool instance had every RP solve accepted")
+    evidence.metric("RP instances decided", decided)
+
+
+# ---- §2.14 LIN-GD --------------------------------------------------------------------------------
+
+
+@claim("LIN-GD-CE")
+def test_gd_loss_to_entropy():
+    """Lemma 2: with compatible and separable data, GD (η = 0.5) drives CE(W_k) → H."""
+    for case in evidence.each(_separable_cases()):
+        p = case.inst.problem
+        ex = [p.excess_loss(iterate(case, k)) for k in CHECKPOINTS]
+        evidence.slack("CE − H at 1e5 steps", ex[-1], CE_TOL)
+        assert _decreasing(ex), f"CE − H at {CHECKPOINTS}: {ex} ({case.label})"
+        assert ex[-1] <= CE_TOL, f"CE − H = {ex[-1]:.2e} > {CE_TOL} at {GD_STEPS} ({case.label})"
+
+
+@claim("LIN-GD-NORM")
+def test_gd_norm_grows():
+    """Lemma 2: with compatible and separable data, ‖W_k‖ → ∞ under GD."""
+    for case in evidence.each(_separable_cases()):
+        norms = [float(np.linalg.norm(iterate(case, k))) for k in CHECKPOINTS]
+        evidence.metric("‖W‖ at 1e5 steps", norms[-1])
+        grows = all(b > a for a, b in zip(norms, norms[1:], strict=False))
+        assert grows, f"‖W_k‖ at {CHECKPOINTS}: {[round(x, 3) for x in norms]} ({case.label})"
+
+
+@claim("LIN-GD-DIR")
+def test_gd_direction():
+    """Thm 2: GD's iterates converge in direction to the NTP-SVM, W_k/‖W_k‖ → W^mm/‖W^mm‖, from
+    any initialization (measured on the corrected iterate W_k − W*)."""
+    for case in evidence.each(_separable_cases()):
+        p = case.inst.problem
+        Ws, Wm = w_star(p), w_mm(p)
+        gaps = [one_minus_corr(iterate(case, k) - Ws, Wm) for k in CHECKPOINTS]
+        evidence.slack("1 − corr(W_k − W*, W^mm) at 1e5", gaps[-1], DIR_TOL)
+        evidence.metric("1 − corr(W_k, W^mm) at 1e5", one_minus_corr(iterate(case, GD_STEPS), Wm))
+        assert _decreasing(gaps), (
+            f"1 − corr(W_k − W*, W^mm) at {CHECKPOINTS}: {gaps} ({case.label})"
+        )
+        assert gaps[-1] <= DIR_TOL, (
+            f"1 − corr(W_k − W*, W^mm) = {gaps[-1]:.2e} > {DIR_TOL} at k = {GD_STEPS} "
+            f"({case.label})"
+        )
+
+
+@claim("LIN-GD-INC")
+def test_gd_increment():
+    """(Spec threshold) GD's late increments point along the NTP-SVM: 1 − corr(W(k) − W(k/2),
+    W^mm) ≤ 2e-3 at k = 1e5, η = 0.5."""
+    for case in evidence.each(_separable_cases()):
+        Wm = w_mm(case.inst.problem)
+        inc = one_minus_corr(iterate(case, GD_STEPS) - iterate(case, GD_STEPS // 2), Wm)
+        evidence.slack("increment 1 − corr at 1e5", inc, INC_TOL)
+        assert inc <= INC_TOL, (
+            f"1 − corr(W(1e5) − W(5e4), W^mm) = {inc:.2e} > {INC_TOL} ({case.label})"
+        )
+
+
+@claim("LIN-GD-INC-FASTER")
+def test_gd_increment_faster():
+    """(Spec reading [N]) GD's late increment is closer in direction to the NTP-SVM than the
+    corrected iterate: 1 − corr(W(k) − W(k/2), W^mm) ≤ 1 − corr(W(k) − W*, W^mm) at k = 1e5."""
+    for case in evidence.each(_separable_cases()):
+        p = case.inst.problem
+        Ws, Wm = w_star(p), w_mm(p)
+        Wk = iterate(case, GD_STEPS)
+        inc = one_minus_corr(Wk - iterate(case, GD_STEPS // 2), Wm)
+        corrected = one_minus_corr(Wk - Ws, Wm)
+        evidence.slack("increment / corrected 1 − corr at 1e5", inc, corrected)
+        assert inc <= corrected, (
+            f"increment 1 − corr = {inc:.2e} > corrected 1 − corr = {corrected:.2e} at k = "
+            f"{GD_STEPS} ({case.label})"
+        )
+
+
+@claim("LIN-GD-PF")
+def test_gd_finite_part():
+    """Thm 2: GD's component in the data subspace F converges to W*: P_F(W_k) → W*, from any
+    initialization."""
+    for case in evidence.each(_separable_cases()):
+        p = case.inst.problem
+        Ws = w_star(p)
+        errs = [float(np.linalg.norm(p.project_F(iterate(case, k)) - Ws)) for k in CHECKPOINTS]
+        evidence.slack("‖P_F W_k − W*‖ at 1e5", errs[-1], PF_TOL)
+        assert errs[-1] <= PF_TOL, (
+            f"‖P_F W_k − W*‖ = {errs[-1]:.2e} > {PF_TOL} at k = {GD_STEPS} ({case.label}; "
+            f"along the run {[f'{e:.1e}' for e in errs]})"
+        )

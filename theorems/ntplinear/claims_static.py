@@ -1,0 +1,282 @@
+"""The static claims of 2402.18551 (spec ntp §1.3, §2.11, §2.12, §2.16): the entropy floor, the
+conditions (Prop. 1's exact bound, Lemma 1 and its refinement d = m, Remark 1), the structure
+of W* and W^mm, and the autoregressive pooling. No dynamics: a few certified solves per example.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from models.svm import solve_margin_qp
+from strategies.instances import FULL_RANK_CONTEXTS
+from strategies.ntp_instances import LinearNTPInstance
+from strategies.ntp_linear import (
+    SEEDS,
+    linear_instances,
+    one_hot_instances,
+    overparameterized_instances,
+    resampled,
+    twin_token_instances,
+)
+from theorems import claim, evidence
+from theorems.ntplinear.common import (
+    all_pair_rows,
+    log_odds_residual,
+    project_rows,
+    w_mm,
+    w_star,
+)
+
+# ---- tolerances ----------------------------------------------------------------------------------
+
+#: LIN-ENT: CE and H are O(1) sums of ≤ 8·6 float64 terms: their difference agrees with the
+#: log-space excess to 1e-12 (absolute), four decades above rounding.
+IDENTITY_TOL = 1e-12
+#: The norms of the random W at which CE is compared (moderate: the KL part stays ≫ 1e-12).
+W_NORMS = (0.1, 1.0, 10.0)
+#: LIN-COND-PROP1: the scales R of W* + R·W^mm.
+PROP1_R = (1.0, 3.0, 10.0, 30.0)
+#: Spec §6.2 SVM certificates / invariances: W^mm and subspace relations to 1e-8 (relative to
+#: max(1, ‖W‖)); the oracle's KKT residuals are ≤ 1e-8 (models.ntp.qp.KKT_TOL).
+SVM_TOL = 1e-8
+#: W* solves the log-odds equations to this (spec §6.2: lstsq residual ≤ 1e-9 means compatible).
+COMPAT_TOL = 1e-9
+#: LIN-AR: the pooled CE and the sequence average are the same sum in another order (≤ 200
+#: O(1) terms): 1e-12 relative.
+POOL_TOL = 1e-12
+
+
+def _rel(A, B) -> float:
+    return float(np.linalg.norm(A - B) / max(1.0, np.linalg.norm(B)))
+
+
+def _random_W(inst, seed: int, norm: float) -> np.ndarray:
+    W = np.random.default_rng(seed).standard_normal((inst.vocab, inst.dim))
+    return W * norm / np.linalg.norm(W)
+
+
+# ---- §2.11 LIN-ENT, LIN-COND ---------------------------------------------------------------------
+
+
+@claim("LIN-ENT")
+@given(inst=linear_instances(), seed=SEEDS)
+def test_entropy_floor(inst, seed):
+    """CE(W) > H for every finite W once some support S_j is smaller than the vocabulary: the
+    entropy is the loss's floor, and CE = H + Σ_j π̂_j KL(p̂_j ‖ softmax(W h̄_j))."""
+    problem = inst.problem
+    evidence.premise(bool((problem.support.sum(axis=1) < problem.vocab).any()), "some S_j < V")
+    H = problem.entropy()
+    for norm in W_NORMS:
+        W = _random_W(inst, seed, norm)
+        ce, excess = problem.loss(W), problem.excess_loss(W)
+        evidence.slack("|CE − H − excess| (absolute)", abs(ce - H - excess), IDENTITY_TOL)
+        assert excess > 0 and ce > H, f"CE − H = {ce - H:.3e}, excess {excess:.3e} at ‖W‖ = {norm}"
+        assert abs(ce - H - excess) <= IDENTITY_TOL, (
+            f"CE − H = {ce - H:.15e} but Σπ̂ KL + off-mass term = {excess:.15e} at ‖W‖ = {norm}"
+        )
+
+
+@claim("LIN-COND-PROP1")
+@given(inst=overparameterized_instances(extra=st.integers(0, 2)))
+def test_prop1_bound(inst):
+    """Prop. 1: if the data are NTP_H-compatible and NTP-separable, CE(W* + R·W^mm) → H; the
+    proof's bound CE(W* + R·W^mm) ≤ H + V e^{‖W*‖M} e^{−R}, M = √2 max_j ‖h̄_j‖."""
+    problem = inst.problem
+    Ws, Wm = w_star(problem), w_mm(problem)
+    M = math.sqrt(2) * float(np.linalg.norm(problem.H, axis=0).max())
+    logC = math.log(problem.vocab) + float(np.linalg.norm(Ws)) * M
+    for R in PROP1_R:
+        excess = problem.excess_loss(Ws + R * Wm)
+        bound = math.exp(logC - R)
+        evidence.slack("(CE − H) / (C e^{−R})", excess, bound)
+        assert excess <= bound, f"CE − H = {excess:.3e} > C e^(−R) = {bound:.3e} at R = {R}"
+
+
+@claim("LIN-COND-LEMMA1")
+@given(inst=overparameterized_instances(extra=st.integers(1, 3)))
+def test_lemma1(inst):
+    """Lemma 1: if d > m and the context embeddings H̄ have full rank, the data are both
+    NTP_H-compatible and NTP-separable."""
+    problem = inst.problem
+    assert problem.dim > problem.m and FULL_RANK_CONTEXTS in inst.assumptions
+    comp, svm = problem.compatibility(), problem.ntp_svm()
+    if svm.separable is None:
+        evidence.inconclusive(f"NTP-SVM oracle: {svm.status}")
+    evidence.metric("log-odds residual", comp.residual)
+    assert comp.compatible and svm.separable, (
+        f"d = {problem.dim} > m = {problem.m}, rank m: compatible {comp.compatible} (residual "
+        f"{comp.residual:.2e}), separable {svm.separable}"
+    )
+
+
+@claim("LIN-COND-LEMMA1-DM")
+@given(inst=overparameterized_instances(extra=0))
+def test_lemma1_d_equals_m(inst):
+    """(Refinement [D]) Lemma 1 holds at d = m: full-rank H̄ (rank m) suffices for both
+    NTP_H-compatibility and NTP-separability."""
+    problem = inst.problem
+    comp, svm = problem.compatibility(), problem.ntp_svm()
+    if svm.separable is None:
+        evidence.inconclusive(f"NTP-SVM oracle: {svm.status}")
+    assert comp.compatible and svm.separable, (
+        f"d = m = {problem.m}, rank m: compatible {comp.compatible} (residual "
+        f"{comp.residual:.2e}), separable {svm.separable}"
+    )
+
+
+@claim("LIN-COND-REMARK1")
+@given(inst=one_hot_instances())
+def test_remark1_one_hot(inst):
+    """Remark 1: if every support is one token, F = {0} and NTP-separability is plain multiclass
+    separability; W^mm is the multiclass max-margin classifier of the labels S_j = {y_j}."""
+    problem = inst.problem
+    assert problem.dim_F == 0, f"dim F = {problem.dim_F} with one-token supports"
+    y = problem.support.argmax(axis=1)
+    rows = []
+    for j in range(problem.m):
+        for v in range(problem.vocab):
+            if v != y[j]:
+                M = np.zeros((problem.vocab, problem.dim))
+                M[y[j]] += problem.H[:, j]
+                M[v] -= problem.H[:, j]
+                rows.append(M.ravel())
+    multi = solve_margin_qp(np.array(rows), np.ones(len(rows)), tol=SVM_TOL)
+    svm = problem.ntp_svm()
+    if multi.status not in ("optimal", "infeasible") or svm.separable is None:
+        evidence.inconclusive(f"oracles: multiclass {multi.status}, NTP-SVM {svm.status}")
+    assert svm.separable == (multi.status == "optimal"), (
+        f"NTP-separable {svm.separable}, multiclass separable {multi.status == 'optimal'}"
+    )
+    if svm.separable:
+        err = _rel(svm.W, multi.x.reshape(svm.W.shape))
+        evidence.slack("‖W^mm − W_multiclass‖/max(1, ‖·‖)", err, SVM_TOL)
+        assert err <= SVM_TOL, f"‖W^mm − W_multiclass‖ = {err:.2e} > {SVM_TOL:g}"
+
+
+# ---- §2.12 LIN-SUB -------------------------------------------------------------------------------
+
+
+@claim("LIN-SUB-F")
+@given(inst=overparameterized_instances(extra=st.integers(0, 2)))
+def test_subspaces(inst):
+    """W* is the unique solution of the log-odds equations inside F = span{(e_z − e_z')h̄_jᵀ :
+    z ≠ z' ∈ S_j}, and W^mm lies in F⊥."""
+    problem = inst.problem
+    Ws, Wm = w_star(problem), w_mm(problem)
+    rows = all_pair_rows(problem)  # F from every pair, projected by lstsq (not the model's basis)
+    res = log_odds_residual(problem, Ws)
+    off_F = _rel(Ws, project_rows(rows, Ws))
+    in_F = float(np.linalg.norm(project_rows(rows, Wm)) / np.linalg.norm(Wm))
+    evidence.slack("log-odds residual of W* (all pairs)", res, COMPAT_TOL)
+    evidence.slack("‖P_F W^mm‖/‖W^mm‖", in_F, SVM_TOL)
+    assert res <= COMPAT_TOL, f"W* misses a log-odds equation by {res:.2e}"
+    assert off_F <= SVM_TOL, f"‖W* − P_F W*‖ = {off_F:.2e}: W* is not in F"
+    assert in_F <= SVM_TOL, f"‖P_F W^mm‖/‖W^mm‖ = {in_F:.2e} > {SVM_TOL:g}: W^mm is not in F⊥"
+
+
+@claim("LIN-SUB-ONES")
+@given(inst=overparameterized_instances(extra=st.integers(0, 2)))
+def test_sum_of_rows(inst):
+    """([D]) The minimum-norm W* and W^mm have rows summing to zero: 1ᵀW* = 1ᵀW^mm = 0 (the
+    constraints only see logit differences, so a 1uᵀ part would only add norm)."""
+    problem = inst.problem
+    Ws, Wm = w_star(problem), w_mm(problem)
+    a = float(np.linalg.norm(Ws.sum(axis=0)) / max(1.0, np.linalg.norm(Ws)))
+    b = float(np.linalg.norm(Wm.sum(axis=0)) / np.linalg.norm(Wm))
+    evidence.slack("‖1ᵀW^mm‖/‖W^mm‖", b, SVM_TOL)
+    assert a <= SVM_TOL and b <= SVM_TOL, f"‖1ᵀW*‖ (rel) = {a:.2e}, ‖1ᵀW^mm‖ (rel) = {b:.2e}"
+
+
+@claim("LIN-SUB-SUPPORTS")
+@given(inst=overparameterized_instances(extra=st.integers(0, 2)), seed=SEEDS)
+def test_wmm_supports_only(inst, seed):
+    """W^mm depends on the data only through the supports S_j: new probabilities on the same
+    supports leave it unchanged (Fig. 2)."""
+    Wm = w_mm(inst.problem)
+    other = resampled(inst, seed)
+    Wm2 = w_mm(other.problem)
+    delta = _rel(Wm2, Wm)
+    evidence.slack("‖ΔW^mm‖/max(1, ‖W^mm‖)", delta, SVM_TOL)
+    evidence.metric("‖ΔP‖ of the resample", float(np.linalg.norm(other.P - inst.P)))
+    assert delta <= SVM_TOL, f"resampling p̂ moved W^mm by {delta:.2e} (relative)"
+
+
+@claim("LIN-SUB-TWINS")
+@given(inst=twin_token_instances())
+def test_twin_rows(inst):
+    """Words with identical support patterns (in the support of the same contexts) have equal
+    rows of W^mm, as w1 = w5 in Fig. 2."""
+    a, b = inst.meta["twins"]
+    Wm = w_mm(inst.problem)
+    gap = float(np.linalg.norm(Wm[a] - Wm[b]) / np.linalg.norm(Wm))
+    evidence.slack("‖w^mm_a − w^mm_b‖/‖W^mm‖", gap, SVM_TOL)
+    comp = inst.problem.compatibility()
+    if comp.compatible:
+        evidence.metric(
+            "‖w*_a − w*_b‖ (W* rows differ)", float(np.linalg.norm(comp.W_star[a] - comp.W_star[b]))
+        )
+    assert gap <= SVM_TOL, f"rows {a}, {b} of W^mm differ by {gap:.2e} (relative)"
+
+
+# ---- §2.16 LIN-AR --------------------------------------------------------------------------------
+
+
+def _pooled(sequences, V: int, embed) -> LinearNTPInstance:
+    """App. C: every prefix (of every length) of every sequence is a context; π̂ its share of
+    all next-token positions, p̂ its next-token frequencies."""
+    counts: dict[tuple, np.ndarray] = {}
+    for seq in sequences:
+        for t in range(1, len(seq)):
+            counts.setdefault(tuple(seq[:t]), np.zeros(V))[seq[t]] += 1
+    ctx = sorted(counts)
+    n = np.array([counts[c].sum() for c in ctx])
+    P = np.array([counts[c] / counts[c].sum() for c in ctx])
+    H = np.stack([embed(c) for c in ctx], axis=1)
+    return LinearNTPInstance(H, P, n / n.sum(), meta={"family": "autoregressive"})
+
+
+@claim("LIN-AR")
+@given(
+    V=st.integers(2, 5),
+    n=st.integers(2, 12),
+    T=st.integers(2, 5),
+    d=st.integers(2, 6),
+    seed=SEEDS,
+)
+def test_autoregressive_pooling(V, n, T, d, seed):
+    """App. C: the autoregressive NTP loss over sequences of all lengths equals the CE of the
+    single instance that pools every distinct prefix as a context, so every result applies."""
+    rng = np.random.default_rng(seed)
+    seqs = [tuple(rng.integers(0, V, size=int(rng.integers(2, T + 1)))) for _ in range(n)]
+    table: dict[tuple, np.ndarray] = {}
+
+    def embed(c):
+        return table.setdefault(c, rng.standard_normal(d))
+
+    inst = _pooled(seqs, V, embed)
+    problem = inst.problem
+    W = rng.standard_normal((V, d))
+    terms = []  # the loss as a language model computes it: one term per next-token position
+    grad = np.zeros((V, d))
+    for seq in seqs:
+        for t in range(1, len(seq)):
+            h = embed(tuple(seq[:t]))
+            logits = W @ h
+            lse = np.logaddexp.reduce(logits)
+            terms.append(lse - logits[seq[t]])
+            q = np.exp(logits - lse)
+            q[seq[t]] -= 1
+            grad += np.outer(q, h)
+    seq_loss, seq_grad = float(np.mean(terms)), grad / len(terms)
+    err = abs(problem.loss(W) - seq_loss) / max(1.0, seq_loss)
+    gerr = _rel(problem.gradient(W), seq_grad)
+    evidence.slack("|CE_pooled − CE_sequences| (relative)", err, POOL_TOL)
+    evidence.metric("contexts pooled", problem.m)
+    assert err <= POOL_TOL and gerr <= POOL_TOL, (
+        f"pooled CE {problem.loss(W):.15f} vs sequence loss {seq_loss:.15f} (gradient gap "
+        f"{gerr:.2e}) over {problem.m} contexts"
+    )

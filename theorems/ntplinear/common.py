@@ -1,0 +1,240 @@
+"""What the claims of 2402.18551 share: the fixed pool of GD instances, one batched log-space GD
+run over all of them (cached: every LIN-GD claim and the GD controls read the same iterates),
+the oracles of an instance (cached per instance), and a few independent re-derivations
+(the subspace F from all pairs, the one-hot SVM, the absolute-log-probability solution).
+
+Batched GD (spec §6.4): instances of different sizes are zero-padded to one (B, V, d, m) shape.
+A padded context has π̂ = 0 (no term), a padded embedding coordinate is 0 in every h̄_j (its
+column of W never moves from 0), a padded token has logit −∞ (probability 0, its row of W never
+moves). The gradient is the model's log-space form: Σ_j π̂_j (q_j − p̂_j) h̄_jᵀ with
+q_z − p̂_z = (q^S_z − p̂_z) − q^S_z ε_j on S_j and q_z off it (never 1 − a number near 1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from models.ntp.linear import LinearNTP
+from strategies.instances import NOT_NTP_SEPARABLE, NTP_COMPATIBLE, NTP_SEPARABLE
+from strategies.ntp_instances import LinearNTPInstance
+from strategies.ntp_linear import classify, fig1_instance, linear_data, screened
+from theorems import evidence
+
+#: Spec §2.14 / §4.4: the paper's GD step.
+ETA = 0.5
+#: Spec §6.2 LIN-GD row: the budget the tolerances are calibrated at.
+GD_STEPS = 100_000
+#: Iterates kept (log-spaced; k/2 of the last is kept for the increment metric).
+CHECKPOINTS = (1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000)
+
+#: The GD pool (spec §2.14 [N] rows): generator (d) with m = 8, V = 6, |S_j| = 3, d = 10 (Lemma 1
+#: regime), and the Fig.-1 supports in d = 2 screened separable; both from zero and LeCun init.
+#: Plus the Fig.-1 supports in d = 2 screened compatible but not separable (control C11).
+GD_M8_SEEDS = (0, 1, 2)
+GD_FIG1_SEEDS = (0, 100)
+GD_NONSEP_SEEDS = (0, 50)
+INITS = ("zero", "lecun")
+NEG_INF = -math.inf
+
+
+@dataclass(frozen=True)
+class Case:
+    """One GD run of the pool: the instance, its init name, its index in the batch."""
+
+    inst: LinearNTPInstance
+    init: str
+    index: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.inst.meta.get('family')} seed {self.inst.seed}, {self.init} init"
+
+
+@cache
+def gd_instances() -> tuple[tuple[LinearNTPInstance, ...], tuple[LinearNTPInstance, ...]]:
+    """(separable and compatible instances, compatible non-separable instances) of the pool."""
+    good = [
+        classify(*linear_data(s, 8, 6, 10, 3), seed=s, meta={"family": "m8"}) for s in GD_M8_SEEDS
+    ]
+    want = {NTP_SEPARABLE, NTP_COMPATIBLE}
+    good += [screened(fig1_instance, s, want) for s in GD_FIG1_SEEDS]
+    bad = [screened(fig1_instance, s, {NOT_NTP_SEPARABLE, NTP_COMPATIBLE}) for s in GD_NONSEP_SEEDS]
+    for inst in good:
+        assert want <= inst.assumptions, f"pool instance {inst} is not separable and compatible"
+    return tuple(good), tuple(bad)
+
+
+def lecun_init(inst: LinearNTPInstance) -> np.ndarray:
+    """W(0) with i.i.d. N(0, 1/d) entries ("random LeCun" of App. A.2), from the instance seed."""
+    rng = np.random.default_rng([inst.seed, 7])
+    return rng.standard_normal((inst.vocab, inst.dim)) / math.sqrt(inst.dim)
+
+
+@cache
+def gd_cases() -> tuple[Case, ...]:
+    good, bad = gd_instances()
+    cases = [(inst, init) for inst in good for init in INITS] + [(inst, "zero") for inst in bad]
+    return tuple(Case(inst, init, k) for k, (inst, init) in enumerate(cases))
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    """``iterates[k][b]``: W of case b after k steps (its own V×d shape)."""
+
+    iterates: dict[int, tuple[np.ndarray, ...]]
+    finite: bool
+
+
+def batched_gd(problems, W0s, *, eta: float, steps: int, record) -> BatchRun:
+    """GD with step eta on every problem at once (zero-padded, see the module docstring)."""
+    B = len(problems)
+    V = max(p.vocab for p in problems)
+    d = max(p.dim for p in problems)
+    m = max(p.m for p in problems)
+    H = np.zeros((B, d, m))
+    P = np.zeros((B, m, V))
+    pi = np.zeros((B, m))
+    supp = np.zeros((B, m, V), dtype=bool)
+    real = np.zeros((B, m, V), dtype=bool)
+    W = np.zeros((B, V, d))
+    for b, (p, W0) in enumerate(zip(problems, W0s, strict=True)):
+        H[b, : p.dim, : p.m] = p.H
+        P[b, : p.m, : p.vocab] = p.P
+        pi[b, : p.m] = p.pi
+        supp[b, : p.m, : p.vocab] = p.support
+        supp[b, p.m :, 0] = True  # padded contexts: weight 0, any valid support
+        real[b, :, : p.vocab] = True
+        W[b, : p.vocab, : p.dim] = W0
+    on_f = supp.astype(float)
+    off_f = (real & ~supp).astype(float)
+    # the shift of each context's logits: its anchor token (the first of S_j), picked by a
+    # one-hot product; in-support logit gaps stay O(1) along GD and off-support ones go to −∞
+    # slowly (≥ −20 at 1e5 steps, spec §6.4), so e^{ℓ − ℓ_anchor} neither overflows nor loses
+    # the support; the off-support terms are exact however small.
+    anchor = np.zeros((B, m, V))
+    for b in range(B):
+        anchor[b, np.arange(m), supp[b].argmax(axis=1)] = 1.0
+    ones = np.ones((V, 1))
+    Ht = np.ascontiguousarray(np.swapaxes(H, 1, 2))  # (B, m, d)
+    piP = pi[:, :, None]
+    Wt = np.ascontiguousarray(np.swapaxes(W, 1, 2))  # (B, d, V): the state
+    want = set(record)
+    iterates = {}
+    finite = True
+    for k in range(1, steps + 1):
+        logits = Ht @ Wt  # (B, m, V)
+        e = np.exp(logits - (logits * anchor) @ ones)
+        eon = e * on_f
+        eoff = e * off_f
+        son = eon @ ones
+        soff = eoff @ ones
+        total = son + soff
+        qS = eon / son
+        # on S_j: (q^S − p̂) − q^S·ε with ε = off/total; off S_j: q_v = e_v/total
+        coef = (qS - P) - qS * (soff / total) + eoff / total
+        Wt -= eta * (H @ (coef * piP))
+        if k in want:
+            if not np.isfinite(Wt).all():
+                finite = False
+                break
+            iterates[k] = tuple(Wt[b, : p.dim, : p.vocab].T.copy() for b, p in enumerate(problems))
+    return BatchRun(iterates, finite)
+
+
+@cache
+def gd_batch() -> BatchRun:
+    """The pool's GD run (ETA, GD_STEPS), iterates at CHECKPOINTS and their halves."""
+    cases = gd_cases()
+    W0s = [
+        np.zeros((c.inst.vocab, c.inst.dim)) if c.init == "zero" else lecun_init(c.inst)
+        for c in cases
+    ]
+    record = set(CHECKPOINTS) | {k // 2 for k in CHECKPOINTS}
+    return batched_gd([c.inst.problem for c in cases], W0s, eta=ETA, steps=GD_STEPS, record=record)
+
+
+def iterate(case: Case, k: int) -> np.ndarray:
+    run = gd_batch()
+    if not run.finite:
+        evidence.inconclusive("batched GD produced a non-finite iterate")
+    return run.iterates[k][case.index]
+
+
+# ---- oracles -------------------------------------------------------------------------------------
+
+
+def w_star(problem: LinearNTP) -> np.ndarray:
+    """W* (Def. 1 inside F); an incompatible instance is outside the claim's premise."""
+    comp = problem.compatibility()
+    if not comp.compatible:
+        evidence.reject("not NTP-compatible")
+    return comp.W_star
+
+
+def w_mm(problem: LinearNTP) -> np.ndarray:
+    """W^mm (Def. 3), certified; infeasible ⇒ rejected (the premise fails), anything else is
+    the machinery's failure (inconclusive)."""
+    svm = problem.ntp_svm()
+    if svm.status == "infeasible":
+        evidence.reject("not NTP-separable")
+    if not svm.ok:
+        evidence.inconclusive(f"NTP-SVM oracle: {svm.status} ({svm.solution.reason})")
+    if svm.vacuous:
+        evidence.reject("every support is the whole vocabulary (no margin constraint)")
+    return svm.W
+
+
+def correlation(A, B) -> float:
+    """corr(A, B) = ⟨A, B⟩/(‖A‖‖B‖) (spec §1.3 metrics)."""
+    return float(np.sum(A * B) / (np.linalg.norm(A) * np.linalg.norm(B)))
+
+
+def one_minus_corr(A, B) -> float:
+    """1 − corr(A, B), from the distance of the unit matrices (no cancellation): ‖Â − B̂‖²/2."""
+    a = A / np.linalg.norm(A)
+    b = B / np.linalg.norm(B)
+    return float(np.sum((a - b) ** 2) / 2)
+
+
+# ---- independent re-derivations ------------------------------------------------------------------
+
+
+def all_pair_rows(problem: LinearNTP) -> np.ndarray:
+    """vec((e_z − e_z') h̄_jᵀ) for every ordered pair z ≠ z' of every S_j (not just anchored):
+    the spanning set of F as the paper writes it."""
+    rows = []
+    V, d = problem.vocab, problem.dim
+    for j in range(problem.m):
+        S = np.flatnonzero(problem.support[j])
+        for z in S:
+            for zz in S:
+                if z != zz:
+                    M = np.zeros((V, d))
+                    M[z] += problem.H[:, j]
+                    M[zz] -= problem.H[:, j]
+                    rows.append(M.ravel())
+    return np.array(rows).reshape(len(rows), V * d)
+
+
+def project_rows(rows: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Orthogonal projection of W onto span(rows), by least squares (not the model's basis)."""
+    if rows.shape[0] == 0:
+        return np.zeros_like(W)
+    coef = np.linalg.lstsq(rows.T, W.ravel(), rcond=None)[0]
+    return (rows.T @ coef).reshape(W.shape)
+
+
+def log_odds_residual(problem: LinearNTP, W: np.ndarray) -> float:
+    """max over j and z, z' ∈ S_j of |(e_z − e_z')ᵀ W h̄_j − log(p̂_jz/p̂_jz')| (Def. 1, all pairs)."""
+    worst = 0.0
+    logits = (W @ problem.H).T
+    for j in range(problem.m):
+        S = np.flatnonzero(problem.support[j])
+        lp = np.log(problem.P[j, S])
+        diff = (logits[j, S][:, None] - logits[j, S][None, :]) - (lp[:, None] - lp[None, :])
+        worst = max(worst, float(np.abs(diff).max()))
+    return worst
