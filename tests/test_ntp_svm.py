@@ -143,6 +143,26 @@ def test_equality_qp_closed_forms():
     np.testing.assert_allclose(sol.w, [1.5, 0.5, 0.5], atol=1e-14)
 
 
+def test_solver_failure_is_a_reason_never_an_answer(monkeypatch):
+    """A failed inner solve passes through as its status with no point; an inner "optimal"
+    whose point fails the full KKT certificate becomes "inaccurate" (reported to
+    models.failures), again with no point."""
+    from models import failures
+    from models.ntp import qp
+    from models.svm import SVMSolution
+
+    broken = SVMSolution("solver_error", None, None, None, "none", "every solver raised")
+    monkeypatch.setattr(qp, "solve_margin_qp", lambda A, b, tol: broken)
+    sol = solve_equality_qp([[1.0, 0.0]], [[0.0, 1.0]])
+    assert sol.status == "solver_error" and sol.w is None and "every solver raised" in sol.reason
+    wrong = SVMSolution("optimal", np.array([0.5, 0.0]), np.array([0.5]), None, "fake", "fake")
+    monkeypatch.setattr(qp, "solve_margin_qp", lambda A, b, tol: wrong)
+    with failures.watch() as seen:
+        sol = solve_equality_qp([[1.0, 0.0]], [[0.0, 1.0]])
+    assert sol.status == "inaccurate" and sol.w is None
+    assert seen.first is not None and seen.first.source == failures.SVM_ORACLE
+
+
 # -------------------------------------------------------------------------- random instances
 
 

@@ -3,7 +3,7 @@ graph-SVM, §1.3 NTP-SVM):
 
     minimize ½‖w‖²   subject to   A_in w ≥ 1,   A_eq w = 0.
 
-Why elimination: with P the orthogonal projector onto null(A_eq), the problem has the same
+Why a projection: with P the orthogonal projector onto null(A_eq), the problem has the same
 optimum as the plain margin QP min ½‖w‖² s.t. (A_in P) w ≥ 1 of `models.svm.solve_margin_qp`
 (Lawson–Hanson NNLS first, the LP + Clarabel pipeline as its certified fallback): that
 optimum is (A_in P)ᵀλ ∈ null(A_eq), where A_in P w = A_in w, and any feasible w of ours is
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models import failures
 from models.svm import Certificate, certify, solve_margin_qp
 
 #: KKT tolerance the issue asks of the NTP oracles (issue 25: "certified KKT residuals ≤ 1e-8").
@@ -90,6 +91,7 @@ def solve_equality_qp(A_in, A_eq, *, tol: float = KKT_TOL) -> EqualityQPSolution
         return _farkas(A_in, A_eq, inner.duals, inner.solver, inner.reason, tol)
     if inner.x is None or not inner.ok:
         why = f"projected QP ({A_in.shape[0]} rows): {inner.reason}"
+        # models.svm has reported this failure already
         return EqualityQPSolution(inner.status, None, None, None, None, inner.solver, why)
     w = inner.x
     lam = np.asarray(inner.duals, dtype=np.float64)
@@ -97,10 +99,17 @@ def solve_equality_qp(A_in, A_eq, *, tol: float = KKT_TOL) -> EqualityQPSolution
     nu = _eq_multipliers(A_eq, w - A_in.T @ lam)
     cert = certify_equality(A_in, A_eq, w, lam, nu, tol=tol)
     if not cert.ok:
-        reason = f"reduced solve certified, full KKT not: {cert.summary()}"
-        return EqualityQPSolution("inaccurate", None, None, None, cert, inner.solver, reason)
+        reason = f"projected QP certified, the full KKT not: {cert.summary()}"
+        return _failed("inaccurate", cert, inner.solver, reason)
     reason = f"{len(A_eq)} equality rows projected out; {inner.reason}"
     return EqualityQPSolution("optimal", w, lam, nu, cert, inner.solver, reason)
+
+
+def _failed(status, cert, solver, reason) -> EqualityQPSolution:
+    """A failure of the machinery, reported to models.failures (the example that met it is
+    inconclusive) and carrying no point: a failure is a reason, never an answer."""
+    failures.report(failures.SVM_ORACLE, status, reason)
+    return EqualityQPSolution(status, None, None, None, cert, solver, reason)
 
 
 def _eq_multipliers(A_eq: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -121,7 +130,7 @@ def _farkas(A_in, A_eq, y, solver, reason, tol) -> EqualityQPSolution:
         why = f"{reason}; Farkas (y ≥ 0, μ): 1ᵀy = {value:.3g}, ‖A_inᵀy + A_eqᵀμ‖ = {residual:.2e}"
         return EqualityQPSolution("infeasible", None, y, mu, None, solver, why)
     why = f"{reason}; the lifted Farkas pair fails (1ᵀy = {value:.3g}, residual {residual:.2e})"
-    return EqualityQPSolution("inaccurate", None, None, None, None, solver, why)
+    return _failed("inaccurate", None, solver, why)
 
 
 def farkas_residual(A_in, A_eq, y, mu) -> tuple[float, float]:
