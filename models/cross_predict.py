@@ -7,10 +7,12 @@ tensors; every field of the answer is plain JSON.
 Training, by parametrisation (spec tfsvm §4: lr 0.1, normalised steps):
 
 - ``W``: normalised GD from W = 0, in its small-step limit: the gradient flow, traced by the
-  certified engine ``models.dynamics.converge`` on the vectorised prompt problem (GD, NGD and
-  the flow follow one path). Its status is the engine's: "converged" certifies the direction
-  (1 − cos to the SVM of the selection ≤ the engine's target, persisting while ‖W‖ grows
-  tenfold), "inconclusive" says why not, "infeasible" means the selection has no SVM.
+  certified engine ``models.limits.follow`` on the vectorised prompt problem (GD, NGD and
+  the flow follow one path), the one the claims use. Its status is the engine's: "converged"
+  certifies the direction (1 − cos to the SVM of the selection ≤ the engine's target,
+  confirmed while ‖W‖ grows a hundredfold), "bounded" that the run ends at a certified strict
+  local minimiser, "inconclusive" says why neither, "infeasible" means the selection has no
+  SVM.
 - ``KQ``: the official (K, Q) recipe (``models.cross.kq_ngd``): each factor's gradient
   normalised separately, the penalty λ(‖K‖² + ‖Q‖²) with λ = float64 machine epsilon, computed
   in log space, from a small seeded initialisation.
@@ -46,7 +48,7 @@ import torch
 
 from models import precision
 from models.cross import MACHINE_EPS, CrossProblem, correlation, kq_ngd, md, random_factors
-from models.dynamics import converge
+from models.limits import bounded_message, follow
 from models.selection import has_unique_opt
 
 #: The official recipe's step size and iteration count (spec tfsvm §4: lr 0.1, 2000 steps).
@@ -75,7 +77,7 @@ KQ_RECIPE = (
 )
 FLOW_RECIPE = (
     "normalised GD from W = 0 in its small-step limit: the gradient flow, traced until its "
-    "direction is certified (models.dynamics.converge on vec(W))"
+    "direction is certified (models.limits.follow on vec(W))"
 )
 
 
@@ -197,14 +199,16 @@ def _settle(problem: CrossProblem, advance, state, own: str, svms: _SVMs) -> tup
 
 def _train_w(problem: CrossProblem) -> tuple[np.ndarray, dict]:
     d = problem.d
-    outcome = converge(problem.prompt, np.zeros(d * d))
+    lim = follow(problem.prompt, np.zeros(d * d))
+    outcome = lim.outcome
     W = outcome.p.numpy().reshape(d, d)
+    bounded = lim.kind == "bounded"
     return W, {
         "method": "W gradient flow",
         "recipe": FLOW_RECIPE,
         "init": "W = 0",
-        "status": outcome.status,
-        "reason": outcome.reason,
+        "status": lim.kind if lim.kind in ("converged", "bounded") else outcome.status,
+        "reason": bounded_message(lim) if bounded else outcome.reason,
         "one_minus_cos": _finite(outcome.one_minus_cos),
         "evaluations": int(outcome.trajectory.evals),
         "W_norm": float(np.linalg.norm(W)),

@@ -21,7 +21,7 @@ import torch
 
 from models import precision
 from models.attention import PromptProblem, cosine, one_minus_cos
-from models.dynamics import converge
+from models.limits import Limit, bounded_message, follow
 from models.selection import global_opt, has_unique_opt, local_optimality, support_sets
 from models.svm import SVMSolution, att_svm, cls_svm
 
@@ -42,12 +42,12 @@ def _finite(x: float) -> float | None:
 #: The fields of each answer, in order (the precision answer has the same ones).
 PROMPT_FIELDS = tuple(
     "model opt opt_unique svm_global selected locally_optimal locally_optimal_reason "
-    "svm_selected tie_sharing status reason one_minus_cos cos_to_global p_norm loss loss_floor "
-    "seconds".split()
+    "svm_selected tie_sharing status reason minimiser one_minus_cos cos_to_global p_norm loss "
+    "loss_floor seconds".split()
 )
 EMBEDDING_FIELDS = tuple(
-    "model alpha shift bound max_error selected svm status reason one_minus_cos p_norm "
-    "seconds".split()
+    "model alpha shift bound max_error selected svm status reason minimiser one_minus_cos "
+    "p_norm seconds".split()
 )
 
 
@@ -76,6 +76,26 @@ def _quiet(stage: str) -> None:
     """The default ``stage`` callback of the predictors: say nothing."""
 
 
+def _status(lim: Limit) -> str:
+    """ "converged" (certified, confirmed while ‖p‖ grew a hundredfold), "bounded" (the run
+    ends at a certified strict local minimiser: ‖p(t)‖ stays bounded), else the undecided
+    outcome's own status ("inconclusive", "infeasible")."""
+    return lim.kind if lim.kind in ("converged", "bounded") else lim.outcome.status
+
+
+def _minimiser_json(lim: Limit) -> dict | None:
+    m = lim.minimiser
+    if m is None:
+        return None
+    return {
+        "p": m.p.tolist(),
+        "distance": m.distance,
+        "grad_norm": m.grad_norm,
+        "hessian_eigenvalues": [m.min_eig, m.max_eig],
+        "loss": m.loss,
+    }
+
+
 def predict_prompt(X, y, v, W=None, loss="logistic", p0=None, *, stage=_quiet) -> dict:
     """Global optimum, its ATT-SVM, and where gradient flow from p0 goes (spec maxmargin §2).
     ``stage(text)`` is called as each long step begins (the CLI's progress lines)."""
@@ -91,7 +111,10 @@ def predict_prompt(X, y, v, W=None, loss="logistic", p0=None, *, stage=_quiet) -
     support = support_sets(problem.keys, opt, svm_global) if svm_global.ok else None
 
     stage("tracing gradient flow on p")
-    outcome = converge(problem, p0)
+    t_flow = time.perf_counter()
+    lim = follow(problem, p0)
+    flow_seconds = time.perf_counter() - t_flow
+    outcome = lim.outcome
     sel = outcome.selected
     local = local_optimality(problem.keys, scores, sel)
     p = outcome.p
@@ -107,14 +130,15 @@ def predict_prompt(X, y, v, W=None, loss="logistic", p0=None, *, stage=_quiet) -
         # the selected tokens tie in score with others: svm_selected is then the tie-sharing
         # SVM (no rows for the tied tokens), and this says whether it differs from ATT-SVM(sel)
         "tie_sharing": outcome.tie_sharing,
-        "status": outcome.status,
-        "reason": outcome.reason,
+        "status": _status(lim),
+        "reason": bounded_message(lim) if lim.kind == "bounded" else outcome.reason,
+        "minimiser": _minimiser_json(lim),
         "one_minus_cos": _finite(outcome.one_minus_cos),
         "cos_to_global": cosine(p, torch.as_tensor(svm_global.x)) if svm_global.ok else None,
         "p_norm": float(torch.linalg.vector_norm(p)),
         "loss": float(problem.loss_value(p)),
         "loss_floor": problem.loss_floor(sel),
-        "seconds": outcome.seconds,
+        "seconds": flow_seconds,
     }
 
 
@@ -137,7 +161,10 @@ def predict_embedding(sequences, y, E0, v, eta0, *, stage=_quiet) -> dict:
     frozen = EmbeddingProblem(sequences=problem.sequences, y=problem.y, E=step.E1, v=problem.v)
     flow_problem = frozen.prompt_problem()
     stage("tracing gradient flow on <cls>")
-    outcome = converge(flow_problem, None)
+    t_flow = time.perf_counter()
+    lim = follow(flow_problem, None)
+    flow_seconds = time.perf_counter() - t_flow
+    outcome = lim.outcome
     positions = torch.as_tensor(outcome.selected)
     selected = problem.sequences[torch.arange(problem.n), positions]
     stage("solving the <cls> SVM of the selection")
@@ -152,9 +179,10 @@ def predict_embedding(sequences, y, E0, v, eta0, *, stage=_quiet) -> dict:
         "max_error": float(step.paper_error(problem.v).max()),
         "selected": selected.tolist(),
         "svm": _svm_json(svm),
-        "status": outcome.status,
-        "reason": outcome.reason,
+        "status": _status(lim),
+        "reason": bounded_message(lim) if lim.kind == "bounded" else outcome.reason,
+        "minimiser": _minimiser_json(lim),
         "one_minus_cos": one_minus_cos(p, torch.as_tensor(svm.x)) if svm.ok else None,
         "p_norm": float(torch.linalg.vector_norm(p)),
-        "seconds": outcome.seconds,
+        "seconds": flow_seconds,
     }

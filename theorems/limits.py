@@ -1,70 +1,40 @@
-"""Where gradient flow goes, certified: the convergence machinery every paper's claims share.
-
-A claim about the limit of gradient flow asks the engine (models.dynamics) where the flow
-from p(0) goes and asserts the paper's conclusion about it:
+"""Where gradient flow goes, for the claims: `models.limits` (the certified engine `check` uses
+too) with the claims' bookkeeping. A claim about the limit of gradient flow asserts the paper's
+conclusion about it:
 
     lim = flow(inst.problem, inst.p0)
     assert lim.converged_to(inst.alpha), lim.why_not(inst.alpha)
 
-``flow`` returns a certified `Limit`: "converged" (directional convergence to the SVM of a
-selection, confirmed while ‖p‖ grows a hundredfold) or "bounded" (the run ends at a certified
-strict local minimiser, so ‖p(t)‖ stays bounded). What the engine cannot decide never reaches
-the claim: the example ends inconclusive with the engine's reason.
-
-No paper owns this module: the prompt model of 2306.13596 and the cross-attention W of
-2308.16898 (through its vectorised prompt problem) are followed by the same code.
+``flow`` returns a certified `Limit` ("converged" or "bounded"); what the engine cannot decide
+never reaches the claim: the example ends inconclusive with the engine's reason. The tests a
+`Limit` makes are recorded as the claim's slack.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-
-import numpy as np
 import torch
 
-from models import failures
-from models.attention import PromptProblem, one_minus_cos
-from models.dynamics import FiniteMinimiser, Outcome, converge, finite_minimiser, trace_flow
-from models.selection import local_optimality
+from models import limits as _limits
+from models.attention import PromptProblem
+from models.dynamics import Outcome
+from models.limits import (  # noqa: F401 (re-exported: the claims' vocabulary)
+    CONFIRM_FACTOR,
+    DIRECTION_TOL,
+    LOSS_GAP_TOL,
+    SELECT_TOL,
+    bounded_message,
+    limit_name,
+    settle,
+    tie_sharing_message,
+)
 from theorems.framework import evidence
 
-#: 1 − cos(p, p^mm(α)) at which ``converge`` declares directional convergence (its default
-#: target). Spec §6 asks cos ≥ 0.999 after 2000–3000 NGD steps; the tracer goes on to ‖p‖ of
-#: 1e2–1e6, where 1 − cos ~ 1/‖p‖² is far smaller, so the tolerance is tighter than the spec's.
-DIRECTION_TOL = 1e-6
 
+class Limit(_limits.Limit):
+    """`models.limits.Limit`, recording each test's observed/bound pair as the claim's slack."""
 
-#: A converged outcome must persist while ‖p‖ grows by this factor (``settle``).
-CONFIRM_FACTOR = 100.0
-
-#: Loss floor: L − (1/n)Σℓ(γ_iα) = (1/n)Σ[ℓ(γ_iα − δ_i) − ℓ(γ_iα)] with δ_i ≤ (T−1)·SELECT_TOL·
-#: range(γ_i) ≤ 5·1e-6·2 (T ≤ 6, scores in [−1, 2]) and |ℓ'| ≤ 1 near the floor (logistic,
-#: correlation; exponential at γ ≥ 0): at most 1e-5 once the selection is reached.
-LOSS_GAP_TOL = 1e-5
-
-#: Selection (spec §6): every non-selected token keeps softmax mass ≤ this at the end.
-SELECT_TOL = 1e-6
-
-
-def limit_name(out: Outcome, svm: str) -> str:
-    """The limit a converged outcome reached: ``svm`` of its selection, or the tie-sharing SVM
-    of it (models.dynamics.Outcome.tie_sharing)."""
-    selected = out.selected.tolist()
-    return f"the tie-sharing SVM of {selected}" if out.tie_sharing else f"{svm}({selected})"
-
-
-def tie_sharing_message(out: Outcome, target: str) -> str:
-    """Why a flow certified to the tie-sharing SVM did not converge to ``target``: the tied
-    token with the smallest margin in the limit direction."""
-    i, t, margins = out.tied_margins()
-    j = int(np.argmin(margins))
-    return (
-        f"gradient flow converged to the tie-sharing SVM of {out.selected.tolist()} "
-        f"(1 − cos = {out.one_minus_cos:.1e}): token {int(t[j])} of input {int(i[j])}, tied in "
-        f"score with the selected token, stays at margin {margins[j]:.4g} < 1 (equal scores "
-        f"exert no force on each other), so not to {target}"
-    )
+    def slack(self, name: str, observed: float, bound: float) -> None:
+        evidence.slack(name, observed, bound)
 
 
 def record_outcome(out: Outcome, transient: int) -> None:
@@ -73,172 +43,9 @@ def record_outcome(out: Outcome, transient: int) -> None:
     evidence.metric("gradient evaluations", out.trajectory.evals)
 
 
-def settle(problem: PromptProblem, p0, *, tries: int = 3) -> tuple[Outcome, int]:
-    """``converge``, with each "converged" outcome confirmed over two decades of ‖p‖.
-
-    ``converge`` stops the first time the direction is within DIRECTION_TOL of the SVM of the
-    current selection. A trajectory can pass that close to p^mm(α) of a selection that is not
-    locally optimal and leave again (observed: 1 − cos 1e-6 to a non-locally-optimal α at
-    ‖p‖ ≈ 46, then escape to another α by ‖p‖ ≈ 35). So the flow is traced on to
-    CONFIRM_FACTOR·‖p‖; if the selection changes or the direction drifts away, ``converge``
-    restarts from there (at most ``tries`` times). A confirmed outcome is reported at the
-    confirming point (its 1 − cos and softmax leak are those at the larger ‖p‖). Returns the
-    outcome and how many transient passes were discarded; an outcome never confirmed is
-    returned as "inconclusive".
-    """
-    out = converge(problem, p0, target=DIRECTION_TOL, select_tol=SELECT_TOL)
-    transient = 0
-    for _ in range(tries):
-        if not out.converged:
-            return out, transient
-        norm = float(torch.linalg.vector_norm(out.p))
-        ext = trace_flow(problem, out.p, max_norm=CONFIRM_FACTOR * max(norm, 1.0))
-        p = ext.final
-        selected = problem.selected(p).numpy()
-        omc = one_minus_cos(p, out.svm.x)
-        if (
-            ext.stop == "reached max_norm"
-            and np.array_equal(selected, out.selected)
-            and omc <= DIRECTION_TOL
-        ):
-            probs = problem.softmax(p)
-            probs[torch.arange(problem.n), torch.as_tensor(selected)] = 0.0
-            leak = float(probs.max()) if problem.T > 1 else 0.0
-            return dataclasses.replace(out, p=p, one_minus_cos=omc, max_other_prob=leak), transient
-        transient += 1
-        out = converge(problem, p, target=DIRECTION_TOL, select_tol=SELECT_TOL)
-    if out.converged:
-        reason = f"convergence did not persist over {tries} confirmations"
-        out = dataclasses.replace(out, status="inconclusive", reason=reason)
-    return out, transient
-
-
-@dataclasses.dataclass
-class Limit:
-    """Where gradient flow from p(0) goes, as far as the engine can tell (``follow``).
-
-    kind: "converged" (``settle`` certified directional convergence to the SVM of
-    ``outcome.selected``), "bounded" (the run ended at a certified strict local minimiser of
-    L, ``minimiser``: the flow never leaves its basin, so ‖p(t)‖ stays bounded), or
-    "undecided" (a machinery failure: the budget ran out while p was still moving, an
-    integrator stall that is no minimiser, a solver failure; ``reason`` says which).
-    ``symbol``: how messages name the SVM solution ("p^mm", or "W^mm" for a flow on W).
-    """
-
-    kind: str
-    outcome: Outcome
-    transient: int
-    minimiser: FiniteMinimiser | None = None
-    symbol: str = "p^mm"
-
-    @property
-    def reason(self) -> str:
-        return self.outcome.reason
-
-    @property
-    def diverges(self) -> bool:
-        """‖p(t)‖ → ∞ (certified: the flow converged in direction)."""
-        return self.kind == "converged"
-
-    def converged_to(self, alpha) -> bool:
-        """Directional convergence to p^mm(α): the selection is α, 1 − cos ≤ DIRECTION_TOL,
-        every other token's softmax mass ≤ SELECT_TOL, and not the tie-sharing limit. The
-        two margins are recorded as the claim's slack when the selection is α."""
-        out, alpha = self.outcome, np.asarray(alpha)
-        if self.kind != "converged" or not np.array_equal(out.selected, alpha):
-            return False
-        evidence.slack(f"1 − cos({self._var}, {self.symbol}(α))", out.one_minus_cos, DIRECTION_TOL)
-        evidence.slack("max softmax mass off α", out.max_other_prob, SELECT_TOL)
-        return (
-            not out.tie_sharing
-            and out.one_minus_cos <= DIRECTION_TOL
-            and out.max_other_prob <= SELECT_TOL
-        )
-
-    @property
-    def _var(self) -> str:
-        return self.symbol.split("^", 1)[0]
-
-    def why_not(self, alpha, what: str = "") -> str:
-        """Why the flow did not converge to p^mm(α) (the assertion's message)."""
-        out, alpha = self.outcome, np.asarray(alpha)
-        target = f"{what} {self.symbol}({alpha.tolist()})".strip()
-        if self.kind == "bounded":
-            return bounded_message(self)
-        if self.kind != "converged":
-            return f"undecided ({out.reason})"
-        if not np.array_equal(out.selected, alpha):
-            problem = out.trajectory.problem
-            verdict = local_optimality(problem.keys, problem.scores, out.selected)
-            return (
-                f"converged to {limit_name(out, self.symbol)} (1 − cos = "
-                f"{out.one_minus_cos:.1e} at ‖{self._var}‖ = {float(out.p.norm()):.3g}), not to "
-                f"{target}; the reached selection is "
-                f"{'locally optimal' if verdict.locally_optimal else 'NOT locally optimal'} "
-                f"({verdict.reason}; inputs with no support token: "
-                f"{list(verdict.vacuous_inputs)})"
-            )
-        if out.tie_sharing:
-            return tie_sharing_message(out, target)
-        return (
-            f"selection {alpha.tolist()} reached, but 1 − cos = {out.one_minus_cos:.3g} "
-            f"(≤ {DIRECTION_TOL:g} asked) and softmax mass off α = {out.max_other_prob:.3g} "
-            f"(≤ {SELECT_TOL:g} asked)"
-        )
-
-    def loss_gap(self, alpha) -> float | None:
-        """L(p) − (1/n)Σℓ(γ_iα_i) at the limit point, where α is the top-score selection
-        (the floor the loss tends to), recorded as slack against LOSS_GAP_TOL; None where some
-        α_i does not score highest."""
-        problem, alpha = self.outcome.trajectory.problem, np.asarray(alpha)
-        scores = problem.scores
-        if not all(float(scores[i, a]) >= float(scores[i].max()) for i, a in enumerate(alpha)):
-            return None
-        gap = math.exp(problem.log_loss_gap(self.outcome.p, alpha))
-        evidence.slack("L(p) − loss floor", gap, LOSS_GAP_TOL)
-        return gap
-
-    def describe(self) -> str:
-        out = self.outcome
-        if self.kind == "converged":
-            return f"converged to {self.symbol}({out.selected.tolist()})"
-        if self.kind == "bounded":
-            return bounded_message(self)
-        return f"undecided ({out.reason})"
-
-
 def follow(problem: PromptProblem, p0) -> Limit:
-    """``settle``, with a run that ends at a finite point decided instead of excused.
-
-    A stall of the flow (gradient ≈ 0 with the loss above every floor) is evidence against
-    ‖p(t)‖ → ∞, not a failure of the machinery: the end point is handed to
-    ``finite_minimiser``, and a certified strict local minimiser makes the run "bounded".
-    Only what the engine truly could not decide stays "undecided". ``converge`` reports every
-    run it leaves undecided as a gradient-flow failure; here that report is tolerated (the
-    decision is made below), and the claim turns an "undecided" Limit into an inconclusive
-    example itself (``flow``). Failures of any other source (the SVM oracle, non-finite
-    numbers) still discard the example.
-    """
-    with failures.tolerate(failures.GRADIENT_FLOW):
-        out, transient = settle(problem, p0)
-    if out.converged:
-        return Limit("converged", out, transient)
-    if out.trajectory.stop != "reached max_norm":
-        found = finite_minimiser(problem, out.p)
-        if found is not None:
-            return Limit("bounded", out, transient, found)
-    return Limit("undecided", out, transient)
-
-
-def bounded_message(lim: Limit) -> str:
-    m, problem = lim.minimiser, lim.outcome.trajectory.problem
-    return (
-        f"the flow stops at ‖p‖ = {float(torch.linalg.vector_norm(lim.outcome.p)):.4g}, "
-        f"{m.distance:.1e} from a strict local minimiser of L (‖∇L‖ = {m.grad_norm:.1e}, "
-        f"Hessian eigenvalues in [{m.min_eig:.3g}, {m.max_eig:.3g}] on the key span, "
-        f"L = {m.loss:.6g}; floor of the reached selection "
-        f"{problem.loss_floor(problem.selected(m.p).numpy()):.6g}): ‖p(t)‖ stays bounded"
-    )
+    """`models.limits.follow`, as this module's `Limit`."""
+    return _limits.follow(problem, p0, cls=Limit)
 
 
 def flow(problem: PromptProblem, p0=None) -> Limit:
