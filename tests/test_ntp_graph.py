@@ -80,6 +80,7 @@ def test_top_components_of_incomparable_tokens():
     assert g.top_components([1, 2, 3, 4]) == (g.component_of[1], g.component_of[3])
     assert g.top_component([1, 2, 3, 4]) is None
     assert g.top_component([1, 2]) == {1}
+    assert g.top_component(t for t in (2, 1, 0)) == {1}  # any iterable, read once
 
 
 # ---------------------------------------------------------------------------- properties
@@ -120,6 +121,16 @@ def test_partition_matches_transitive_closure(instance):
         assert frozenset(g.components) == expected
         for a, b in itertools.product(range(K), repeat=2):
             assert g.has_priority(a, b) == (a != b and reach[a][b])
+        for seq in seqs:  # the top SCC of each sequence's tokens, read off the closure
+            tops = {
+                g.component_of[t]
+                for t in seq
+                if not any(reach[o][t] and not reach[t][o] for o in seq)
+            }
+            top = g.top_component(seq)
+            assert (top is None) == (len(tops) != 1)
+            if top is not None:
+                assert all(reach[min(top)][t] for t in seq)
 
 
 @settings(max_examples=30, deadline=None)

@@ -113,13 +113,11 @@ class PriorityGraph:
         )
 
     def top_component(self, tokens: Iterable[int]) -> frozenset[int] | None:
-        """The SCC that has priority over every other SCC present, or None if there is none."""
+        """The SCC that has priority over every other SCC present, or None if there is none.
+        A unique maximal SCC is that one: following present predecessors from any present SCC
+        ends at a maximal one (the condensation is acyclic), so the top reaches them all."""
         tops = self.top_components(tokens)
-        if len(tops) != 1:
-            return None
-        c = tops[0]
-        present = {self.component_of[t] for t in tokens}
-        return self.components[c] if present <= self._reach[c] else None
+        return self.components[tops[0]] if len(tops) == 1 else None
 
 
 def strongly_connected_components(successors: list[list[int]]) -> list[list[int]]:
