@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.ntp.data import ntp_data
-from models.ntp.finite import finite_component, log_odds_check, reduced_model
+from models.ntp.finite import finite_component, limiting_shares, log_odds_check, reduced_model
 from models.ntp.graph import PriorityGraph
 from models.ntp.qp import certify_equality, farkas_residual, project, solve_equality_qp
 from models.ntp.svm import cyclic_subspace, graph_svm, graph_svm_rows
@@ -314,11 +314,11 @@ def test_log_odds_bridge_where_it_applies(seed, size, repeat):
     np.testing.assert_allclose(check.W, fin.W, rtol=0, atol=1e-11)
 
 
-def test_w_fin_pins_the_attention_split_to_the_frequencies():
-    """NTP-COMP at W_fin on I2: inside {1, 2} under query 0 the shares are 2/3 and 1/3."""
-    data = i2()
-    reduced = reduced_model(data)
-    mass = reduced.attention_mass(finite_component(data).W)[0]  # sample ([1,2,3,0], 1)
-    share = dict(zip(reduced.table.tokens[0].tolist(), mass.tolist(), strict=True))
-    assert share[1] == pytest.approx(2 / 3, abs=1e-12)
-    assert share[2] == pytest.approx(1 / 3, abs=1e-12)
+def test_limiting_shares_on_i2():
+    """NTP-COMP at W_fin on I2: inside {1, 2} under query 0 the shares are 2/3 and 1/3; samples
+    whose label's SCC is a singleton put all their mass on it."""
+    shares = limiting_shares(i2())
+    for sample in shares[:3]:
+        assert sample[1] == pytest.approx(2 / 3, abs=1e-12)
+        assert sample[2] == pytest.approx(1 / 3, abs=1e-12)
+    assert shares[3:] == [{3: 1.0}, {3: 1.0}, {2: 1.0}, {2: 1.0}]

@@ -132,6 +132,20 @@ def _backtrack(D, model, theta, value, grad, step):
     return theta, value, grad, None, False
 
 
+def limiting_shares(data: NTPData, fin: FiniteComponent | None = None) -> list[dict[int, float]]:
+    """Per sample, the attention split inside its label's SCC at W_fin (token → share, summing
+    to 1): the limit of the split along GD (NTP-COMP, spec §2.7), since the diverging part
+    W_svm gives the members of one SCC equal logits."""
+    fin = finite_component(data) if fin is None else fin
+    model = reduced_model(data)
+    mass = model.attention_mass(fin.W)
+    live = np.isfinite(model.table.log_count)
+    return [
+        dict(zip(tokens[keep].tolist(), shares[keep].tolist(), strict=True))
+        for tokens, shares, keep in zip(model.table.tokens, mass, live, strict=True)
+    ]
+
+
 @dataclass(frozen=True, eq=False)
 class LogOddsCheck:
     """The log-odds system of §2.4 and its solution in S_cyc, when the bridge applies.
