@@ -1,0 +1,217 @@
+"""Strategies for the self-attention NTP model of 2403.08081 (spec ntp.md §1.1–1.2, §6.3).
+
+- ``official_ntp_instances`` (generator (a), §4.1): a unit-sphere vocabulary, T distinct
+  tokens per sequence, a label uniform over them; ``graphs`` = "cyclic" redraws (inside the
+  seeded stream, as the official ``check_asyc=False`` loop does) until some query graph has a
+  cycle, "acyclic" until none has, "any" keeps the first draw.
+- ``orthonormal_ntp_instances`` (b): the same sequences over E = I_K (d = K).
+- ``chain_ntp_instances`` (c): per query a random total order c_0 ⇒ … ⇒ c_m = query, one
+  sample per suffix (I1's shape): every graph acyclic, every order total.
+- ``log_odds_instances``: per query one or two cycles C, every sample labelled in C holding
+  all of C (the log-odds case of §2.4), several SCCs per graph, optional lower tokens.
+- ``partial_cycle_instances``: per query a 3-cycle whose samples each hold only two of its
+  members (control C6: the log-odds case fails).
+
+Size arguments accept an int or a strategy; every continuous value comes from one drawn seed
+into numpy's ``default_rng``. Random properties (acyclicity, independent embeddings) are
+classified into the instance's assumptions, not filtered, except where the generator's own
+definition redraws (``graphs=``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import assume, event
+from hypothesis import strategies as st
+
+from models.ntp.graph import priority_graphs
+from strategies.combinators import SEEDS
+from strategies.instances import (
+    ACYCLIC_GRAPHS,
+    CYCLIC_GRAPH,
+    DISTINCT_TOKENS,
+    INDEPENDENT_EMBEDDINGS,
+    LOG_ODDS_CASE,
+    OFFICIAL_NTP,
+    ORTHONORMAL_VOCAB,
+    REALIZABLE_LABELS,
+)
+from strategies.ntp_instances import NTPInstance
+
+#: The official generator redraws until its graph condition holds; a seed whose stream misses it
+#: this many times is rejected (an event), which the default sizes never reach.
+MAX_REDRAWS = 500
+GRAPH_MODES = ("cyclic", "acyclic", "any")
+
+
+def _value(draw, v):
+    return draw(v) if isinstance(v, st.SearchStrategy) else v
+
+
+def unit_rows(rng: np.random.Generator, K: int, d: int) -> np.ndarray:
+    """K rows uniform on the unit sphere of R^d (Gaussian, normalised)."""
+    E = rng.standard_normal((K, d))
+    return E / np.linalg.norm(E, axis=1, keepdims=True)
+
+
+def graph_assumptions(E, sequences, labels) -> set[str]:
+    """The assumptions every NTP draw is classified by: acyclic or cyclic graphs, and whether
+    the embeddings are linearly independent."""
+    graphs = priority_graphs(sequences, labels, E.shape[0])
+    out = {REALIZABLE_LABELS, DISTINCT_TOKENS}
+    out.add(ACYCLIC_GRAPHS if all(g.is_acyclic for g in graphs.values()) else CYCLIC_GRAPH)
+    if E.shape[0] <= E.shape[1] and np.linalg.matrix_rank(E) == E.shape[0]:
+        out.add(INDEPENDENT_EMBEDDINGS)
+    return out
+
+
+def official_sequences(rng, n: int, T: int, K: int) -> tuple[list[list[int]], list[int]]:
+    """n sequences of T distinct tokens (out of K), each label uniform over its sequence."""
+    seqs = [[int(t) for t in rng.choice(K, size=T, replace=False)] for _ in range(n)]
+    labels = [int(s[rng.integers(T)]) for s in seqs]
+    return seqs, labels
+
+
+def official_ntp_data(seed: int, n=6, T=4, K=6, d=8, graphs="cyclic", orthonormal=False):
+    """(E, sequences, labels, tries) of the official generator from ``seed``, or None when
+    MAX_REDRAWS draws miss the graph condition. Pure: the claims' fixed pools call it."""
+    if graphs not in GRAPH_MODES:
+        raise ValueError(f"graphs: expected one of {GRAPH_MODES}, got {graphs!r}")
+    rng = np.random.default_rng(seed)
+    E = np.eye(K) if orthonormal else unit_rows(rng, K, d)
+    for tries in range(1, MAX_REDRAWS + 1):
+        seqs, labels = official_sequences(rng, n, T, K)
+        g = priority_graphs(seqs, labels, K)
+        acyclic = all(x.is_acyclic for x in g.values())
+        if graphs == "any" or (graphs == "acyclic") == acyclic:
+            return E, seqs, labels, tries
+    return None
+
+
+def _official(draw, n, T, K, d, graphs, orthonormal):
+    n, T, K = _value(draw, n), _value(draw, T), _value(draw, K)
+    d = K if orthonormal else _value(draw, d)
+    if T > K:
+        raise ValueError(f"T = {T} > K = {K}: a sequence holds T distinct tokens")
+    seed = draw(SEEDS)
+    out = official_ntp_data(seed, n, T, K, d, graphs, orthonormal)
+    if out is None:
+        event(f"reject: no {graphs} draw in {MAX_REDRAWS}")
+    assume(out is not None)
+    E, seqs, labels, tries = out
+    names = graph_assumptions(E, seqs, labels)
+    names.add(ORTHONORMAL_VOCAB if orthonormal else OFFICIAL_NTP)
+    meta = {"generator": "orthonormal" if orthonormal else "official", "redraws": tries}
+    return NTPInstance(E, seqs, labels, assumptions=names, seed=seed, meta=meta)
+
+
+@st.composite
+def official_ntp_instances(draw, n=6, T=4, K=6, d=8, graphs="cyclic"):
+    """Generator (a), spec §4.1: the official data (defaults n=6, T=4, K=6, d=8; cyclic)."""
+    return _official(draw, n, T, K, d, graphs, orthonormal=False)
+
+
+@st.composite
+def orthonormal_ntp_instances(draw, n=6, T=4, K=6, graphs="any"):
+    """Generator (b): the official sequences over the orthonormal vocabulary E = I_K."""
+    return _official(draw, n, T, K, None, graphs, orthonormal=True)
+
+
+@st.composite
+def chain_ntp_instances(draw, K=st.integers(3, 7), queries=st.integers(1, 3), d=None):
+    """Generator (c): for each of ``queries`` query tokens k a random total order
+    c_0 ⇒ c_1 ⇒ … ⇒ c_m = k over a random subset of tokens (m ≥ 1), with one sample per
+    suffix: sequence (c_i, …, c_{m−1} shuffled, then k), label c_i. Every graph is acyclic and
+    every G^(k) totally orders its chain. ``d=None``: E = I_K; else unit rows in R^d.
+    ``meta["chains"]`` holds each query's order (top first)."""
+    K, nq = _value(draw, K), _value(draw, queries)
+    seed = draw(SEEDS)
+    rng = np.random.default_rng(seed)
+    dim = K if d is None else _value(draw, d)
+    E = np.eye(K) if d is None else unit_rows(rng, K, dim)
+    qs = rng.choice(K, size=min(nq, K), replace=False)
+    seqs, labels, chains = [], [], {}
+    for k in qs:
+        others = [int(t) for t in rng.permutation([t for t in range(K) if t != k])]
+        m = int(rng.integers(1, K))  # chain length above the query: 1..K−1
+        chain = others[:m] + [int(k)]
+        chains[int(k)] = chain
+        for i in range(m):
+            body = [int(t) for t in rng.permutation(chain[i:m])]
+            seqs.append(body + [int(k)])
+            labels.append(chain[i])
+    names = graph_assumptions(E, seqs, labels)
+    if d is None:
+        names.add(ORTHONORMAL_VOCAB)
+    meta = {"generator": "chain", "chains": chains}
+    return NTPInstance(E, seqs, labels, assumptions=names, seed=seed, meta=meta)
+
+
+@st.composite
+def log_odds_instances(draw, K=st.integers(4, 8), d=st.integers(2, 10), queries=st.integers(1, 2)):
+    """The log-odds case of §2.4: per query k, one or two disjoint cycles C (2–3 tokens each,
+    the first above the second), each member a the label of n_a ∈ {1, 2, 3} samples, and every
+    sample labelled in C holds all of C (plus, for the upper cycle, the lower cycle's tokens
+    with probability ½, and a random subset of the lower tokens), then k. Lower tokens get
+    samples (l, lower tokens…, k) labelled l. ``meta["cycles"]``: {k: [C, …]}, ``meta["counts"]``:
+    {k: {a: n_a}}."""
+    K, nq = _value(draw, K), _value(draw, queries)
+    seed = draw(SEEDS)
+    rng = np.random.default_rng(seed)
+    dim = _value(draw, d)
+    E = unit_rows(rng, K, dim)
+    qs = rng.choice(K, size=min(nq, K), replace=False)
+    seqs, labels, cycles, counts = [], [], {}, {}
+    for k in qs:
+        k = int(k)
+        free = [int(t) for t in rng.permutation([t for t in range(K) if t != k])]
+        sizes = [int(rng.integers(2, 4))]
+        if len(free) - sizes[0] >= 2 and rng.random() < 0.5:
+            sizes.append(int(rng.integers(2, min(3, len(free) - sizes[0]) + 1)))
+        if sum(sizes) > len(free):
+            sizes = [len(free)] if len(free) >= 2 else []
+        assume(sizes)  # K ≥ 4 leaves ≥ 3 free tokens: never hit
+        cyc, start = [], 0
+        for s in sizes:
+            cyc.append(free[start : start + s])
+            start += s
+        lower = free[start:]
+        cycles[k], counts[k] = cyc, {}
+        for c_index, C in enumerate(cyc):
+            below = [t for D in cyc[c_index + 1 :] for t in D] if rng.random() < 0.5 else []
+            extra = [t for t in lower if rng.random() < 0.5]
+            body = C + below + extra  # the same tokens for every sample labelled in C
+            for a in C:
+                n_a = int(rng.integers(1, 4))
+                counts[k][a] = n_a
+                for _ in range(n_a):
+                    seqs.append([int(t) for t in rng.permutation(body)] + [k])
+                    labels.append(a)
+        for j, low in enumerate(lower):
+            if rng.random() < 0.5:
+                seqs.append([low, *lower[j + 1 :], k])
+                labels.append(low)
+    names = graph_assumptions(E, seqs, labels) | {LOG_ODDS_CASE}
+    meta = {"generator": "log_odds", "cycles": cycles, "counts": counts}
+    return NTPInstance(E, seqs, labels, assumptions=names, seed=seed, meta=meta)
+
+
+@st.composite
+def partial_cycle_instances(draw, K=st.integers(4, 6), extra_dims=st.integers(0, 2)):
+    """Control C6's shape: query k and a 3-cycle {a, b, c}; samples (a, b, k)→a, (b, c, k)→b,
+    (c, a, k)→c with multiplicities n ∈ {1, 2, 3} each, so every sample sees two of the three
+    members (not the log-odds case). E: unit rows in R^{K + extra}."""
+    K = _value(draw, K)
+    seed = draw(SEEDS)
+    rng = np.random.default_rng(seed)
+    E = unit_rows(rng, K, K + _value(draw, extra_dims))
+    k, a, b, c = (int(t) for t in rng.choice(K, size=4, replace=False))
+    seqs, labels, mult = [], [], {}
+    for y, other in ((a, b), (b, c), (c, a)):
+        mult[y] = int(rng.integers(1, 4))
+        for _ in range(mult[y]):
+            seqs.append([int(t) for t in rng.permutation([y, other])] + [k])
+            labels.append(y)
+    names = graph_assumptions(E, seqs, labels)
+    meta = {"generator": "partial_cycle", "cycle": [a, b, c], "query": k, "counts": mult}
+    return NTPInstance(E, seqs, labels, assumptions=names, seed=seed, meta=meta)
