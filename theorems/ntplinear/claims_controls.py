@@ -22,10 +22,10 @@ from theorems import claim, evidence
 from theorems.ntplinear.claims_dynamics import CE_TOL, DIR_TOL, PF_TOL
 from theorems.ntplinear.common import (
     GD_STEPS,
-    gd_cases,
-    gd_instances,
     iterate,
+    nonseparable_cases,
     one_minus_corr,
+    separable_cases,
     w_mm,
     w_star,
 )
@@ -36,17 +36,11 @@ from theorems.ntplinear.common import (
 INVARIANCE_TOL = 1e-8
 
 
-def _separable_cases():
-    good = set(id(i) for i in gd_instances()[0])
-    return [c for c in gd_cases() if id(c.inst) in good]
-
-
 @claim("LIN-C11-COMPATIBLE-ENOUGH")
 def test_compatible_enough():
     """(Wrong) Compatibility alone suffices: whenever the data are NTP_H-compatible, GD drives
     CE(W_k) → H."""
-    bad = set(id(i) for i in gd_instances()[1])
-    for case in evidence.each([c for c in gd_cases() if id(c.inst) in bad]):
+    for case in evidence.each(nonseparable_cases()):
         p = case.inst.problem
         ex = p.excess_loss(iterate(case, GD_STEPS))
         evidence.metric("CE − H at 1e5 (compatible, not separable)", ex)
@@ -93,7 +87,7 @@ def _one_hot_svm(problem) -> np.ndarray | None:
 def test_gd_one_hot_svm():
     """(Wrong) GD converges in direction to the one-hot SVM of the argmax tokens (the multiclass
     max-margin classifier of y_j = argmax p̂_j), not to the NTP-SVM."""
-    for case in evidence.each(_separable_cases()):
+    for case in evidence.each(separable_cases()):
         p = case.inst.problem
         onehot = _one_hot_svm(p)
         if onehot is None:
@@ -126,7 +120,7 @@ def _absolute_log_probs(problem) -> np.ndarray:
 def test_gd_absolute_log_probs():
     """(Wrong) GD's finite part fits the absolute log-probabilities: P_F(W_k) converges to the
     minimum-norm solution of e_zᵀ W h̄_j = log p̂_jz, z ∈ S_j, rather than to the log-odds W*."""
-    for case in evidence.each(_separable_cases()):
+    for case in evidence.each(separable_cases()):
         p = case.inst.problem
         PW = p.project_F(iterate(case, GD_STEPS))
         dist = float(np.linalg.norm(PW - _absolute_log_probs(p)))

@@ -14,10 +14,11 @@ from theorems import claim, evidence
 from theorems.ntplinear.common import (
     CHECKPOINTS,
     GD_STEPS,
-    gd_cases,
+    NGD_STEPS,
     gd_instances,
     iterate,
     one_minus_corr,
+    separable_cases,
     w_mm,
     w_star,
 )
@@ -40,11 +41,6 @@ RP_TOL = 3e-2
 RP_PF_TOL = 1e-3
 RP_BOUNDARY = 1e-3
 RP_MIN_EXCESS = 1e-7
-
-
-def _separable_cases():
-    good = set(id(i) for i in gd_instances()[0])
-    return [c for c in gd_cases() if id(c.inst) in good]
 
 
 def _decreasing(xs) -> bool:
@@ -108,7 +104,7 @@ def test_regularization_path():
 @claim("LIN-GD-CE")
 def test_gd_loss_to_entropy():
     """Lemma 2: with compatible and separable data, GD (η = 0.5) drives CE(W_k) → H."""
-    for case in evidence.each(_separable_cases()):
+    for case in evidence.each(separable_cases()):
         p = case.inst.problem
         ex = [p.excess_loss(iterate(case, k)) for k in CHECKPOINTS]
         evidence.slack("CE − H at 1e5 steps", ex[-1], CE_TOL)
@@ -119,7 +115,7 @@ def test_gd_loss_to_entropy():
 @claim("LIN-GD-NORM")
 def test_gd_norm_grows():
     """Lemma 2: with compatible and separable data, ‖W_k‖ → ∞ under GD."""
-    for case in evidence.each(_separable_cases()):
+    for case in evidence.each(separable_cases()):
         norms = [float(np.linalg.norm(iterate(case, k))) for k in CHECKPOINTS]
         evidence.metric("‖W‖ at 1e5 steps", norms[-1])
         grows = all(b > a for a, b in zip(norms, norms[1:], strict=False))
@@ -130,7 +126,7 @@ def test_gd_norm_grows():
 def test_gd_direction():
     """Thm 2: GD's iterates converge in direction to the NTP-SVM, W_k/‖W_k‖ → W^mm/‖W^mm‖, from
     any initialization (measured on the corrected iterate W_k − W*)."""
-    for case in evidence.each(_separable_cases()):
+    for case in evidence.each(separable_cases()):
         p = case.inst.problem
         Ws, Wm = w_star(p), w_mm(p)
         gaps = [one_minus_corr(iterate(case, k) - Ws, Wm) for k in CHECKPOINTS]
@@ -149,7 +145,7 @@ def test_gd_direction():
 def test_gd_increment():
     """(Spec threshold) GD's late increments point along the NTP-SVM: 1 − corr(W(k) − W(k/2),
     W^mm) ≤ 2e-3 at k = 1e5, η = 0.5."""
-    for case in evidence.each(_separable_cases()):
+    for case in evidence.each(separable_cases()):
         Wm = w_mm(case.inst.problem)
         inc = one_minus_corr(iterate(case, GD_STEPS) - iterate(case, GD_STEPS // 2), Wm)
         evidence.slack("increment 1 − corr at 1e5", inc, INC_TOL)
@@ -162,7 +158,7 @@ def test_gd_increment():
 def test_gd_increment_faster():
     """(Spec reading [N]) GD's late increment is closer in direction to the NTP-SVM than the
     corrected iterate: 1 − corr(W(k) − W(k/2), W^mm) ≤ 1 − corr(W(k) − W*, W^mm) at k = 1e5."""
-    for case in evidence.each(_separable_cases()):
+    for case in evidence.each(separable_cases()):
         p = case.inst.problem
         Ws, Wm = w_star(p), w_mm(p)
         Wk = iterate(case, GD_STEPS)
@@ -179,7 +175,7 @@ def test_gd_increment_faster():
 def test_gd_finite_part():
     """Thm 2: GD's component in the data subspace F converges to W*: P_F(W_k) → W*, from any
     initialization."""
-    for case in evidence.each(_separable_cases()):
+    for case in evidence.each(separable_cases()):
         p = case.inst.problem
         Ws = w_star(p)
         errs = [float(np.linalg.norm(p.project_F(iterate(case, k)) - Ws)) for k in CHECKPOINTS]
@@ -187,4 +183,22 @@ def test_gd_finite_part():
         assert errs[-1] <= PF_TOL, (
             f"‖P_F W_k − W*‖ = {errs[-1]:.2e} > {PF_TOL} at k = {GD_STEPS} ({case.label}; "
             f"along the run {[f'{e:.1e}' for e in errs]})"
+        )
+
+
+# ---- §2.15 LIN-OPT -------------------------------------------------------------------------------
+
+
+@claim("LIN-OPT-NGD")
+def test_ngd_same_bias():
+    """Fig. 5: normalized GD has the same implicit bias as GD, faster: after 1e4 NGD steps (lr
+    0.01) W_k − W* is as close in direction to W^mm as after 1e5 GD steps."""
+    for case in evidence.each(separable_cases()):
+        p = case.inst.problem
+        Ws, Wm = w_star(p), w_mm(p)
+        gap = one_minus_corr(iterate(case, NGD_STEPS, ngd=True) - Ws, Wm)
+        evidence.slack("1 − corr(W_k − W*, W^mm) after 1e4 NGD steps", gap, DIR_TOL)
+        assert gap <= DIR_TOL, (
+            f"NGD: 1 − corr(W_k − W*, W^mm) = {gap:.2e} > {DIR_TOL} after {NGD_STEPS} steps "
+            f"({case.label})"
         )
