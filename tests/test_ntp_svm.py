@@ -234,8 +234,10 @@ def test_bad_input():
     with pytest.raises(ValueError, match=r"labels\[0\]: token 2 does not occur"):
         ntp_data(np.eye(3), [[0, 1]], [2])
     data = ntp_data(np.eye(3), [[0, 1]], [2], require_realizable=False)
-    with pytest.raises(ValueError, match="realizable|in its sequence"):
+    with pytest.raises(ValueError, match=r"labels\[0\]: token 2 does not occur in sequence 0"):
         graph_svm(data)
+    with pytest.raises(ValueError, match="graphs: no priority graph for query token 1"):
+        graph_svm(ntp_data(np.eye(3), [[0, 1]], [0]), graphs={})
     assert graph_svm_rows(ntp_data(np.eye(3), [[0, 1]], [0])).margin_triples == ((1, 0, 1),)
 
 

@@ -46,6 +46,9 @@ def graph_svm_rows(data: NTPData, graphs: dict[int, PriorityGraph] | None = None
     """
     if graphs is None:
         graphs = priority_graphs(data.sequences, data.labels, data.num_tokens)
+    missing = sorted(set(data.queries) - set(graphs))
+    if missing:
+        raise ValueError(f"graphs: no priority graph for query token {missing[0]}")
     E, d = data.embeddings, data.dim
     margin, equal = [], []
     for triple in sorted(priority_triples(data.sequences, data.labels, data.num_tokens)):
@@ -102,7 +105,10 @@ def graph_svm(
     (status "infeasible", with the Farkas pair in ``solution``) or solver failure."""
     for i, ok in enumerate(data.realizable):
         if not ok:
-            raise ValueError(f"labels[{i}]: not in its sequence; the graph-SVM needs it there")
+            raise ValueError(
+                f"labels[{i}]: token {data.labels[i]} does not occur in sequence {i}; "
+                "the graph-SVM needs realizable labels"
+            )
     rows = graph_svm_rows(data, graphs)
     sol = solve_equality_qp(rows.A_in, rows.A_eq, tol=tol)
     W = None if sol.w is None else sol.w.reshape(data.dim, data.dim)
