@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from scipy.special import logsumexp
 
 from models.ntp.attention import ntp_attention, smoothness_bound
+from models.ntp.data import ntp_data
 from models.ntp.graph import priority_graphs
 from strategies.ntp_attention import official_ntp_data, official_ntp_instances
 from theorems import claim, evidence
@@ -236,8 +237,6 @@ def official_experiment():
     datas, W0s, svms = [], [], []
     for seed in EXPERIMENT_SEEDS:
         E, seqs, labels, _ = official_ntp_data(seed)
-        from models.ntp.data import ntp_data
-
         data = ntp_data(E, seqs, labels)
         datas.append(data)
         rng = np.random.default_rng(seed + 10_000)
