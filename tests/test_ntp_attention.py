@@ -19,8 +19,8 @@ from models.ntp.attention import (
     softplus,
 )
 from models.ntp.data import ntp_data
-from models.ntp.descent import gradient_descent
 from models.ntp.finite import finite_component
+from models.ntp.gd import gd
 from models.ntp.qp import project
 from models.ntp.svm import graph_svm
 
@@ -211,11 +211,10 @@ def test_gd_heads_where_the_oracles_point():
     seqs = [[1, 2, 3, 0]] * 3 + [[3, 4, 0], [3, 1, 4], [1, 2, 4], [2, 3, 4]]
     data = ntp_data(unit_rows(rng, 5, 6), seqs, [1, 1, 2, 3, 3, 2, 2])
     model, svm, fin = ntp_attention(data), graph_svm(data), finite_component(data)
-    iterates = gradient_descent(
-        model.gradient, np.zeros((6, 6)), 1 / smoothness_bound(data), [250, 1000, 2000]
-    )
+    eta = 1 / smoothness_bound(data)
+    run = gd(model, np.zeros((6, 6)), lr=eta, steps=2000, record=[250, 1000])
     gaps, fins, excess = [], [], []
-    for W in iterates.values():
+    for _, W in sorted(run.iterates.items()):
         gaps.append(1 - (W * svm.W).sum() / (np.linalg.norm(W) * np.linalg.norm(svm.W)))
         fins.append(np.linalg.norm(project(fin.basis, W) - fin.W))
         excess.append(model.loss(W) - fin.loss)

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.ntp.descent import gradient_descent
+from models.ntp.gd import gd
 from models.ntp.linear import linear_ntp
 from models.ntp.qp import farkas_residual
 
@@ -239,9 +239,9 @@ def test_gd_heads_where_the_oracles_point():
         P[j, support] = rng.dirichlet(np.ones(2))
     model = linear_ntp(H, P, np.ones(3) / 3)
     W_star, W_mm = model.compatibility().W_star, model.ntp_svm().W
-    iterates = gradient_descent(model.gradient, np.zeros((5, 4)), 0.5, [300, 1000, 3000])
+    run = gd(model, np.zeros((5, 4)), lr=0.5, steps=3000, record=[300, 1000])
     gaps, fins, excess = [], [], []
-    for W in iterates.values():
+    for _, W in sorted(run.iterates.items()):
         V = W - W_star
         gaps.append(1 - (V * W_mm).sum() / (np.linalg.norm(V) * np.linalg.norm(W_mm)))
         fins.append(np.linalg.norm(model.project_F(W) - W_star))

@@ -5,5 +5,5 @@ Modules: `data` (validated instances), `graph` (priority graphs and SCCs, exact)
 `attention` (the self-attention NTP loss and its log-space gradient), `qp` (the certified
 equality-constrained margin QP both SVMs share), `svm` (the graph-SVM), `finite` (W_fin and
 the log-odds bridge), `linear` (the linear decoder: entropy floor, compatibility,
-separability, F, W*, the NTP-SVM), `descent` (plain GD with checkpoints, for tests).
+separability, F, W*, the NTP-SVM).
 """
