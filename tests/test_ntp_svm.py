@@ -316,6 +316,15 @@ def test_log_odds_bridge_where_it_applies(seed, size, repeat):
     np.testing.assert_allclose(check.W, fin.W, rtol=0, atol=1e-11)
 
 
+def test_unconverged_newton_is_reported():
+    """A gradient tolerance Newton cannot reach is a failure of the machinery, reported."""
+    from models import failures
+
+    with failures.watch() as seen:
+        fin = finite_component(i2(), tol=0.0)
+    assert not fin.converged and seen.first.source == failures.NUMERICS
+
+
 def test_limiting_shares_on_i2():
     """NTP-COMP at W_fin on I2: inside {1, 2} under query 0 the shares are 2/3 and 1/3; samples
     whose label's SCC is a singleton put all their mass on it."""

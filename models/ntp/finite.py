@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
+from models import failures
 from models.ntp.attention import NTPAttention, sample_table
 from models.ntp.data import NTPData
 from models.ntp.graph import priority_graphs
@@ -115,6 +116,8 @@ def finite_component(data: NTPData, *, tol: float = GRADIENT_TOL) -> FiniteCompo
             break
     norm = float(np.linalg.norm(grad))
     W = (basis.T @ theta).reshape(d, d)
+    if norm > tol:  # a machinery failure: the example that met it is inconclusive
+        failures.report(failures.NUMERICS, "W_fin Newton not converged", f"{reason}, {norm:.2e}")
     return FiniteComponent(W, basis, model.loss(W), norm, norm <= tol, steps, reason)
 
 
