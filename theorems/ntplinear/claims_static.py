@@ -20,6 +20,7 @@ from strategies.ntp_linear import (
     one_hot_instances,
     overparameterized_instances,
     resampled,
+    separable_fig1_instances,
     twin_token_instances,
 )
 from theorems import claim, evidence
@@ -280,3 +281,24 @@ def test_autoregressive_pooling(V, n, T, d, seed):
         f"pooled CE {problem.loss(W):.15f} vs sequence loss {seq_loss:.15f} (gradient gap "
         f"{gerr:.2e}) over {problem.m} contexts"
     )
+
+
+# ---- §4.3 Fig. 1 / Fig. 2 ------------------------------------------------------------------------
+
+#: LIN-FIG2: "the W* rows of words 1 and 5 differ" read as ‖w*_1 − w*_5‖ ≥ this·‖W*‖ (Dirichlet
+#: draws make them differ by O(1); an exact tie needs p̂ on a measure-zero set).
+ROWS_DIFFER = 1e-3
+
+
+@claim("LIN-FIG2")
+@given(inst=separable_fig1_instances())
+def test_fig2_geometry(inst):
+    """Fig. 2: on the supports {1,2,5}, {1,4,5}, {2,3,4}, words 1 and 5 (which follow the same
+    contexts) get the same row of W^mm, but different rows of W*."""
+    Ws, Wm = w_star(inst.problem), w_mm(inst.problem)
+    same = float(np.linalg.norm(Wm[0] - Wm[4]) / np.linalg.norm(Wm))
+    differ = float(np.linalg.norm(Ws[0] - Ws[4]) / np.linalg.norm(Ws))
+    evidence.slack("‖w^mm_1 − w^mm_5‖/‖W^mm‖", same, SVM_TOL)
+    evidence.metric("‖w*_1 − w*_5‖/‖W*‖", differ)
+    assert same <= SVM_TOL, f"W^mm rows of words 1, 5 differ by {same:.2e} (relative)"
+    assert differ >= ROWS_DIFFER, f"W* rows of words 1, 5 agree to {differ:.2e} (relative)"
