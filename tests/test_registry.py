@@ -419,3 +419,17 @@ def test_every_variant_the_suite_names_is_a_claim_expected_to_hold():
     assert len(named) >= 20
     wrong = [(c, v) for c, v in named if claims.get(v, {}).get("expected") != "holds"]
     assert wrong == []
+
+
+def test_a_findings_file_with_no_section_serves_no_findings(tmp_path):
+    # A new paper's findings.md starts with a title and no `## ID` section yet: its claims
+    # have no findings, and reading it must not fail (it once raised at collection).
+    from theorems.framework import rows
+
+    empty, full = tmp_path / "empty", tmp_path / "full"
+    empty.mkdir(), full.mkdir()
+    (empty / "findings.md").write_text("# Findings: 0000.00000\nNothing yet.\n")
+    assert rows.findings(empty / "claims_x.py", "X-ONE") == ""
+    (full / "findings.md").write_text("# F\n\n## X-ONE\n\nfirst\n\n## X-TWO\nsecond\n")
+    assert rows.findings(full / "claims_x.py", "X-ONE") == "first"
+    assert rows.findings(full / "claims_x.py", "X-TWO") == "second"

@@ -115,11 +115,8 @@ def _sections(path: Path) -> dict[str, str]:
     except OSError as exc:
         raise RowError(f"{path}: {exc}") from None
     heads = list(_SECTION.finditer(text))
-    out = {}
-    for head, after in zip(heads, [*heads[1:], None], strict=True):
-        body = text[head.end() : after.start() if after else len(text)]
-        out[head.group(1)] = body.strip()
-    return out
+    ends = [after.start() for after in heads[1:]] + [len(text)]  # a file with no section: {}
+    return {head.group(1): text[head.end() : end].strip() for head, end in zip(heads, ends)}
 
 
 def findings_file(module_file: str | Path) -> Path | None:
