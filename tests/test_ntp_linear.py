@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.ntp.gd import gd
+from models.ntp.gd import batched_linear_gd, gd
 from models.ntp.linear import linear_ntp
 from models.ntp.qp import farkas_residual
 
@@ -270,3 +270,28 @@ def test_gd_heads_where_the_oracles_point():
 def test_bad_input_names_the_field(H, P, pi, match):
     with pytest.raises(ValueError, match=match):
         linear_ntp(H, P, pi)
+
+
+def test_batched_gd_steps_are_the_models_gradient_steps():
+    # Problems of different sizes in one padded batch; partial supports, so the off-support
+    # terms matter; W0 far from 0, so ε_j is small but not negligible.
+    rng = np.random.default_rng(7)
+    problems, W0s = [], []
+    for d, m, V in ((3, 2, 4), (5, 4, 3), (2, 3, 5)):
+        P = rng.dirichlet(np.ones(V), size=m)
+        P[:, 0] = 0.0  # token 0 is off every support
+        P /= P.sum(axis=1, keepdims=True)
+        problems.append(linear_ntp(rng.standard_normal((d, m)), P, rng.dirichlet(np.ones(m))))
+        W0s.append(3.0 * rng.standard_normal((V, d)))
+    for normalized in (False, True):
+        run = batched_linear_gd(
+            problems, W0s, eta=0.5, steps=2, record=(1, 2), normalized=normalized
+        )
+        assert run.finite
+        for b, (problem, W0) in enumerate(zip(problems, W0s, strict=True)):
+            W = W0
+            for k in (1, 2):
+                G = problem.gradient(W)
+                step = G / np.linalg.norm(G) if normalized else G
+                W = W - 0.5 * step
+                assert np.abs(run.iterates[k][b] - W).max() <= 1e-12 * max(1.0, np.abs(W).max())

@@ -1,13 +1,8 @@
 """What the claims of 2402.18551 share: the fixed pool of GD instances, one batched log-space GD
-run over all of them (cached: every LIN-GD claim and the GD controls read the same iterates),
+run over all of them (``models.ntp.gd.batched_linear_gd``, cached: every LIN-GD claim and the GD
+controls read the same iterates),
 the oracles of an instance (cached per instance), and a few independent re-derivations
 (the subspace F from all pairs, the one-hot SVM, the absolute-log-probability solution).
-
-Batched GD (spec §6.4): instances of different sizes are zero-padded to one (B, V, d, m) shape.
-A padded context has π̂ = 0 (no term), a padded embedding coordinate is 0 in every h̄_j (its
-column of W never moves from 0), a padded token has logit −∞ (probability 0, its row of W never
-moves). The gradient is the model's log-space form: Σ_j π̂_j (q_j − p̂_j) h̄_jᵀ with
-q_z − p̂_z = (q^S_z − p̂_z) − q^S_z ε_j on S_j and q_z off it (never 1 − a number near 1).
 """
 
 from __future__ import annotations
@@ -18,6 +13,7 @@ from functools import cache
 
 import numpy as np
 
+from models.ntp.gd import BatchRun, batched_linear_gd
 from models.ntp.linear import LinearNTP
 from strategies.instances import NOT_NTP_SEPARABLE, NTP_COMPATIBLE, NTP_SEPARABLE
 from strategies.ntp_instances import LinearNTPInstance
@@ -99,76 +95,6 @@ def gd_cases() -> tuple[Case, ...]:
     return tuple(Case(inst, init, k) for k, (inst, init) in enumerate(cases))
 
 
-@dataclass(frozen=True)
-class BatchRun:
-    """``iterates[k][b]``: W of case b after k steps (its own V×d shape)."""
-
-    iterates: dict[int, tuple[np.ndarray, ...]]
-    finite: bool
-
-
-def batched_gd(
-    problems, W0s, *, eta: float, steps: int, record, normalized: bool = False
-) -> BatchRun:
-    """GD with step eta on every problem at once (zero-padded, see the module docstring);
-    ``normalized``: NGD, each problem's step eta·G/‖G‖_F (no + ε)."""
-    B = len(problems)
-    V = max(p.vocab for p in problems)
-    d = max(p.dim for p in problems)
-    m = max(p.m for p in problems)
-    H = np.zeros((B, d, m))
-    P = np.zeros((B, m, V))
-    pi = np.zeros((B, m))
-    supp = np.zeros((B, m, V), dtype=bool)
-    real = np.zeros((B, m, V), dtype=bool)
-    W = np.zeros((B, V, d))
-    for b, (p, W0) in enumerate(zip(problems, W0s, strict=True)):
-        H[b, : p.dim, : p.m] = p.H
-        P[b, : p.m, : p.vocab] = p.P
-        pi[b, : p.m] = p.pi
-        supp[b, : p.m, : p.vocab] = p.support
-        supp[b, p.m :, 0] = True  # padded contexts: weight 0, any valid support
-        real[b, :, : p.vocab] = True
-        W[b, : p.vocab, : p.dim] = W0
-    on_f = supp.astype(float)
-    off_f = (real & ~supp).astype(float)
-    # the shift of each context's logits: its anchor token (the first of S_j), picked by a
-    # one-hot product; in-support logit gaps stay O(1) along GD and off-support ones go to −∞
-    # slowly (≥ −20 at 1e5 steps, spec §6.4), so e^{ℓ − ℓ_anchor} neither overflows nor loses
-    # the support; the off-support terms are exact however small.
-    anchor = np.zeros((B, m, V))
-    for b in range(B):
-        anchor[b, np.arange(m), supp[b].argmax(axis=1)] = 1.0
-    ones = np.ones((V, 1))
-    Ht = np.ascontiguousarray(np.swapaxes(H, 1, 2))  # (B, m, d)
-    piP = pi[:, :, None]
-    Wt = np.ascontiguousarray(np.swapaxes(W, 1, 2))  # (B, d, V): the state
-    want = set(record)
-    iterates = {}
-    finite = True
-    for k in range(1, steps + 1):
-        logits = Ht @ Wt  # (B, m, V)
-        e = np.exp(logits - (logits * anchor) @ ones)
-        eon = e * on_f
-        eoff = e * off_f
-        son = eon @ ones
-        soff = eoff @ ones
-        total = son + soff
-        qS = eon / son
-        # on S_j: (q^S − p̂) − q^S·ε with ε = off/total; off S_j: q_v = e_v/total
-        coef = (qS - P) - qS * (soff / total) + eoff / total
-        G = H @ (coef * piP)
-        if normalized:
-            G /= np.sqrt((G * G).sum(axis=(1, 2), keepdims=True))
-        Wt -= eta * G
-        if k in want:
-            if not np.isfinite(Wt).all():
-                finite = False
-                break
-            iterates[k] = tuple(Wt[b, : p.dim, : p.vocab].T.copy() for b, p in enumerate(problems))
-    return BatchRun(iterates, finite)
-
-
 @cache
 def gd_batch() -> BatchRun:
     """The pool's GD run (ETA, GD_STEPS), iterates at CHECKPOINTS and their halves."""
@@ -178,7 +104,9 @@ def gd_batch() -> BatchRun:
         for c in cases
     ]
     record = set(CHECKPOINTS) | {k // 2 for k in CHECKPOINTS}
-    return batched_gd([c.inst.problem for c in cases], W0s, eta=ETA, steps=GD_STEPS, record=record)
+    return batched_linear_gd(
+        [c.inst.problem for c in cases], W0s, eta=ETA, steps=GD_STEPS, record=record
+    )
 
 
 #: Spec §2.15 / §4.4: NGD with lr 0.01 for 1e4 steps ("matched 1e5 GD steps").
@@ -195,7 +123,7 @@ def ngd_batch() -> BatchRun:
         for c in cases
     ]
     problems = [c.inst.problem for c in cases]
-    return batched_gd(
+    return batched_linear_gd(
         problems, W0s, eta=NGD_LR, steps=NGD_STEPS, record={NGD_STEPS}, normalized=True
     )
 
