@@ -29,6 +29,11 @@ MODULES = (
     "heads.py",
     "embedding.py",
     "predict.py",
+    "ntp/graph.py",
+    "ntp/svm.py",
+    "ntp/finite.py",
+    "ntp/linear.py",
+    "ntp/attention.py",
     "cross.py",
     "cross_predict.py",
     "normsvm.py",
@@ -430,5 +435,52 @@ MUTANTS: list[dict[str, str]] = [
         "fault": "W_dir's margin row for a selected token τ₂ against an earlier non-selected "
         "t₁ reads (k_{it₁} − k_{iτ₂})·w ≥ 1 instead of (k_{iτ₂} − k_{it₁})·w ≥ 1: the "
         "non-selected token is asked to beat the selected one.",
+    },
+    # ---------------------------------------------------------------- ntp/ (issue 25)
+    {
+        "id": "M41-ntp-graph-edge-reversed",
+        "file": "models/ntp/graph.py",
+        "old": "        triples.update((seq[-1], y, j) for j in set(seq) if j != y)\n",
+        "new": "        triples.update((seq[-1], j, y) for j in set(seq) if j != y)\n",
+        "category": "flipped edge",
+        "fault": "The priority graph's edges point from every other token to the label instead "
+        "of from the label to them (y → j): every SCC is the same, the priorities and so the "
+        "graph-SVM's margin rows are reversed.",
+    },
+    {
+        "id": "M42-ntp-svm-equality-as-margin",
+        "file": "models/ntp/svm.py",
+        "old": "        (equal if graphs[k].same_component(y, j) else margin).append(triple)\n",
+        "new": "        margin.append(triple)\n",
+        "category": "dropped constraint kind",
+        "fault": "Every (query, label, token) row of the graph-SVM is a margin row, also inside "
+        "an SCC: the single-token SVM of control C3, infeasible whenever a cycle exists.",
+    },
+    {
+        "id": "M43-ntp-finite-reduced-normaliser",
+        "file": "models/ntp/finite.py",
+        "old": "    return NTPAttention(data.embeddings, sample_table(seqs, labels, queries), float(data.n))\n",
+        "new": "    return NTPAttention(data.embeddings, sample_table(seqs, labels, queries), 1.0)\n",
+        "category": "dropped factor",
+        "fault": "The reduced loss is not divided by n: W_fin is unchanged (a scaled loss has "
+        "the same minimiser) but the loss floor L* is n times too large.",
+    },
+    {
+        "id": "M44-ntp-linear-log-odds-reversed",
+        "file": "models/ntp/linear.py",
+        "old": "                targets.append(math.log(self.P[j, z] / self.P[j, a]))\n",
+        "new": "                targets.append(math.log(self.P[j, a] / self.P[j, z]))\n",
+        "category": "flipped sign",
+        "fault": "The log-odds equations of Def. 1 ask log(p̂_ja/p̂_jz) of the logit gap "
+        "(e_z − e_a)ᵀWh̄_j: W* fits the inverted odds.",
+    },
+    {
+        "id": "M45-ntp-attention-label-coefficient-sign",
+        "file": "models/ntp/attention.py",
+        "old": "        sign[rows, t.label_slot] = np.where(np.isfinite(p.off), -1.0, 0.0)\n",
+        "new": "        sign[rows, t.label_slot] = np.where(np.isfinite(p.off), 1.0, 0.0)\n",
+        "category": "dropped sign",
+        "fault": "The label's coefficient in the NTP gradient, −(mass off the label), loses its "
+        "sign: GD pushes attention away from the label.",
     },
 ]
