@@ -45,6 +45,11 @@ INC_1E5 = 5e-3
 FIN_1E4, FIN_1E5 = 3e-2, 5e-3
 #: NTP-RET: log(mass outside the label's SCC) ≤ −4 at 1e5 (spec §6.2).
 RET_LOG_MASS = -4.0
+#: NTP-RET-UNSEEN [D]: at W_svm every token below the top SCC trails it by a logit gap ≥ 1
+#: (a path from the top SCC crosses a margin edge), so with W ≈ R·W_svm + O(1) the log off-top
+#: mass falls by ≈ ΔR = Δ‖W‖/‖W_svm‖ or more between 1e4 and 1e5; at least half of that is
+#: required (the O(1) part still moves). UNSEEN_COUNT sequences per example.
+UNSEEN_FRACTION, UNSEEN_COUNT = 0.5, 5
 #: NTP-COMP: |share − share(W_fin)| ≤ 1e-3 at 1e5 (spec §6.2).
 COMP_TOL = 1e-3
 #: Discrimination: corr(W, W_svm) − corr(W, W_wrong) ≥ 0.2 (spec §2.6 item 4, §6.2).
@@ -186,6 +191,56 @@ def test_hard_retrieval(name):
             f"sample {i}: log(mass off the label's SCC) = {log_off:.2f} > {RET_LOG_MASS} at 1e5"
         )
     evidence.metric("worst log off-SCC mass at 1e5", worst)
+
+
+def _unseen(inst, rng, count):
+    """Up to ``count`` unseen sequences (2–4 distinct tokens, then a query k of the data)
+    whose SCCs in G^(k) have a top one reaching all the others: (tokens, top SCC)."""
+    graphs = priority_graphs(inst.sequences, inst.labels, inst.num_tokens)
+    seen = {tuple(s) for s in inst.sequences}
+    out = []
+    for _ in range(20 * count):
+        k = int(rng.choice(sorted(graphs)))
+        others = [t for t in range(inst.num_tokens) if t != k]
+        size = int(rng.integers(2, min(4, len(others)) + 1))
+        body = [int(t) for t in rng.choice(others, size=size, replace=False)]
+        seq = (*body, k)
+        top = graphs[k].top_component(seq)
+        if seq in seen or top is None or set(seq) <= top:
+            continue
+        out.append((seq, top))
+        if len(out) == count:
+            break
+    return out
+
+
+@claim("NTP-RET-UNSEEN")
+@given(name=CASES, seed=st.integers(0, 2**32 - 1))
+def test_retrieval_unseen(name, seed):
+    """On an unseen sequence whose tokens are totally ordered in G^(k), the attention mass
+    goes to the top SCC present."""
+    _record(name)
+    _, W_svm = _limits(name)
+    inst = pool_instance(name)
+    cases = _unseen(inst, np.random.default_rng(seed), UNSEEN_COUNT)
+    if not evidence.premise(bool(cases), "an unseen totally ordered sequence exists"):
+        return
+    E = inst.embeddings
+    W4, W5 = pool_iterate(name, 10_000), pool_iterate(name, 100_000)
+    growth = (np.linalg.norm(W5) - np.linalg.norm(W4)) / np.linalg.norm(W_svm)
+    for seq, top in cases:
+        logs = []
+        for W in (W4, W5):
+            a = E[list(seq)] @ W @ E[seq[-1]]
+            off = [t for t, tok in enumerate(seq) if tok not in top]
+            logs.append(float(logsumexp(a[off]) - logsumexp(a)))
+        drop = logs[0] - logs[1]
+        evidence.metric("log off-top mass at 1e5", logs[1])
+        evidence.metric("drop / ΔR (1e4 → 1e5)", drop / growth)
+        assert drop >= UNSEEN_FRACTION * growth, (
+            f"unseen {list(seq)}, top SCC {sorted(top)}: log off-top mass {logs[0]:.2f} at 1e4, "
+            f"{logs[1]:.2f} at 1e5 (drop {drop:.2f} < {UNSEEN_FRACTION} × {growth:.2f})"
+        )
 
 
 @claim("NTP-COMP")
