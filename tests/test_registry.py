@@ -433,3 +433,21 @@ def test_a_findings_file_with_no_section_serves_no_findings(tmp_path):
     (full / "findings.md").write_text("# F\n\n## X-ONE\n\nfirst\n\n## X-TWO\nsecond\n")
     assert rows.findings(full / "claims_x.py", "X-ONE") == "first"
     assert rows.findings(full / "claims_x.py", "X-TWO") == "second"
+
+
+def test_an_instance_rebuilt_from_the_same_tokens_is_the_same_data():
+    # A body that builds an NTP instance twice from the same data (a tuple of token tuples,
+    # not a tensor) records one instance; it once raised AttributeError on `.shape`.
+    import numpy as np
+
+    from strategies.ntp_instances import LinearNTPInstance, NTPInstance
+    from theorems.framework.evidence import _same_data
+
+    E, seqs = np.eye(4), [[1, 2, 3, 0], [2, 3, 0]]
+    a, b = NTPInstance(E, seqs, [1, 2]), NTPInstance(E, seqs, [2, 3])
+    assert _same_data(a, b)
+    assert not _same_data(a, NTPInstance(E, [[1, 2, 3, 0], [3, 2, 0]], [1, 2]))
+    assert not _same_data(a, NTPInstance(2 * E, seqs, [1, 2]))
+    H, P = np.ones((2, 2)), [[0.5, 0.5], [1.0, 0.0]]
+    assert _same_data(LinearNTPInstance(H, P, [1, 1]), LinearNTPInstance(H, P, [2, 1]))
+    assert not _same_data(a, LinearNTPInstance(H, P, [1, 1]))

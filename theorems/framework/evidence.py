@@ -446,22 +446,35 @@ def instance(data: dict) -> None:
     collector._current = to_jsonable(data)
 
 
+#: The fields that hold an instance's tokens, by kind of instance: X (prompt and cross
+#: attention), an embedding's or an NTP instance's sequences (a tensor, or a tuple of token
+#: tuples of different lengths) with the NTP embeddings, the linear NTP's contexts H.
+_DATA_FIELDS = ("X", "sequences", "embeddings", "H")
+
+
 def _same_data(a: Any, b: Any) -> bool:
-    """Whether two instances hold the same tokens (X, or an embedding's sequences)."""
+    """Whether two instances of one kind hold the same tokens (every field of _DATA_FIELDS
+    they have is equal, and they have at least one)."""
     if a is None or type(a) is not type(b):
         return False
     import torch
 
-    for field in ("X", "sequences"):
+    compared = False
+    for field in _DATA_FIELDS:
         x, y = getattr(a, field, None), getattr(b, field, None)
-        if x is not None and y is not None:
-            try:
-                return bool(
-                    x.shape == y.shape and torch.equal(torch.as_tensor(x), torch.as_tensor(y))
-                )
-            except (TypeError, RuntimeError):
+        if x is None or y is None:
+            continue
+        compared = True
+        if isinstance(x, tuple | list) or isinstance(y, tuple | list):
+            if x != y:
                 return False
-    return False
+            continue
+        try:
+            if not (x.shape == y.shape and torch.equal(torch.as_tensor(x), torch.as_tensor(y))):
+                return False
+        except (TypeError, RuntimeError, AttributeError):
+            return False
+    return compared
 
 
 def built(inst: Any) -> None:
