@@ -20,7 +20,7 @@ from models.ntp.attention import (
 )
 from models.ntp.data import ntp_data
 from models.ntp.finite import finite_component
-from models.ntp.gd import gd
+from models.ntp.gd import batched_attention_gd, gd
 from models.ntp.qp import project
 from models.ntp.svm import graph_svm
 
@@ -234,3 +234,39 @@ def test_bad_inputs():
         model.loss(np.eye(2))
     with pytest.raises(ValueError, match="embeddings: contains NaN"):
         ntp_model([[0.0, np.nan]], [[0]], [0])
+
+
+def test_batched_token_coordinate_steps_are_the_models_gradient_steps():
+    # Draws of different sizes in one padded batch, at W = 0 and away from it: two steps of
+    # GD (η = 1/L_bound), NGD and the official recipe against NTPAttention.gradient.
+    from models.ntp.attention import smoothness_bound
+
+    rng = np.random.default_rng(3)
+    datas, W0s = [], []
+    for K, d, n in ((5, 6, 4), (4, 3, 3), (6, 8, 5)):
+        E = rng.standard_normal((K, d))
+        E /= np.linalg.norm(E, axis=1, keepdims=True)
+        seqs = [
+            list(rng.choice(K, size=int(rng.integers(2, K + 1)), replace=False)) for _ in range(n)
+        ]
+        labels = [int(rng.choice(s)) for s in seqs]
+        datas.append(ntp_data(E, seqs, labels))
+        W0s.append(0.5 * rng.standard_normal((d, d)))
+    eps = float(np.finfo(np.float64).eps)
+    for method, lr in (("gd", None), ("ngd", 0.1), ("official", 0.1)):
+        for start in (None, W0s):
+            run = batched_attention_gd(
+                datas, steps=2, record=(1, 2), method=method, lr=lr, W0=start
+            )
+            for b, data in enumerate(datas):
+                model = ntp_attention(data)
+                W = np.zeros((data.dim, data.dim)) if start is None else start[b]
+                for k in (1, 2):
+                    G = model.gradient(W)
+                    if method == "gd":
+                        W = W - G / smoothness_bound(data)
+                    else:  # the official recipe normalises by ‖∇‖ + ε (its +ε in the log
+                        # moves the gradient by ~1e-16 relative, below this test's 1e-10)
+                        W = W - lr * G / (np.linalg.norm(G) + (eps if method == "official" else 0))
+                    err = np.abs(run.W[k][b] - W).max()
+                    assert err <= 1e-10 * max(1.0, np.abs(W).max()), (method, b, k, err)

@@ -115,8 +115,10 @@ def _sections(path: Path) -> dict[str, str]:
     except OSError as exc:
         raise RowError(f"{path}: {exc}") from None
     heads = list(_SECTION.finditer(text))
-    ends = [after.start() for after in heads[1:]] + [len(text)]  # a file with no section: {}
-    return {head.group(1): text[head.end() : end].strip() for head, end in zip(heads, ends)}
+    ends = [after.start() for after in heads[1:]] + [len(text)] * bool(heads)  # none: {}
+    return {
+        head.group(1): text[head.end() : end].strip() for head, end in zip(heads, ends, strict=True)
+    }
 
 
 def findings_file(module_file: str | Path) -> Path | None:

@@ -26,6 +26,7 @@ from strategies.ntp_attention import (
 from theorems import claim, evidence
 from theorems.ntp.common import (
     POOL,
+    batched_attention_gd,
     c6_instance,
     i1,
     i2,
@@ -35,7 +36,6 @@ from theorems.ntp.common import (
     pool_iterate,
     pool_limits,
     pooled_graphs,
-    run_dynamics,
     singleton_graphs,
     solve_svm,
     weak_graphs,
@@ -249,7 +249,7 @@ NGD_CASES = tuple(p for p in POOL if p != "I1")
 @cache
 def _NGD():
     datas = [pool_data(p) for p in NGD_CASES]
-    return run_dynamics(
+    return batched_attention_gd(
         datas, steps=NGD_STEPS, record=(NGD_STEPS // 2, NGD_STEPS), method="ngd", lr=NGD_LR
     )
 
@@ -278,7 +278,7 @@ def test_ngd_reaches_w_fin(name):
 def test_official_ngd_keeps_converging(inst):
     """(Wrong) The official ε-normalised NGD keeps converging at any length: run twice as
     long, it keeps lowering the attention mass off the label."""
-    run = run_dynamics(
+    run = batched_attention_gd(
         [inst.data], steps=FREEZE_STEPS[1], record=FREEZE_STEPS, method="official", lr=NGD_LR
     )
     E = inst.embeddings

@@ -17,9 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models.ntp.data import ntp_data
+from models.ntp.gd import EPS
 from strategies.ntp_attention import official_ntp_data
 from theorems import claim, evidence
-from theorems.ntp.common import EPS, one_minus_corr, solve_svm
+from theorems.ntp.common import one_minus_corr, solve_svm
 
 #: §4.2 protocol [V code]: NGD lr 0.1 for 2000 steps, 10 runs, W(0) ~ U(±1/√d).
 LOCAL_LR, LOCAL_STEPS = 0.1, 2000
