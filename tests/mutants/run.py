@@ -169,7 +169,9 @@ def outcome(rc: int | None) -> str:
 
 
 def module_test_file(root: Path, mutant: dict) -> str | None:
-    name = f"tests/test_{Path(mutant['file']).stem}.py"
+    """tests/test_<module>.py, or tests/test_<package>_<module>.py for models/<package>/."""
+    path = Path(mutant["file"]).relative_to("models")
+    name = f"tests/test_{'_'.join(path.with_suffix('').parts)}.py"
     return name if (root / name).exists() else None
 
 
