@@ -23,6 +23,7 @@ from theorems.ntplinear.claims_dynamics import CE_TOL, DIR_TOL, PF_TOL
 from theorems.ntplinear.common import (
     GD_STEPS,
     iterate,
+    multiclass_rows,
     nonseparable_cases,
     one_minus_corr,
     separable_cases,
@@ -70,16 +71,8 @@ def test_separable_implies_compatible(inst):
 def _one_hot_svm(problem) -> np.ndarray | None:
     """The multiclass max-margin W of the argmax labels y_j = argmax p̂_j (margin ≥ 1 against
     every other token), or None if infeasible or undecided."""
-    y = problem.P.argmax(axis=1)
-    rows = []
-    for j in range(problem.m):
-        for v in range(problem.vocab):
-            if v != y[j]:
-                M = np.zeros((problem.vocab, problem.dim))
-                M[y[j]] += problem.H[:, j]
-                M[v] -= problem.H[:, j]
-                rows.append(M.ravel())
-    sol = solve_margin_qp(np.array(rows), np.ones(len(rows)))
+    rows = multiclass_rows(problem, problem.P.argmax(axis=1))
+    sol = solve_margin_qp(rows, np.ones(len(rows)))
     return sol.x.reshape(problem.vocab, problem.dim) if sol.status == "optimal" else None
 
 

@@ -27,6 +27,7 @@ from theorems import claim, evidence
 from theorems.ntplinear.common import (
     all_pair_rows,
     log_odds_residual,
+    multiclass_rows,
     project_rows,
     w_mm,
     w_star,
@@ -136,16 +137,8 @@ def test_remark1_one_hot(inst):
     separability; W^mm is the multiclass max-margin classifier of the labels S_j = {y_j}."""
     problem = inst.problem
     assert problem.dim_F == 0, f"dim F = {problem.dim_F} with one-token supports"
-    y = problem.support.argmax(axis=1)
-    rows = []
-    for j in range(problem.m):
-        for v in range(problem.vocab):
-            if v != y[j]:
-                M = np.zeros((problem.vocab, problem.dim))
-                M[y[j]] += problem.H[:, j]
-                M[v] -= problem.H[:, j]
-                rows.append(M.ravel())
-    multi = solve_margin_qp(np.array(rows), np.ones(len(rows)), tol=SVM_TOL)
+    rows = multiclass_rows(problem, problem.support.argmax(axis=1))
+    multi = solve_margin_qp(rows, np.ones(len(rows)), tol=SVM_TOL)
     svm = problem.ntp_svm()
     if multi.status not in ("optimal", "infeasible") or svm.separable is None:
         evidence.inconclusive(f"oracles: multiclass {multi.status}, NTP-SVM {svm.status}")

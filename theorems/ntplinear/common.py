@@ -209,3 +209,18 @@ def log_odds_residual(problem: LinearNTP, W: np.ndarray) -> float:
         diff = (logits[j, S][:, None] - logits[j, S][None, :]) - (lp[:, None] - lp[None, :])
         worst = max(worst, float(np.abs(diff).max()))
     return worst
+
+
+def multiclass_rows(problem: LinearNTP, y) -> np.ndarray:
+    """The rows of the multiclass max-margin problem with one label y_j per context:
+    vec((e_{y_j} − e_v) h̄_jᵀ) for every other token v (margin ≥ 1 on each), an independent
+    re-derivation that does not go through the NTP-SVM's own rows."""
+    rows = []
+    for j in range(problem.m):
+        for v in range(problem.vocab):
+            if v != y[j]:
+                M = np.zeros((problem.vocab, problem.dim))
+                M[y[j]] += problem.H[:, j]
+                M[v] -= problem.H[:, j]
+                rows.append(M.ravel())
+    return np.array(rows)
