@@ -148,40 +148,83 @@ def cross(X, Z, v) -> str | None:
     the reason. The keys' differences are (x_it − x_it') z_iᵀ: resolved exactly when the
     tokens' own difference is (z_i scales the difference and its magnitude alike)."""
     X, Z, v = _np(X), _np(Z), _np(v)
-    n, T, d = X.shape
-    for i in range(n):
-        z = np.abs(Z[i]).max()
-        if z == 0:  # every key of the input is 0: exact ties, nothing to resolve
-            continue
-        with np.errstate(over="ignore"):
-            top = np.abs(X[i]).max() * z
-        if not np.isfinite(top):
-            return f"precision: the keys x·zᵀ of input {i} overflow float64"
-        if top > LARGEST:
-            return (
-                f"precision: the keys x·zᵀ of input {i} reach {top:.1e}, beyond {LARGEST:.0e}: "
-                "the SVMs' squares of them overflow float64"
-            )
-        token_scale = np.abs(X[i]).max(axis=-1)
-        for rows, cols in _pairs(T, d):
-            diff = np.abs(X[i, rows] - X[i, cols]).max(axis=-1)
-            resolution = RESOLUTION * EPS * np.maximum(token_scale[rows], token_scale[cols])
-            for k in np.flatnonzero((diff > 0) & (diff <= resolution)):
-                return (
-                    f"precision: the keys x·zᵀ of tokens {rows[k]} and {cols[k]} of input {i} "
-                    f"differ by {diff[k] * z:.1e}, below float64's resolution "
-                    f"{resolution[k] * z:.1e} ({_UNIT} of their magnitude "
-                    f"{resolution[k] * z / (RESOLUTION * EPS):.1e})"
-                )
-            with np.errstate(under="ignore"):
-                gap = diff * z
-            for k in np.flatnonzero((diff > 0) & (gap < SMALLEST))[:1]:
-                return (
-                    f"precision: the keys x·zᵀ of tokens {rows[k]} and {cols[k]} of input {i} "
-                    f"differ by only {gap[k]:.1e} (< {SMALLEST:.0e}): the squared norm of an "
-                    "SVM solution separating them overflows float64"
-                )
+    for i in range(X.shape[0]):
+        reason = _outer_keys(X[i], Z[i], f"input {i}")
+        if reason:
+            return reason
     return _linear(X, v[:, None], "scores x·v", squared=False)
+
+
+def _outer_keys(X: np.ndarray, z: np.ndarray, where: str) -> str | None:
+    """The keys vec(x_t zᵀ) of one input's tokens X (T, d) with query z: finite, their
+    nonzero differences resolved, and their squares inside float64 (module docstring)."""
+    T, d = X.shape
+    top_z = np.abs(z).max()
+    if top_z == 0:  # every key of the input is 0: exact ties, nothing to resolve
+        return None
+    with np.errstate(over="ignore"):
+        top = np.abs(X).max() * top_z
+    if not np.isfinite(top):
+        return f"precision: the keys x·zᵀ of {where} overflow float64"
+    if top > LARGEST:
+        return (
+            f"precision: the keys x·zᵀ of {where} reach {top:.1e}, beyond {LARGEST:.0e}: "
+            "the SVMs' squares of them overflow float64"
+        )
+    token_scale = np.abs(X).max(axis=-1)
+    for rows, cols in _pairs(T, d):
+        diff = np.abs(X[rows] - X[cols]).max(axis=-1)
+        resolution = RESOLUTION * EPS * np.maximum(token_scale[rows], token_scale[cols])
+        for k in np.flatnonzero((diff > 0) & (diff <= resolution)):
+            return (
+                f"precision: the keys x·zᵀ of tokens {rows[k]} and {cols[k]} of {where} "
+                f"differ by {diff[k] * top_z:.1e}, below float64's resolution "
+                f"{resolution[k] * top_z:.1e} ({_UNIT} of their magnitude "
+                f"{resolution[k] * top_z / (RESOLUTION * EPS):.1e})"
+            )
+        with np.errstate(under="ignore"):
+            gap = diff * top_z
+        for k in np.flatnonzero((diff > 0) & (gap < SMALLEST))[:1]:
+            return (
+                f"precision: the keys x·zᵀ of tokens {rows[k]} and {cols[k]} of {where} "
+                f"differ by only {gap[k]:.1e} (< {SMALLEST:.0e}): the squared norm of an "
+                "SVM solution separating them overflows float64"
+            )
+    return None
+
+
+def ntp(embeddings, sequences) -> str | None:
+    """None if float64 represents the self-attention NTP instance of 2403.08081: its graph-SVM
+    rows are vec((x_y − x_j) x_kᵀ), the cross keys of each sequence's tokens with the query
+    x_k, so each sequence is checked as a cross input is (its distinct tokens)."""
+    E = _np(embeddings)
+    for i, seq in enumerate(sequences):
+        tokens = sorted({int(t) for t in seq})
+        reason = _outer_keys(E[tokens], E[int(seq[-1])], f"sequence {i}")
+        if reason:
+            return reason
+    return None
+
+
+def ntp_linear(H) -> str | None:
+    """None if float64 represents the linear NTP instance of 2402.18551: its NTP-SVM rows are
+    vec((e_z − e_v) h̄_jᵀ), exact differences of unit vectors times a context, so only the
+    contexts' magnitudes matter: finite, and their squares inside float64."""
+    H = _np(H)
+    if not np.isfinite(H).all():
+        return "precision: a context embedding h̄_j is not finite"
+    scale = np.abs(H).max(axis=0)
+    for j in np.flatnonzero(scale > LARGEST)[:1]:
+        return (
+            f"precision: context {j} reaches {scale[j]:.1e}, beyond {LARGEST:.0e}: the "
+            "SVM's squares of it overflow float64"
+        )
+    for j in np.flatnonzero((scale > 0) & (scale < SMALLEST))[:1]:
+        return (
+            f"precision: context {j} is only {scale[j]:.1e} (< {SMALLEST:.0e}): an SVM solution "
+            "separating on it has a squared norm beyond float64"
+        )
+    return None
 
 
 def embedding_scores(E0, v) -> str | None:

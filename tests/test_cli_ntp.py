@@ -118,3 +118,40 @@ def test_bad_ntp_input_is_one_line_naming_the_field(tmp_path, capsys, doc, field
     assert cli.main(["check", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f'field "{field}"' in err and fragment in err, err
+
+
+@pytest.mark.parametrize(
+    ("scale", "fragment"),
+    [(1e80, "beyond 1e+150"), (1e300, "overflow float64")],
+)
+def test_an_ntp_instance_float64_does_not_represent_is_inconclusive(
+    tmp_path, monkeypatch, scale, fragment
+):
+    # Embeddings so large that the graph-SVM's squared rows overflow: no certificate of a
+    # different instance, an answer "inconclusive" for precision with every field null.
+    monkeypatch.setenv("ATTN_PROGRESS", "0")
+    answer = _check(tmp_path, {**I1, "embeddings": (scale * np.eye(4)).tolist()})
+    assert answer["status"] == "inconclusive" and answer["reason"].startswith("precision:")
+    assert fragment in answer["reason"], answer["reason"]
+    assert answer["graph_svm"] is None and answer["W_fin"] is None
+
+
+def test_two_tokens_float64_cannot_tell_apart_are_inconclusive(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_PROGRESS", "0")
+    E = np.eye(4)
+    E[2] = E[1] + np.array([0.0, 1e-15, 0.0, 0.0])  # x_2 − x_1 below 1e3·2^-52 of |x|
+    answer = _check(tmp_path, {**I1, "embeddings": E.tolist()})
+    assert answer["status"] == "inconclusive" and "below float64's resolution" in answer["reason"]
+
+
+def test_a_linear_context_too_large_is_inconclusive(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTN_PROGRESS", "0")
+    doc = {
+        "model": "ntp-linear",
+        "H": [[1e200, 0.0], [0.0, 1.0]],
+        "P": [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]],
+        "pi": [0.5, 0.5],
+    }
+    answer = _check(tmp_path, doc)
+    assert answer["status"] == "inconclusive" and "context 0 reaches 1.0e+200" in answer["reason"]
+    assert answer["ntp_svm"] is None and answer["separable"] is None

@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from models import precision
 from models.ntp.attention import ntp_attention, smoothness_bound
 from models.ntp.data import ntp_data
 from models.ntp.finite import finite_component, reduced_model
@@ -65,8 +66,9 @@ def _qp_json(status: str, W, solution) -> dict:
 
 
 def inconclusive_answer(model: str, fields: dict, reason: str, seconds: float) -> dict:
-    """The answer that was not computed (``check --timeout`` ran out): every computed field
-    null, status "inconclusive" with ``reason``."""
+    """The answer that was not computed (``check --timeout`` ran out, or float64 does not
+    represent the instance: ``models.precision``): every computed field null, status
+    "inconclusive" with ``reason``."""
     keys = NTP_FIELDS if model == "ntp" else LINEAR_FIELDS
     out = dict.fromkeys(keys) | {"model": model}
     return out | {"status": "inconclusive", "reason": reason, "seconds": seconds}
@@ -97,6 +99,9 @@ def predict_ntp(embeddings, sequences, labels, *, stage=_quiet) -> dict:
     token; labels must occur in their sequences)."""
     t0 = time.perf_counter()
     data = ntp_data(embeddings, sequences, labels)
+    reason = precision.ntp(data.embeddings, data.sequences)
+    if reason:
+        return inconclusive_answer("ntp", {}, reason, time.perf_counter() - t0)
     graphs = priority_graphs(data.sequences, data.labels, data.num_tokens)
     components = [
         {
@@ -161,6 +166,9 @@ def predict_ntp_linear(H, P, pi, *, stage=_quiet) -> dict:
     """The answer for one linear NTP instance (H: d×m contexts as columns, P: m×V, pi: m)."""
     t0 = time.perf_counter()
     problem = linear_ntp(H, P, pi)
+    reason = precision.ntp_linear(problem.H)
+    if reason:
+        return inconclusive_answer("ntp-linear", {}, reason, time.perf_counter() - t0)
     compat = problem.compatibility()
     stage("solving the NTP-SVM")
     svm = problem.ntp_svm()
