@@ -16,11 +16,13 @@ certificate of the limit: 1 − corr decays like 1/log²k (spec §2.6).
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
 from models import precision
+from models.cross import correlation
 from models.ntp.attention import ntp_attention, smoothness_bound
 from models.ntp.data import ntp_data
 from models.ntp.finite import finite_component, reduced_model
@@ -50,9 +52,11 @@ def _quiet(stage: str) -> None:
     """The default ``stage`` callback: say nothing."""
 
 
-def _corr(A: np.ndarray, B: np.ndarray) -> float | None:
-    na, nb = float(np.linalg.norm(A)), float(np.linalg.norm(B))
-    return float(np.sum(A * B) / (na * nb)) if na > 0 and nb > 0 else None
+def _one_minus_corr(A: np.ndarray, B: np.ndarray) -> float | None:
+    """1 − corr(A, B) (``models.cross.correlation``, the official metric); None where either
+    is zero and the correlation undefined."""
+    corr = correlation(A, B)
+    return None if math.isnan(corr) else 1.0 - corr
 
 
 def _qp_json(status: str, W, solution) -> dict:
@@ -144,7 +148,7 @@ def predict_ntp(embeddings, sequences, labels, *, stage=_quiet) -> dict:
         "steps": run.steps,
         "lr": lr,
         "stopped": run.stopped or None,
-        "one_minus_corr": None if svm.vacuous else 1.0 - _corr(W, svm.W),
+        "one_minus_corr": None if svm.vacuous else _one_minus_corr(W, svm.W),
         "fin_error": fin_error,
         "excess_loss": model.loss(W) - fin.loss,
         "W_norm": float(np.linalg.norm(W)),
@@ -203,8 +207,7 @@ def predict_ntp_linear(H, P, pi, *, stage=_quiet) -> dict:
     if compat.compatible:
         gd_answer["fin_error"] = float(np.linalg.norm(problem.project_F(W) - compat.W_star))
         if svm.ok and not svm.vacuous:
-            corr = _corr(W - compat.W_star, svm.W)
-            gd_answer["one_minus_corr"] = None if corr is None else 1.0 - corr
+            gd_answer["one_minus_corr"] = _one_minus_corr(W - compat.W_star, svm.W)
     answer["gd"] = gd_answer
     if compat.compatible and svm.separable:
         status = "ok"

@@ -64,22 +64,23 @@ def gd_instances() -> tuple[tuple[LinearNTPInstance, ...], tuple[LinearNTPInstan
     return tuple(i for i in good if i is not None), tuple(i for i in bad if i is not None)
 
 
+def _cases_of(instances, what: str) -> list[Case]:
+    """The pool's runs on ``instances`` (inconclusive if there are none)."""
+    keep = {id(i) for i in instances}
+    cases = [c for c in gd_cases() if id(c.inst) in keep]
+    if not cases:
+        evidence.inconclusive(f"the GD pool has no {what} instance")
+    return cases
+
+
 def separable_cases() -> list[Case]:
     """The pool's runs on separable and compatible instances (inconclusive if there are none)."""
-    good = {id(i) for i in gd_instances()[0]}
-    cases = [c for c in gd_cases() if id(c.inst) in good]
-    if not cases:
-        evidence.inconclusive("the GD pool has no separable and compatible instance")
-    return cases
+    return _cases_of(gd_instances()[0], "separable and compatible")
 
 
 def nonseparable_cases() -> list[Case]:
     """The pool's runs on compatible, non-separable instances (inconclusive if there are none)."""
-    bad = {id(i) for i in gd_instances()[1]}
-    cases = [c for c in gd_cases() if id(c.inst) in bad]
-    if not cases:
-        evidence.inconclusive("the GD pool has no compatible non-separable instance")
-    return cases
+    return _cases_of(gd_instances()[1], "compatible non-separable")
 
 
 def lecun_init(inst: LinearNTPInstance) -> np.ndarray:
