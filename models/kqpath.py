@@ -10,6 +10,8 @@ objective is the log excess loss log(L(W) − L*) of ``models.regpath.log_gap_ba
 vectorised keys (spec §6): in float64, L − L* at R = 320 is ~e^{-300}, far below L*'s last bit.
 
 - Frobenius sphere of R⁴: hyperspherical angles (a, b, c) ∈ [0, π]² × [0, 2π].
+- Entrywise ℓp sphere (1 < p < ∞; the MD-RP path of 2410.14581, spec §2.10): the Frobenius
+  chart's unit direction u rescaled to W = R·u/‖u‖_p, a smooth bijection of the two spheres.
 - Nuclear sphere: W = R[c·u vᵀ + ε(1 − c)·u⊥ v⊥ᵀ], u = (cos θ, sin θ), v = (cos φ, sin φ),
   c ∈ [0, 1], ε = ±1 (every 2 × 2 SVD, signs absorbed; ‖W‖_⋆ = R exactly). Rank-1 points
   (c ∈ {0, 1}) are on the boundary of the box, where L-BFGS-B can stop: the nuclear ball's
@@ -59,7 +61,7 @@ SAME_VALUE = 1e-7
 #: ... and their directions agree to 1 − corr ≤ this.
 SAME_DIRECTION = 1e-7
 
-NORMS = ("fro", "nuc")
+NORMS = ("fro", "nuc", "lp")
 
 
 # =============================================================================================
@@ -168,6 +170,13 @@ def nuclear_sphere(R: float, params: Tensor, sign: float) -> Tensor:
     return R * W.reshape(-1, 4)
 
 
+def lp_sphere(R: float, params: Tensor, p: float) -> Tensor:
+    """vec W on the entrywise ‖W‖_p = R: the Frobenius chart's direction u (``frobenius_sphere``
+    at radius 1) rescaled to R·u/‖u‖_p, from (a, b, c) rows (k, 3)."""
+    u = frobenius_sphere(1.0, params)
+    return R * u / torch.linalg.vector_norm(u, ord=p, dim=-1, keepdim=True)
+
+
 @dataclass(frozen=True)
 class _Sheet:
     """One chart of a sphere: a map params → vec W, the params' box, and its grid axes."""
@@ -177,13 +186,16 @@ class _Sheet:
     axes: tuple[np.ndarray, ...]
 
 
-def _sheets(norm: str, R: float, grid: int) -> list[_Sheet]:
-    """Charts covering the sphere of ``norm`` with about ``grid`` grid points in all."""
-    if norm == "fro":
+def _sheets(norm: str, R: float, grid: int, p: float | None = None) -> list[_Sheet]:
+    """Charts covering the sphere of ``norm`` (exponent ``p`` for "lp") with about ``grid`` grid
+    points in all."""
+    if norm in ("fro", "lp"):
         m = max(4, round((grid / 2) ** (1 / 3)))  # a, b: m points each; c: 2m
         a = np.linspace(0, math.pi, m)
         c = np.linspace(0, 2 * math.pi, 2 * m, endpoint=False)
         box = ((0.0, math.pi), (0.0, math.pi), (-math.inf, math.inf))
+        if norm == "lp":
+            return [_Sheet(lambda P: lp_sphere(R, P, p), box, (a, a, c))]
         return [_Sheet(lambda P: frobenius_sphere(R, P), box, (a, a, c))]
     if norm == "nuc":
         m = max(4, round((grid / 4) ** (1 / 3)))  # per sheet: θ 2m, φ m, c m
@@ -211,6 +223,7 @@ class BallPoint:
     grid: int
     seconds: float
     minima: list[float] = field(default_factory=list)
+    p: float | None = None
 
     @property
     def certified(self) -> bool:
@@ -248,7 +261,7 @@ def _refine(obj, sheet: _Sheet, starts: np.ndarray, iters: int) -> tuple[np.ndar
 
 
 @one_thread
-def _ball_point(problem: PromptProblem, R, norm, grid, refine, iters) -> BallPoint:
+def _ball_point(problem: PromptProblem, R, norm, grid, refine, iters, p=None) -> BallPoint:
     t0 = time.perf_counter()
     if problem.dim != 4:
         raise ValueError(f"problem: ball paths are for 2 × 2 W (dim 4), got dim {problem.dim}")
@@ -256,7 +269,7 @@ def _ball_point(problem: PromptProblem, R, norm, grid, refine, iters) -> BallPoi
         raise ValueError(f"R: must be a positive finite radius, got {R}")
     obj = objective_for(problem)
     candidates = []  # (value, sheet index, params)
-    sheets = _sheets(norm, R, grid)
+    sheets = _sheets(norm, R, grid, p)
     total = 0
     for j, sheet in enumerate(sheets):
         mesh = np.stack(np.meshgrid(*sheet.axes, indexing="ij"), -1).reshape(-1, 3)
@@ -290,6 +303,7 @@ def _ball_point(problem: PromptProblem, R, norm, grid, refine, iters) -> BallPoi
         grid=total,
         seconds=time.perf_counter() - t0,
         minima=sorted(set(np.round(values, 9).tolist())),
+        p=p,
     )
     if not point.certified:
         failures.report(failures.REG_PATH, "ball point not confirmed", f"{norm}, R={R:g}")
@@ -304,9 +318,11 @@ def ball_path_point(
     grid: int = 60_000,
     refine: int = 8,
     iters: int = 400,
+    p: float | None = None,
 ) -> BallPoint:
     """W̄_R ∈ argmin_{‖W‖_⋄ = R} log(L(W) − L*) for a 2 × 2 W (``problem``: the vectorised
-    prompt problem of a d = 2 ``CrossProblem``), ⋄ = "fro" or "nuc" (spec §2.7).
+    prompt problem of a d = 2 ``CrossProblem``), ⋄ = "fro" or "nuc" (spec §2.7), or "lp", the
+    entrywise ℓp norm with exponent ``p`` (1 < p < ∞; spec §2.10 MD-RP).
 
     A grid of about ``grid`` points on the sphere's charts, then bounded L-BFGS from the
     ``refine`` best; the winner is confirmed (``certified``) when at least two refinements reach
@@ -315,10 +331,16 @@ def ball_path_point(
 
     Accuracy: on the visualization instances this agrees with ``models.regpath``'s Riemannian
     Newton restarts (Frobenius ball) to 1 − corr ≤ 1e-9, and no one of 20,000 random sphere
-    points beats it (both balls; tests/test_kqpath.py)."""
+    points beats it (all three balls; tests/test_kqpath.py)."""
     if norm not in NORMS:
         raise ValueError(f"norm: expected one of {NORMS}, got {norm!r}")
-    return _ball_point(problem, float(R), norm, int(grid), int(refine), int(iters))
+    if norm == "lp":
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 1 < p < math.inf:
+            raise ValueError(f"norm: 'lp' needs an exponent 1 < p < ∞, got p={p!r}")
+        p = float(p)
+    elif p is not None:
+        raise ValueError(f"p: only the 'lp' norm takes an exponent, got p={p!r} for {norm!r}")
+    return _ball_point(problem, float(R), norm, int(grid), int(refine), int(iters), p)
 
 
 def _one_minus_corr(a: np.ndarray, b: np.ndarray) -> float:

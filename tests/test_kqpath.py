@@ -27,6 +27,7 @@ from models.kqpath import (
     diagonal_problem,
     factor_energy,
     frobenius_sphere,
+    lp_sphere,
     normalized_margin,
     nuclear_face_toward,
     nuclear_sphere,
@@ -126,10 +127,49 @@ def test_ball_point_beats_random_sphere_points(norm):
     assert abs(obj.at(point.W.ravel()) - point.objective) <= 1e-9 * max(1, abs(point.objective))
 
 
+@pytest.mark.parametrize("p", [1.5, 3.0])
+def test_lp_chart_has_the_right_norm_and_covers_the_sphere(p):
+    """W = R·u/‖u‖_p has ‖W‖_p = R, and every direction is reached (its own Frobenius angles)."""
+    gen = torch.Generator().manual_seed(3)
+    P = torch.rand(500, 3, generator=gen, dtype=DTYPE) * torch.tensor([3.1, 3.1, 6.3])
+    W = lp_sphere(7.0, P, p).numpy()
+    assert np.allclose(np.sum(np.abs(W) ** p, axis=1) ** (1 / p), 7.0, rtol=1e-12)
+    u = frobenius_sphere(1.0, P).numpy()
+    assert np.allclose(W / np.linalg.norm(W, axis=1, keepdims=True), u, atol=1e-12)
+
+
+def test_lp_ball_point_at_p2_is_the_frobenius_point():
+    problem = planar(0)
+    lp = ball_path_point(problem.prompt, 40.0, "lp", p=2.0)
+    fro = ball_path_point(problem.prompt, 40.0, "fro")
+    assert lp.certified and fro.certified
+    assert 1 - correlation(lp.W, fro.W) <= 1e-9
+    assert abs(lp.objective - fro.objective) <= 1e-7 * max(1.0, abs(fro.objective))
+
+
+@pytest.mark.parametrize("p", [1.5, 3.0])
+def test_lp_ball_point_beats_random_sphere_points(p):
+    """No one of 20,000 random points of the ℓp sphere has a lower log excess loss."""
+    problem = planar(2)
+    R = 80.0
+    point = ball_path_point(problem.prompt, R, "lp", p=p)
+    gen = torch.Generator().manual_seed(6)
+    W = torch.randn(20_000, 4, generator=gen, dtype=DTYPE)
+    P = R * W / torch.linalg.vector_norm(W, ord=p, dim=1, keepdim=True)
+    obj = objective_for(problem.prompt)
+    assert point.certified and point.p == p
+    assert abs(np.sum(np.abs(point.W) ** p) ** (1 / p) - R) <= 1e-9 * R
+    assert float(obj.grid(P).min()) >= point.objective - 1e-9
+
+
 def test_ball_point_rejects_bad_arguments():
     problem = planar(0)
     with pytest.raises(ValueError, match="norm"):
         ball_path_point(problem.prompt, 10.0, "lp")
+    with pytest.raises(ValueError, match="norm"):
+        ball_path_point(problem.prompt, 10.0, "lp", p=1.0)
+    with pytest.raises(ValueError, match="p"):
+        ball_path_point(problem.prompt, 10.0, "fro", p=2.0)
     with pytest.raises(ValueError, match="R"):
         ball_path_point(problem.prompt, -1.0, "fro")
     with pytest.raises(ValueError, match="dim"):
