@@ -193,6 +193,8 @@ class CrossRun:
     seconds: float
     K: np.ndarray | None = None
     Q: np.ndarray | None = None
+    Ks: np.ndarray | None = None
+    Qs: np.ndarray | None = None
 
     @property
     def W(self) -> np.ndarray:
@@ -300,6 +302,41 @@ def kq_ngd(
             Q = Q - lr * uQ
         rec.add(k, K @ Q.T)
     return rec.build(stop, t0, K=K, Q=Q)
+
+
+def kq_gd(
+    problem: CrossProblem, K0, Q0, *, eta: float, steps: int, record_every: int = 1
+) -> CrossRun:
+    """Plain (K, Q) gradient descent on L(KQᵀ) with a fixed step: K ← K − η·GQ, Q ← Q − η·GᵀK,
+    G = ∇L(KQᵀ) at the current iterate (both factors stepped from the same point; spec §1.6).
+    The run records KQᵀ and the factors themselves (``Ks``, ``Qs``) at the recorded steps; the
+    update is the gradient's true size (e^M·G̃), so it underflows when ∇L does, as real GD does."""
+    t0 = time.perf_counter()
+    K = _factor(problem, K0, "K0")
+    Q = _factor(problem, Q0, "Q0")
+    if K.shape != Q.shape:
+        raise ValueError(f"Q0: expected the shape of K0 {K.shape}, got {Q.shape}")
+    rec, Ks, Qs = _Record(record_every, steps), [], []
+
+    def add(k: int, force: bool = False) -> None:
+        before = len(rec.ks)
+        rec.add(k, K @ Q.T, force=force)
+        if len(rec.ks) > before:
+            Ks.append(K.copy())
+            Qs.append(Q.copy())
+
+    add(0, force=True)
+    stop = "step budget"
+    for k in range(1, steps + 1):
+        M, G = problem.gradient_log_np(K @ Q.T)
+        if M == -math.inf:
+            stop = "stationary point (gradient exactly zero)"
+            add(k - 1, force=True)
+            break
+        G = math.exp(min(M, 700.0)) * G
+        K, Q = K - eta * (G @ Q), Q - eta * (G.T @ K)
+        add(k)
+    return rec.build(stop, t0, K=K, Q=Q, Ks=np.stack(Ks), Qs=np.stack(Qs))
 
 
 def dual_map(W: np.ndarray, p: float) -> np.ndarray:
