@@ -147,3 +147,27 @@ def enumerate_locally_optimal(
         if verdict.locally_optimal:
             found.append(alpha)
     return found
+
+
+def norm_local_optimality(X, Z, scores, alpha, sol, *, tol: float = 1e-6) -> LocalOptimality:
+    """Def. 2 with the attention SVM of another norm (spec tfsvm §2.8 "nuclear-locally-optimal"):
+    α is locally optimal for ``sol``, a certified ``models.normsvm.norm_svm(X, Z, α, norm)``
+    answer, iff every support token of ``sol`` (constraint value ≤ 1 + tol) scores strictly
+    below α_i. Where the optimum is not unique (the nuclear norm, spec F8) the support is that
+    of the solver's point: an interior-point solver returns the relative interior of the optimal
+    face, whose tight constraints are those tight at every optimum."""
+    X = as_float_array(X, "X", 3)
+    alpha = as_index_array(alpha, "alpha", (X.shape[0],), X.shape[1])
+    scores = _scores(scores, X.shape[:2])
+    if not sol.ok:
+        reason = f"the {sol.norm} SVM of α is {sol.status} ({sol.reason})"
+        return LocalOptimality(False, False, sol, reason=reason)
+    support = sol.support(X, Z, alpha, tol)
+    violations = _violations(scores, alpha, support)
+    vacuous = tuple(i for i, tokens in enumerate(support) if tokens.size == 0)
+    if violations:
+        listed = ", ".join(f"(i={i}, t={t}, gap={g:.3g})" for i, t, g in violations)
+        reason = f"{sol.norm} support tokens score at least as high as α_i: {listed}"
+    else:
+        reason = f"every {sol.norm} support token scores strictly below α_i"
+    return LocalOptimality(True, not violations, sol, support, violations, vacuous, reason)

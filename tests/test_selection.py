@@ -155,3 +155,54 @@ def test_enumeration_refuses_large_grids():
 def test_scores_shape_is_checked():
     with pytest.raises(ValueError, match="scores"):
         local_optimality(FIG1_KEYS, np.zeros((1, 2)), [0])
+
+
+def test_norm_local_optimality_matches_def2_for_the_frobenius_svm():
+    """With the Frobenius norm_svm the verdict and the support are Def. 2's (local_optimality on
+    the keys vec(x_it z_iᵀ)), on every selection of small official draws."""
+    import itertools
+
+    import torch
+
+    from models.normsvm import norm_svm
+    from models.selection import norm_local_optimality
+
+    gen = torch.Generator().manual_seed(4)
+    n, T, d = 2, 3, 3
+    X = torch.nn.functional.normalize(
+        torch.randn(n, T, d, generator=gen, dtype=torch.float64), dim=-1
+    )
+    Z = torch.nn.functional.normalize(torch.randn(n, d, generator=gen, dtype=torch.float64), dim=-1)
+    scores = torch.randn(n, T, generator=gen, dtype=torch.float64).numpy()
+    keys = torch.einsum("ita,ib->itab", X, Z).reshape(n, T, d * d).numpy()
+    seen = set()
+    for alpha in itertools.product(range(T), repeat=n):
+        alpha = np.array(alpha)
+        ours = norm_local_optimality(X, Z, scores, alpha, norm_svm(X, Z, alpha, "fro"))
+        ref = local_optimality(keys, scores, alpha)
+        assert ours.locally_optimal == ref.locally_optimal
+        assert [s.tolist() for s in ours.support] == [s.tolist() for s in ref.support]
+        seen.add(ours.locally_optimal)
+    assert seen == {True, False}
+
+
+def test_norm_local_optimality_flags_a_higher_scoring_nuclear_support_token():
+    """Reversing the scores makes α = opt's support tokens outscore it: not locally optimal."""
+    import torch
+
+    from models.normsvm import norm_svm
+    from models.selection import norm_local_optimality
+
+    gen = torch.Generator().manual_seed(7)
+    X = torch.nn.functional.normalize(
+        torch.randn(3, 4, 4, generator=gen, dtype=torch.float64), dim=-1
+    )
+    Z = torch.nn.functional.normalize(torch.randn(3, 4, generator=gen, dtype=torch.float64), dim=-1)
+    scores = torch.randn(3, 4, generator=gen, dtype=torch.float64).numpy()
+    alpha = scores.argmax(1)
+    sol = norm_svm(X, Z, alpha, "nuc")
+    good = norm_local_optimality(X, Z, scores, alpha, sol)
+    bad = norm_local_optimality(X, Z, -scores, alpha, sol)
+    assert good.locally_optimal and good.feasible
+    assert not bad.locally_optimal and bad.violations
+    assert all(t in good.support[i] for i, t, _ in bad.violations)
