@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from hypothesis import example, given
+from hypothesis import strategies as st
 
 from models.cross import correlation, kq_ngd, random_factors
 from models.kqpath import (
@@ -67,10 +68,20 @@ GRAD_REL_TOL = 1e-10
 APART_COS = 0.95
 #: Spec §7 "own vs other": corr with the own norm's SVM exceeds corr with the other's by this.
 PREFERENCE_GAP = 0.05
-#: Spec §2.7: 1 − corr(W̄_R, W^mm_⋄) bounds at R = 80 and R = 320 (calibration on the two
-#: visualization instances: 8e-4 / 5e-5 Frobenius, 1e-3 / 6e-5 nuclear; ours 8.0e-4 / 5.1e-5
-#: and 9.8e-4 / 6.2e-5 on instance 1, ≤ 2.2e-5 on instance 2).
-RP_BOUNDS = {80.0: 2e-3, 320.0: 2e-4}
+#: Spec §2.7: the path radii. Where the path converges, W̄_R = R·Ŵ^mm + W_fin + o(1) with a
+#: finite part W_fin (the split of softmax mass among the non-selected tokens), so
+#: 1 − corr(W̄_R, W^mm) = ‖W_fin,⊥‖²/(2R²) + o(R⁻²): a 16-fold drop per 4-fold R. Measured on
+#: 27 planar draws (n = 2–3, nuclear ball): 12.9–17.3 from R = 320 to 1280 on every draw above
+#: rounding, but as little as 1.5 from R = 80 to 320 on a draw whose margins are still settling
+#: (the 1/R² regime starts later), and the ball search itself breaks down at R = 5120 (one draw:
+#: 0.59). The claim asks for the convergence at the last step of the ladder, at least a 1/R
+#: rate (RP_RATE = 4); an absolute bound would refute slow paths, not the limit.
+RP_RADII = (80.0, 320.0, 1280.0)
+RP_RATE = 4.0
+#: Below this the direction error is the SVM's own: the certified optimum's direction is exact
+#: to about 1e-6 relative (models.normsvm.CONIC_TOL), so 1 − corr ~ (1e-6)²/2 at the SVM, and
+#: the floor measured on paths that reach it is 4.4e-12: no rate to read there.
+RP_ROUNDING = 1e-10
 #: Spec §2.12: cos(k ⊙ q, ℓ1-SVM) after 8000 per-factor NGD steps (calibration: 0.95–1.00 in 5
 #: of 6 instances; ours 0.9525–1.0000 over 8 official draws) on instances where the ℓ1 and ℓ2
 #: SVMs have cos ≤ DIAG_APART.
@@ -134,51 +145,60 @@ def test_kq_gradients(inst, seed):
 # =============================================================================================
 
 
-def path_correlations(inst, k: int, norm: str):
-    """(R, corr(W̄_R, own SVM), corr(W̄_R, other SVM)) at each R of RP_BOUNDS, W̄_R the path
-    point of the ``norm`` ball on visualization instance k, against the SVMs of opt (the global
-    path); recorded as metrics, the distance to the own SVM as a slack."""
+#: Planar instances for the regularization paths: the path search (models.kqpath.ball_path_point)
+#: works on 2 × 2 W; n, T and the data are drawn by the official generator, α = opt (n ≥ 2:
+#: with one input both SVMs are q zᵀ/‖z‖², one direction).
+PLANAR = official_cross_instances(n=st.integers(2, 3), T=st.integers(2, 5), d=2)
+
+
+def path_errors(inst, norm: str) -> tuple[list[float], float, float]:
+    """1 − corr(W̄_R, own SVM) at each R of RP_RADII, W̄_R the path point of the ``norm`` ball,
+    the own SVM that of opt; with corr(W̄_R, other SVM) at the largest R and cos(own, other)."""
     fro, nuc = svm_pair(inst, inst.alpha)
     own, other = (fro, nuc) if norm == "fro" else (nuc, fro)
-    for R, bound in RP_BOUNDS.items():
-        point = ball_path_point(inst.problem.prompt, R, norm)
-        c_own, c_other = correlation(point.W, own.W), correlation(point.W, other.W)
-        evidence.metric(f"instance {k}: 1 − corr(W̄_R, own SVM), R = {R:g}", 1 - c_own)
-        evidence.metric(f"instance {k}: corr(W̄_R, other SVM), R = {R:g}", c_other)
-        evidence.slack(f"1 − corr(W̄_R, own SVM), R = {R:g}", 1 - c_own, bound)
-        yield R, c_own, c_other
+    points = [ball_path_point(inst.problem.prompt, R, norm).W for R in RP_RADII]
+    errors = [1 - correlation(W, own.W) for W in points]
+    for R, err in zip(RP_RADII, errors, strict=True):
+        evidence.metric(f"1 − corr(W̄_R, own SVM), R = {R:g}", err)
+    return errors, correlation(points[-1], other.W), correlation(own.W, other.W)
+
+
+def assert_path_converges(inst, norm: str, own: str, other: str) -> None:
+    """The path's direction error shrinks at least like 1/R at the end of the ladder, and where
+    the two SVMs are apart the path point is nearer its own SVM than the other."""
+    errors, c_other, svm_cos = path_errors(inst, norm)
+    far, near = errors[-2:]
+    where = f"n = {inst.n}, T = {inst.T}, seed {inst.seed}"
+    if near > RP_ROUNDING:
+        evidence.slack(
+            "1 − corr at the last R / (1 − corr at the one before)/4", near, far / RP_RATE
+        )
+        assert near <= far / RP_RATE, (
+            f"1 − corr(W̄_R, {own}) = {far:.3g} at R = {RP_RADII[-2]:g} and {near:.3g} at R = "
+            f"{RP_RADII[-1]:g}: shrank by {far / near:.3g} < {RP_RATE:g} ({where})"
+        )
+    if evidence.premise(svm_cos <= APART_COS, "SVMs apart"):
+        c_own = 1 - near
+        assert c_own > c_other + PREFERENCE_GAP, (
+            f"corr(W̄_R, {own}) = {c_own:.4f} ≤ corr(W̄_R, {other}) + {PREFERENCE_GAP} = "
+            f"{c_other + PREFERENCE_GAP:.4f} at R = {RP_RADII[-1]:g} ({where})"
+        )
 
 
 @claim("TF-RP-F")
-def test_regpath_frobenius():
+@given(inst=PLANAR)
+def test_regpath_frobenius(inst):
     """Regularization path, Frobenius ball: with opt unique and Att-SVM(opt) feasible,
     W̄_R ∈ argmin_{‖W‖_F ≤ R} L(W) has W̄_R/R → W^mm/‖W^mm‖_F, not the nuclear SVM's direction."""
-    for k, inst in enumerate(evidence.each(map(visualization_instance, (1, 2))), start=1):
-        for R, c_own, c_other in path_correlations(inst, k, "fro"):
-            where = f"visualization instance {k}, R = {R:g}"
-            assert 1 - c_own <= RP_BOUNDS[R], (
-                f"1 − corr(W̄_R, W^mm) = {1 - c_own:.2e} > {RP_BOUNDS[R]:g} ({where})"
-            )
-            assert c_own > c_other + PREFERENCE_GAP, (
-                f"corr(W̄_R, W^mm) = {c_own:.4f} ≤ corr(W̄_R, W^mm_⋆) + {PREFERENCE_GAP} = "
-                f"{c_other + PREFERENCE_GAP:.4f} ({where})"
-            )
+    assert_path_converges(inst, "fro", "W^mm", "W^mm_⋆")
 
 
 @claim("TF-RP-N")
-def test_regpath_nuclear():
+@given(inst=PLANAR)
+def test_regpath_nuclear(inst):
     """Regularization path, nuclear ball: W̄_R ∈ argmin_{‖W‖_⋆ ≤ R} L(W) has W̄_R/R →
     W^mm_⋆/‖W^mm_⋆‖_⋆, not the Frobenius SVM's direction."""
-    for k, inst in enumerate(evidence.each(map(visualization_instance, (1, 2))), start=1):
-        for R, c_own, c_other in path_correlations(inst, k, "nuc"):
-            where = f"visualization instance {k}, R = {R:g}"
-            assert 1 - c_own <= RP_BOUNDS[R], (
-                f"1 − corr(W̄_R, W^mm_⋆) = {1 - c_own:.2e} > {RP_BOUNDS[R]:g} ({where})"
-            )
-            assert c_own > c_other + PREFERENCE_GAP, (
-                f"corr(W̄_R, W^mm_⋆) = {c_own:.4f} ≤ corr(W̄_R, W^mm) + {PREFERENCE_GAP} = "
-                f"{c_other + PREFERENCE_GAP:.4f} ({where})"
-            )
+    assert_path_converges(inst, "nuc", "W^mm_⋆", "W^mm")
 
 
 # =============================================================================================
