@@ -42,6 +42,29 @@ LOSS_GAP_TOL = 1e-5
 #: Selection (spec §6): every non-selected token keeps softmax mass ≤ this at the end.
 SELECT_TOL = 1e-6
 
+#: Why each of the engine's tolerances is what it is, for the slack a claim records against it
+#: (``Limit.slack``; the report's audit of loose tolerances reads them).
+DERIVATIONS = {
+    "DIRECTION_TOL": (
+        "a certificate threshold, not an observation: converge declares directional convergence "
+        "once 1 − cos(p, p^mm(α)) ≤ 1e-6 with the selection settled, and settle confirms it while "
+        "‖p‖ grows 100-fold (CONFIRM_FACTOR); on a converging flow 1 − cos ~ c/‖p‖², so the "
+        "confirmed value sits ~1e-4 below the threshold. A flow to another limit stays at the "
+        "1 − cos between two distinct SVM directions, orders of magnitude above 1e-6."
+    ),
+    "SELECT_TOL": (
+        "a certificate threshold: the softmax mass off α decays like exp(−gap·‖p‖) along a "
+        "converging flow, so at the confirmed ‖p‖ it is exponentially below 1e-6 (exactly 0 in "
+        "float64 once gap·‖p‖ > 745); a flow that shares the mass (a tie, another limit) keeps "
+        "it Θ(1)."
+    ),
+    "LOSS_GAP_TOL": (
+        "L − (1/n)Σℓ(γ_iα) = (1/n)Σ[ℓ(γ_iα − δ_i) − ℓ(γ_iα)] with δ_i ≤ (T − 1)·SELECT_TOL·"
+        "range(γ_i) ≤ 5·1e-6·2 and |ℓ'| ≤ 1 near the floor: at most 1e-5 once the selection is "
+        "reached, and exponentially smaller at the confirmed ‖p‖ (0 in float64)."
+    ),
+}
+
 
 def limit_name(out: Outcome, svm: str) -> str:
     """The limit a converged outcome reached: ``svm`` of its selection, or the tie-sharing SVM
@@ -125,9 +148,9 @@ class Limit:
     def reason(self) -> str:
         return self.outcome.reason
 
-    def slack(self, name: str, observed: float, bound: float) -> None:
-        """Hears each observed/bound pair a test below reads (the claims record them as their
-        slack, ``theorems.limits.Limit``); nothing here."""
+    def slack(self, name: str, observed: float, bound: float, derivation: str) -> None:
+        """Hears each observed/bound pair a test below reads, with why the bound is what it is
+        (the claims record them as their slack, ``theorems.limits.Limit``); nothing here."""
 
     @property
     def diverges(self) -> bool:
@@ -141,8 +164,15 @@ class Limit:
         out, alpha = self.outcome, np.asarray(alpha)
         if self.kind != "converged" or not np.array_equal(out.selected, alpha):
             return False
-        self.slack(f"1 − cos({self._var}, {self.symbol}(α))", out.one_minus_cos, DIRECTION_TOL)
-        self.slack("max softmax mass off α", out.max_other_prob, SELECT_TOL)
+        self.slack(
+            f"1 − cos({self._var}, {self.symbol}(α))",
+            out.one_minus_cos,
+            DIRECTION_TOL,
+            DERIVATIONS["DIRECTION_TOL"],
+        )
+        self.slack(
+            "max softmax mass off α", out.max_other_prob, SELECT_TOL, DERIVATIONS["SELECT_TOL"]
+        )
         return (
             not out.tie_sharing
             and out.one_minus_cos <= DIRECTION_TOL
@@ -189,7 +219,7 @@ class Limit:
         if not all(float(scores[i, a]) >= float(scores[i].max()) for i, a in enumerate(alpha)):
             return None
         gap = math.exp(problem.log_loss_gap(self.outcome.p, alpha))
-        self.slack("L(p) − loss floor", gap, LOSS_GAP_TOL)
+        self.slack("L(p) − loss floor", gap, LOSS_GAP_TOL, DERIVATIONS["LOSS_GAP_TOL"])
         return gap
 
     def describe(self) -> str:

@@ -173,7 +173,12 @@ def test_outcomes_and_summary_line(mixed):
 def test_holding_claim_passes_with_its_evidence(mixed):
     c = by_id(mixed[1])["T-HOLDS"]
     assert (c["verdict"], c["as_expected"], c["examples"]) == ("holds", True, 30)
-    assert c["worst_slack"]["x^2/10^4"] == {"observed": 10_000.0, "bound": 10_000.0, "ratio": 1.0}
+    assert c["worst_slack"]["x^2/10^4"] == {
+        "observed": 10_000.0,
+        "bound": 10_000.0,
+        "ratio": 1.0,
+        "derivation": None,
+    }
     assert -100 <= c["metrics"]["x"]["min"] < 0 < c["metrics"]["x"]["max"] <= 100
     assert c["metrics"]["x"]["count"] == 30
     assert c["counterexample"] is None and c["error"] is None

@@ -33,8 +33,8 @@ from theorems.framework import evidence
 class Limit(_limits.Limit):
     """`models.limits.Limit`, recording each test's observed/bound pair as the claim's slack."""
 
-    def slack(self, name: str, observed: float, bound: float) -> None:
-        evidence.slack(name, observed, bound)
+    def slack(self, name: str, observed: float, bound: float, derivation: str) -> None:
+        evidence.slack(name, observed, bound, derivation=derivation)
 
 
 def record_outcome(out: Outcome, transient: int) -> None:

@@ -455,6 +455,38 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tolerances(args: argparse.Namespace) -> int:
+    from theorems.framework import tolerances
+
+    report = Path(args.report)
+    try:
+        doc = json.loads(report.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return _error(
+            f"no report at {report}: run the claims first (`python -m pytest theorems/ -n auto`, "
+            "the README's command 1), or name one with --from REPORT",
+            2,
+        )
+    except (OSError, ValueError) as exc:
+        return _error(f"{report}: {exc}", 2)
+    every = tolerances.slacks(doc)
+    loose = [s for s in every if s.loose]
+    underived = [s for s in loose if s.derivation is None]
+    print(*tolerances.table(every if args.all else loose), sep="\n")
+    print(
+        f"{len(every)} slacks of claims that hold; {len(loose)} with a bound more than "
+        f"{1 / tolerances.LOOSE_RATIO:g}× above their worst observation, {len(underived)} of "
+        "them without a derivation"
+    )
+    if args.check and underived:
+        return _error(
+            f"{len(underived)} loose tolerances carry no derivation: derive each "
+            "(evidence.tolerance(value, why)) or tighten it",
+            1,
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m theorems", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -524,5 +556,19 @@ def main(argv: list[str] | None = None) -> int:
         help=f"the lock file (default {DEFAULT_LOCK})",
     )
     p_lock.set_defaults(run=cmd_lock)
+    p_tol = sub.add_parser(
+        "tolerances",
+        help="the claims' tolerances far above what they observe, and whether each is derived",
+    )
+    p_tol.add_argument(
+        "--from", dest="report", default=default_report, help="the claims report to read"
+    )
+    p_tol.add_argument("--all", action="store_true", help="list every slack, not only loose ones")
+    p_tol.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when a loose tolerance carries no derivation",
+    )
+    p_tol.set_defaults(run=cmd_tolerances)
     args = parser.parse_args(argv)
     return args.run(args)

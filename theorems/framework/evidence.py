@@ -36,6 +36,8 @@ __all__ = [
     "slack",
     "solved",
     "to_jsonable",
+    "Tolerance",
+    "tolerance",
 ]
 
 
@@ -506,12 +508,45 @@ def each(instances: Iterable[Any]) -> Iterator[Any]:
         yield inst
 
 
-def slack(name: str, observed: float, bound: float) -> None:
+class Tolerance(float):
+    """A tolerance that carries the argument for its size (``tolerance(value, derivation)``).
+
+    It is a float everywhere; ``slack`` reads its derivation, so the report can tell a bound
+    derived from the numerics from one picked after seeing the data (``theorems tolerances``).
+    Arithmetic on it gives a plain float: a bound computed from one passes ``derivation=``."""
+
+    derivation: str = ""
+
+    def __new__(cls, value: float, derivation: str = ""):
+        obj = super().__new__(cls, value)
+        obj.derivation = derivation
+        return obj
+
+    def __reduce__(self):
+        return (Tolerance, (float(self), self.derivation))
+
+
+def tolerance(value: float, derivation: str) -> Tolerance:
+    """A tolerance with its derivation: why the numerics guarantee that an error of a correct
+    computation stays below ``value`` (rounding bounds, a certificate's accuracy, a rate)."""
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"tolerance: expected a finite value ≥ 0, got {value!r}")
+    if not isinstance(derivation, str) or not derivation.strip():
+        raise ValueError("tolerance: the derivation must say why the value is what it is")
+    return Tolerance(value, derivation.strip())
+
+
+def slack(name: str, observed: float, bound: float, *, derivation: str | None = None) -> None:
     """Record observed/bound; the worst (largest) ratio per name is kept. Under the nightly
-    profile the ratio is also a Hypothesis target, so the search climbs toward violations."""
+    profile the ratio is also a Hypothesis target, so the search climbs toward violations.
+
+    ``derivation`` (or a ``Tolerance`` bound's own) says why the bound is what it is; a bound
+    far above what it observes needs one (``python -m theorems tolerances``)."""
     collector = _active
     if collector is None:
         return
+    derivation = derivation or getattr(bound, "derivation", None) or None
     observed, bound = float(observed), float(bound)
     if bound == 0.0:
         ratio = 1.0 if observed == 0.0 else math.copysign(math.inf, observed)
@@ -520,7 +555,12 @@ def slack(name: str, observed: float, bound: float) -> None:
     collector._nonfinite.update([name] * (not math.isfinite(ratio)))  # no failure-only branch
     worst = collector.worst_slack.get(name)
     if worst is None or _worse(ratio, worst["ratio"]):
-        collector.worst_slack[name] = {"observed": observed, "bound": bound, "ratio": ratio}
+        collector.worst_slack[name] = {
+            "observed": observed,
+            "bound": bound,
+            "ratio": ratio,
+            "derivation": derivation,
+        }
 
     if current_profile() == "nightly" and math.isfinite(ratio) and currently_in_test_context():
         # target() may be called once per label per example: keep the example's worst and
