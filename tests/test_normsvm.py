@@ -131,6 +131,20 @@ def test_fro_matches_independent_socp(seed):
     np.testing.assert_allclose(tight.W, sol.W, atol=SOLVE_TOL)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_each_svm_wins_in_its_own_norm(seed):
+    """Both SVMs satisfy the same constraints, so each optimal one is no longer than the other
+    in its own norm (the content of the retired claim TF-NORM-ORDER, which only restated the
+    oracle's optimality): ‖W_⋆‖_⋆ ≤ ‖W_F‖_⋆ and ‖W_F‖_F ≤ ‖W_⋆‖_F, each to the certificates'
+    accuracy: a certified value is within (m + 3)·CONIC_TOL of its optimum (m constraints)."""
+    X, Z, alpha = unit_instance(3, 4, 4, seed)
+    fro, nuc = norm_svm(X, Z, alpha, "fro"), norm_svm(X, Z, alpha, "nuc")
+    assert fro.ok and nuc.ok, (fro.reason, nuc.reason)
+    slack = 1 + (3 * 3 + 3) * CONIC_TOL
+    assert matrix_norm(nuc.W, "nuc") <= matrix_norm(fro.W, "nuc") * slack
+    assert matrix_norm(fro.W, "fro") <= matrix_norm(nuc.W, "fro") * slack
+
+
 # ------------------------------------------------------------------------------ nuclear
 
 
