@@ -38,12 +38,17 @@ from theorems.embeddings.common import (
     EVENT_DRAWS,
     EVENT_LEVEL,
     EVENT_VOCAB,
+    EXACT_DIMS,
+    EXACT_VOCABS,
     ONE_STEP_DATA,
     PAPER_CONSTANT,
     PROP_MIN_SPREAD,
     RANK1_TOL,
     REGIME_DIMS,
     REGIME_ETA0,
+    SAMPLER_LEVEL,
+    event_bound,
+    event_failure_exact,
     event_sweep,
     problem_of,
 )
@@ -178,12 +183,32 @@ def test_init_event_probability():
     """The event of Lemma 4.1: with E⁰ rows i.i.d. N(0, I/d), ‖v‖ = 1 and m = max_s |⟨E⁰_s, v⟩|,
     P(m ≤ d^(−1/4)) ≥ 1 − 2|S|e^(−√d/2), which tends to 1 as d grows."""
     evidence.instance({"vocab": EVENT_VOCAB, "dims": EVENT_DIMS, "draws": EVENT_DRAWS})
+    # Decided exactly: the scores ⟨E⁰_s, v⟩ are i.i.d. N(0, 1/d), so P(m > d^(−1/4)) has a
+    # closed form (event_failure_exact), compared with the bound for every |S| ≤ 40 and d.
+    above = []
+    for d in EXACT_DIMS:
+        for vocab in EXACT_VOCABS:
+            exact, bound = event_failure_exact(d, vocab), event_bound(d, vocab)
+            evidence.slack("P(m > d^(−1/4)) / 2|S|e^(−√d/2)", exact, bound)
+            if exact > bound:
+                above.append(f"d = {d}, |S| = {vocab}: P = {exact:.3g} > {bound:.3g}")
+    assert not above, "; ".join(above[:3])
+    # The closed form is that of the code's own initialisation: the draws of gaussian_init fail
+    # the event as often as it says (else the sampler is not N(0, I/d), and the sweep below
+    # would test another model).
     rows = event_sweep()
     for row in rows:
         evidence.metric(f"failure_measured_d{row.d}", row.measured)
         evidence.metric(f"failure_exact_d{row.d}", row.exact)
         evidence.metric(f"failure_bound_d{row.d}", row.bound)
     evidence.premise(any(row.bound < 1 for row in rows), "2|S|e^(−√d/2) < 1 at some d")
+    off = [
+        f"d = {row.d}: {row.fails}/{row.draws} draws fail, exact P = {row.exact:.3g} "
+        f"(two-sided binomial p = {row.sampler_p_value:.2g} < {SAMPLER_LEVEL:g})"
+        for row in rows
+        if row.sampler_p_value < SAMPLER_LEVEL
+    ]
+    assert not off, "gaussian_init is not the closed form's N(0, I/d): " + "; ".join(off)
     too_often = [row.excess() for row in rows if row.p_value < EVENT_LEVEL]
     assert not too_often, "; ".join(too_often)
 

@@ -175,6 +175,20 @@ EVENT_VOCAB = 40
 EVENT_LEVEL = 1e-6
 
 
+#: The exact check of the event's bound (EMB-L41-EVENT): every |S| ≤ 40 and d = 2^4 … 2^20, where
+#: both sides are computed in closed form (the smallest, at d = 2^20, is ~1e-223: no underflow).
+EXACT_VOCABS = range(1, EVENT_VOCAB + 1)
+EXACT_DIMS = tuple(2**k for k in range(4, 21))
+#: Two-sided binomial test of the measured failure count against the exact probability: the
+#: sampler (gaussian_init) draws the model the closed form assumes unless p < this.
+SAMPLER_LEVEL = 1e-6
+
+
+def event_bound(d: int, vocab: int) -> float:
+    """Lemma 4.1's bound on P(m > d^(−1/4)): 2|S|e^(−√d/2), capped at 1."""
+    return min(1.0, 2 * vocab * math.exp(-math.sqrt(d) / 2))
+
+
 def event_failure_exact(d: int, vocab: int) -> float:
     """P(m > d^(−1/4)) for E⁰ rows i.i.d. N(0, I/d) and ‖v‖ = 1: the |S| scores ⟨E⁰_s, v⟩
     are i.i.d. N(0, 1/d), so it is 1 − (1 − P(|Z| > d^(1/4)))^|S|, Z ~ N(0, 1)."""
@@ -202,6 +216,14 @@ class EventRow:
         """P(Binomial(draws, bound) ≥ fails): small when the count is too high for the bound."""
         return float(binom.sf(self.fails - 1, self.draws, self.bound)) if self.fails else 1.0
 
+    @property
+    def sampler_p_value(self) -> float:
+        """Two-sided: P(a count at least as far from draws·exact as this one) under
+        Binomial(draws, exact), by the doubled smaller tail (capped at 1)."""
+        low = float(binom.cdf(self.fails, self.draws, self.exact))
+        high = float(binom.sf(self.fails - 1, self.draws, self.exact))
+        return min(1.0, 2 * min(low, high))
+
     def excess(self) -> str:
         return (
             f"d = {self.d}: m > d^(-1/4) in {self.fails}/{self.draws} draws, above the bound "
@@ -220,7 +242,7 @@ def event_sweep() -> tuple[EventRow, ...]:
         for _ in range(EVENT_DRAWS[d]):
             E0, v = gaussian_init(gen, EVENT_VOCAB, d)
             fails += float(torch.abs(E0 @ v).max()) > d**-0.25
-        bound = min(1.0, 2 * EVENT_VOCAB * math.exp(-math.sqrt(d) / 2))
+        bound = event_bound(d, EVENT_VOCAB)
         exact = event_failure_exact(d, EVENT_VOCAB)
         rows.append(EventRow(d, EVENT_DRAWS[d], int(fails), exact, bound))
     return tuple(rows)
