@@ -206,16 +206,33 @@ def pool_instance(name: str) -> NTPInstance:
     return NTPInstance(E, seqs, labels, assumptions=names, seed=seed, meta={"id": name})
 
 
+#: The pool's starts: W(0) = 0, and a seeded Gaussian W(0) with entries N(0, 1/d) (LeCun's
+#: scale, as spec §4.4's "random LeCun" init), seed INIT_SEED + the instance's pool index.
+INITS = ("zero", "random")
+INIT_SEED = 1000
+
+
+def pool_init(name: str) -> np.ndarray:
+    """The random start of pool instance ``name``: entries N(0, 1/d), seeded."""
+    d = pool_data(name).dim
+    gen = np.random.default_rng(INIT_SEED + POOL.index(name))
+    return gen.normal(size=(d, d)) / math.sqrt(d)
+
+
 @cache
-def pool_gd() -> Run:
-    """The GD run of every pool instance (η = 1/L_bound, from 0, GD_STEPS steps)."""
+def pool_gd(init: str = "zero") -> Run:
+    """The GD run of every pool instance (η = 1/L_bound, GD_STEPS steps) from W(0) = 0 or from
+    its random start (``init``: one of INITS)."""
+    if init not in INITS:
+        raise ValueError(f"init: expected one of {INITS}, got {init!r}")
+    W0 = None if init == "zero" else [pool_init(p) for p in POOL]
     return batched_attention_gd(
-        [pool_data(p) for p in POOL], steps=GD_STEPS, record=GD_RECORD, loss_every=100
+        [pool_data(p) for p in POOL], steps=GD_STEPS, record=GD_RECORD, W0=W0, loss_every=100
     )
 
 
-def pool_iterate(name: str, k: int) -> np.ndarray:
-    return pool_gd().W[k][POOL.index(name)]
+def pool_iterate(name: str, k: int, init: str = "zero") -> np.ndarray:
+    return pool_gd(init).W[k][POOL.index(name)]
 
 
 def pool_losses(name: str) -> tuple[np.ndarray, np.ndarray]:
