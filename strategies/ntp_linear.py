@@ -137,6 +137,29 @@ def fig1_instance(seed: int, d: int = 2) -> LinearNTPInstance:
     return classify(H, P, pi, seed=seed, meta={"family": "fig1", "d": d})
 
 
+#: App. A.2 of 2402.18551 (spec ntp §4.4): n = 5000 samples over m = 50 contexts in d = 60, V =
+#: 10 tokens, supports of 6 tokens, Dirichlet(1) probabilities on them.
+A2_SIZES = {"n": 5000, "m": 50, "d": 60, "V": 10, "support": 6}
+
+
+def a2_instance(seed: int = 0) -> LinearNTPInstance:
+    """The App. A.2 setup from one seed: contexts h̄_j ~ N(0, I_d), random supports of 6 of the
+    10 tokens, Dirichlet(1) next-token probabilities, π̂ from n = 5000 samples (every context
+    seen once, the rest multinomial). With d ≥ m the contexts have full column rank, which by
+    Lemma 1 makes the data NTP-compatible and NTP-separable (LIN-COND-LEMMA1 checks the lemma;
+    the oracles certify both again wherever a claim uses them), so it is not classified here:
+    the two certified solves at this size take seconds."""
+    n, m, d, V, size = (A2_SIZES[k] for k in ("n", "m", "d", "V", "support"))
+    rng = np.random.default_rng(seed)
+    H = rng.standard_normal((d, m))
+    P = dirichlet_rows(rng, random_supports(rng, m, V, size))
+    counts = 1 + rng.multinomial(n - m, np.full(m, 1.0 / m))
+    if np.linalg.matrix_rank(H) != m:
+        raise AssertionError(f"App. A.2 contexts of seed {seed} are not of full column rank")
+    names = {FULL_RANK_CONTEXTS, NTP_COMPATIBLE, NTP_SEPARABLE}
+    return LinearNTPInstance(H, P, counts / n, assumptions=names, seed=seed, meta={"family": "a2"})
+
+
 def screened(build, seed: int, want: set[str], tries: int = SCREEN_TRIES):
     """The first of build(seed), build(seed + 1), ... whose assumptions include ``want``, or
     None after ``tries`` sub-seeds."""
