@@ -124,6 +124,30 @@ def _corr(W, sol) -> float | None:
     return _finite(correlation(W, sol.W)) if _ok(sol) else None
 
 
+#: The fields of ``face_nuc`` (the KQ answer's reading of the nuclear SVM's optimal face).
+FACE_FIELDS = ("corr", "corr_lower", "corr_upper", "distance", "margin_ratio")
+
+
+def _face(problem: CrossProblem, W, nuc, alpha) -> dict:
+    """The face metrics of the trained matrix against the nuclear SVM's optimal face
+    (``models.normsvm.nuclear_face_fit``, warm with the nuclear SVM just solved: its value and
+    its point): where the nuclear SVM is not unique (spec F8), ``corr_nuc`` reads one solver
+    point of the face, these read the face. Never raises."""
+    from models.normsvm import nuclear_face_fit
+
+    out = dict.fromkeys(FACE_FIELDS)
+    if not _ok(nuc):
+        return {"status": "inconclusive"} | out | {"reason": "no certified nuclear SVM"}
+    try:
+        fit = nuclear_face_fit(
+            problem.X.numpy(), problem.Z.numpy(), alpha, nuc.value, W, known=nuc.W
+        )
+    except Exception as exc:  # an answer with a status, whatever went wrong inside
+        return {"status": "solver_error"} | out | {"reason": f"{type(exc).__name__}: {exc}"}
+    out = {"status": fit.status} | {k: _finite(getattr(fit, k)) for k in FACE_FIELDS}
+    return out if fit.ok else out | {"reason": fit.reason}
+
+
 def _max_other_prob(problem: CrossProblem, W) -> float:
     """The largest attention on a token other than each input's top-logit token."""
     s = problem.softmax(torch.as_tensor(W)).numpy()
@@ -278,6 +302,9 @@ def _imprecise(param: str, p, reason: str, t0: float) -> dict:
         "corr_fro": None,
         "corr_nuc": None,
     }
+    if param == "KQ":
+        out["face_nuc"] = {"status": "inconclusive"} | dict.fromkeys(FACE_FIELDS)
+        out["face_nuc"]["reason"] = reason
     if p is not None:
         out["training_lp"] = {"status": "inconclusive", "reason": reason, "W": None}
         out["svm_lp"] = _svm_json(none, None, rank=False)
@@ -336,6 +363,9 @@ def predict_cross(
         "corr_fro": _corr(W, fro),
         "corr_nuc": _corr(W, nuc),
     }
+    if param == "KQ":
+        stage("reading the nuclear SVM's optimal face")
+        out["face_nuc"] = _face(problem, W, nuc, selected)
     training["W"] = W.tolist()
     if p is not None:
         stage(f"ℓ{float(p):g} mirror descent and its SVM")

@@ -64,6 +64,18 @@ DEFAULT_TOL = 1e-7
 RANK_REL = 1e-6
 #: Active-set tolerance for support tokens (spec §1.5: constraint value ≤ 1 + 1e-6).
 SUPPORT_TOL = 1e-6
+#: Slack of the nuclear SVM's optimal face {A vec M ≥ 1, ‖M‖_⋆ ≤ (1 + FACE_SLACK)·opt}: the
+#: certified optimum is itself accurate to CONIC_TOL = 1e-6, so the face is read at that slack.
+FACE_SLACK = 1e-6
+#: Largest width of the certified bracket [corr of a checked member, dual bound] on the best
+#: correlation over the face that counts as "optimal", and the membership tolerance of a
+#: member's nuclear norm. One Clarabel solve at its defaults, no second solver: on the 18
+#: distinct face fits of the (K, Q) claims' ci run (d = 10 and 2, 0.01–0.15 s each) 9 brackets
+#: were 3e-13–5e-7 wide and 9 were 1.6e-6–2.5e-3 ("bracketed": where Clarabel's point leaves
+#: the face by 2e-6–6e-6 the lower end is the nuclear SVM's own point), and every one decided
+#: its claim's thresholds (`FaceFit.decides`). SCS at eps 1e-11 narrows such brackets in
+#: 1–12 s each (8c969d2, reverted for time in 848572f); it is not tried.
+FACE_TOL = 1e-6
 
 # cvxpy raises these for numerical trouble inside a solve; they make a "solver_error".
 _SOLVER_EXCEPTIONS = (cp.error.SolverError, ValueError, ArithmeticError)
@@ -486,3 +498,231 @@ def norm_svm(
         return answer("inaccurate", W, lam, cert, reason, used)
     reason = f"{note}{why}; certified ({cert.summary()})"
     return answer("optimal", W, lam, cert, reason, used)
+
+
+# --------------------------------------------------------------------------------------------
+# The nuclear SVM's optimal face
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class FaceFit:
+    """How near W lies to the optimal face of the nuclear SVM (`nuclear_face_fit`).
+
+    ``corr_lower`` ≤ best ≤ ``corr_upper``, best = max(0, max_{M ∈ face} ⟨W, M⟩/(‖W‖_F‖M‖_F)):
+    the lower bound is the correlation of ``member`` (a checked member of the face, scaled to
+    min margin 1; None when no member was checked), the upper a dual bound. Both are certified
+    whatever the status. ``corr``: the best, = ``corr_lower``, when the bracket is at most
+    ``tol`` wide (status "optimal"), else NaN. ``distance``: the Frobenius distance from
+    W/‖W‖_F to the cone over the face, √(1 − corr²), computed as ‖Ŵ − corr·M/‖M‖_F‖_F (NaN
+    unless optimal). ``margin_ratio``: min margin of W/‖W‖_⋆ over the optimum's 1/opt, = 1
+    exactly when W's direction is nuclear-optimal (no solver). ``status``: "optimal",
+    "bracketed" (certified but wider than ``tol``: an answer, not a failure; it decides every
+    threshold outside the bracket), "solver_error" (no usable point: the bracket is the known
+    member's, or [0, 1]) or "infeasible" (a row reads 0 ≥ 1).
+    """
+
+    status: str
+    corr: float
+    corr_lower: float
+    corr_upper: float
+    distance: float
+    margin_ratio: float
+    member: np.ndarray | None
+    reason: str
+    solver: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "optimal"
+
+    def decides(self, threshold: float) -> bool | None:
+        """Whether best ≥ ``threshold``, read from the certified bracket alone: True when the
+        lower bound reaches it, False when the upper bound is below it, None in between (the
+        bracket cannot say; an "optimal" one is then at most ``tol`` from the threshold)."""
+        if self.corr_lower >= threshold:
+            return True
+        if self.corr_upper < threshold:
+            return False
+        return None
+
+
+#: Rounding allowed between a checked member's correlation and the dual bound above it.
+_CROSSED = 1e-9
+
+
+def _face_dual_bound(A: np.ndarray, W_hat: np.ndarray, lam: np.ndarray, c: float) -> float:
+    """min(1, √Σ_k (σ_k(Ŵ + mat(Aᵀλ)) − Σλ/c)₊²): for any λ ≥ 0, an upper bound on ⟨Ŵ, M⟩ over
+    {‖M‖_F ≤ 1, A vec M ≥ t, ‖M‖_⋆ ≤ c·t, t ≥ 0} (`nuclear_face_fit`); 1 = ‖Ŵ‖_F is λ = 0."""
+    d = W_hat.shape[0]
+    lam = np.where(np.isfinite(lam), np.maximum(lam, 0.0), 0.0)
+    sigma = np.linalg.svd(W_hat + (A.T @ lam).reshape(d, d), compute_uv=False)
+    bound = float(np.sqrt(np.sum(np.maximum(sigma - lam.sum() / c, 0.0) ** 2)))
+    return min(1.0, bound)
+
+
+def nuclear_face_fit(
+    X,
+    Z,
+    alpha,
+    value: float,
+    W,
+    *,
+    known=None,
+    slack: float = FACE_SLACK,
+    solver: str | None = None,
+    tol: float = FACE_TOL,
+    solver_opts: dict | None = None,
+) -> FaceFit:
+    """The best correlation of W with a member of the nuclear SVM's optimal face, certified.
+
+    The face is F = {M : A vec M ≥ 1, ‖M‖_⋆ ≤ c}, c = (1 + slack)·``value`` (``value``: the
+    certified optimum ‖W^mm_⋆(α)‖_⋆, which the caller has already solved; it is not solved
+    again). F is convex and excludes 0, and a correlation does not see scale, so the best
+    correlation over F is the best over its cone K = {tM : M ∈ F, t ≥ 0} = {M : A vec M ≥ t,
+    ‖M‖_⋆ ≤ c·t, t ≥ 0}, a closed convex cone. With Ŵ = W/‖W‖_F,
+
+        (P)   v = max ⟨Ŵ, M⟩   s.t.   ‖M‖_F ≤ 1,  M ∈ K
+
+    is convex (an SDP of size 2d), and v = max(0, best correlation) = ‖Π_K(Ŵ)‖_F: if the best is
+    positive its maximiser has ‖M‖_F = 1; M = 0 gives 0. Its maximiser is the direction of the
+    projection Π_K(Ŵ), the member nearest to W, and the distance from Ŵ to K is √(1 − v²).
+    A linear functional maximised over F itself (not its cone) returns an extreme point of F,
+    not the member nearest to W: that reading scores a W inside a non-unique face below 1.
+
+    Certificate, computed here: a lower bound is the correlation of a checked member (the
+    solver's M, and ``known`` when given, e.g. the nuclear SVM's own solution; each over its
+    min margin, its nuclear norm ≤ c·(1 + tol) by SVD; the better one counts). An upper bound
+    holds for every λ ≥ 0: for M ∈ K and ‖Y‖_2 ≤ μ = Σλ/c, ⟨mat(Aᵀλ), M⟩ ≥ tΣλ ≥ μ‖M‖_⋆ ≥
+    ⟨Y, M⟩, so ⟨Ŵ, M⟩ ≤ ⟨Ŵ + mat(Aᵀλ) − Y, M⟩ ≤ ‖Ŵ + mat(Aᵀλ) − Y‖_F, and the best Y (singular
+    values clipped at μ) leaves √Σ(σ_k(Ŵ + mat(Aᵀλ)) − μ)₊². λ is the solver's dual of
+    A vec M ≥ t. Both bounds are taken on the face at c·(1 + e), e ≤ ``tol`` the member's norm
+    excess (rounding; 0 when it lies inside); "optimal" means the bracket is ≤ ``tol`` wide.
+    The distance, from the member, is within ≈ √(2·tol) of the true one. A value below the
+    true optimum empties the face: v = 0.
+
+    One solve (``solver=None``: Clarabel at its defaults), no retry: where the face is thin (a
+    unique SVM: F is a sliver of relative width ``slack`` around it) the best correlation moves
+    like √slack, and a member's norm excess of 1e-7 already moves it by ~1e-4, so Clarabel's
+    bracket can be wider than ``tol``: the answer is then "bracketed", certified bounds that
+    decide every threshold outside them (`FaceFit.decides`).
+
+    Bad inputs raise ValueError naming the field; a solver that returns no usable point gives
+    "solver_error" (reported to models.failures); "bracketed" is an answer and is not reported.
+    """
+    start = time.perf_counter()
+    X, Z, alpha = _as_instance(X, Z, alpha)
+    d = X.shape[2]
+    W = as_float_array(W, "W", 2)
+    if W.shape != (d, d):
+        raise ValueError(f"W: expected shape {(d, d)}, got {W.shape}")
+    if not W.any():
+        raise ValueError("W: the zero matrix has no direction")
+    if known is not None:
+        known = as_float_array(known, "known", 2)
+        if known.shape != (d, d):
+            raise ValueError(f"known: expected shape {(d, d)}, got {known.shape}")
+    opt = _as_real(value)
+    if opt is None or not 0 < opt < math.inf:
+        raise ValueError(f"value: expected the positive nuclear optimum, got {value!r}")
+    if not (_as_real(slack) is not None and 0 <= slack < math.inf):
+        raise ValueError(f"slack: expected slack ≥ 0, got {slack!r}")
+    _, solver, opts = _check_options("nuc", None, solver, tol, solver_opts)
+    A, labels = _rows(X, Z, alpha)
+    if len(A) == 0:
+        raise ValueError("alpha: no constraints (T = 1): the nuclear SVM is 0 and has no face")
+    W_scaled = W / np.abs(W).max()
+    ratio = float((A @ W_scaled.ravel()).min()) / matrix_norm(W_scaled, "nuc") * opt
+    W_hat = W_scaled / np.linalg.norm(W_scaled)
+    c = (1.0 + slack) * opt
+
+    def answer(status, lower, upper, member, reason, used):
+        ok = status == "optimal"
+        corr, distance = math.nan, math.nan
+        if ok:
+            corr = lower
+            distance = 1.0 if member is None else _ray_distance(W_hat, member, lower)
+        if status in FAILED:
+            failures.report(failures.SVM_ORACLE, f"nuclear face fit {status}", reason)
+        seconds = time.perf_counter() - start
+        return FaceFit(status, corr, lower, upper, distance, ratio, member, reason, used, seconds)
+
+    zero = _zero_rows(A)
+    if zero.any():
+        k = int(np.flatnonzero(zero)[0])
+        why = f"row {labels[k]} reads 0 ≥ 1"
+        return answer("infeasible", math.nan, math.nan, None, why, "none")
+    given = None
+    if known is not None:
+        given = _face_member(A, known, W_hat, c, tol)
+    return answer(*_face_solve(A, W_hat, c, solver, opts, tol, given))
+
+
+def _face_solve(A, W_hat, c, solver, opts, tol, given) -> tuple:
+    """One solve of (P) (`nuclear_face_fit`) and its bracket: (status, lower, upper, member,
+    note, solver). Quantities are O(1): s = c·t, so ‖M‖_⋆ ≤ s and (c·A) vec M ≥ s. ``given``:
+    `_face_member` of a known member, or None."""
+    d = W_hat.shape[0]
+    M = cp.Variable((d, d))
+    s = cp.Variable(nonneg=True)
+    margins = (c * A) @ cp.vec(M, order="C") >= s
+    problem = cp.Problem(
+        cp.Maximize(cp.sum(cp.multiply(W_hat, M))),
+        [margins, cp.normNuc(M) <= s, cp.norm(cp.vec(M, order="C"), 2) <= 1],
+    )
+    lam, note = None, f"{solver}"
+    try:
+        with warnings.catch_warnings():  # the status says it, and the certificate decides
+            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+            problem.solve(solver=solver, **opts)
+        note = f"{solver} status {problem.status}"
+        if M.value is not None and np.isfinite(M.value).all():
+            solved = _face_member(A, M.value, W_hat, c, tol)
+        else:
+            solved = (0.0, None, 0.0, "no finite point")
+        if margins.dual_value is not None:
+            lam = c * np.ravel(margins.dual_value).astype(np.float64)  # dual of A vec M ≥ t
+    except TypeError as exc:
+        raise ValueError(f"solver_opts: {exc}") from exc
+    except _SOLVER_EXCEPTIONS as exc:
+        note = f"{solver} raised {type(exc).__name__}: {exc}"
+        solved = (0.0, None, 0.0, "no point")
+    lower, member, excess, why = solved
+    if given is not None and given[1] is not None and given[0] > lower:
+        lower, member, excess, why = given[0], given[1], given[2], f"{why}; known {given[3]}"
+    upper = 1.0
+    if lam is not None:  # the bound on the face that holds the member
+        upper = _face_dual_bound(A, W_hat, lam, c * (1.0 + excess))
+    if upper < lower - _CROSSED:  # a certified lower bound above a certified upper one
+        why = f"{why}; the bounds cross ({lower:.9f} > {upper:.9f})"
+        return "solver_error", lower, upper, member, f"{note}; {why}", solver
+    upper = max(upper, lower)  # rounding
+    width = upper - lower
+    if lam is None:  # no bound but the trivial one
+        return "solver_error", lower, upper, member, f"{note}; {why}; no dual", solver
+    status = "optimal" if width <= tol else "bracketed"
+    return status, lower, upper, member, f"{note}; {why}; bracket {width:.1e}", solver
+
+
+def _face_member(A, M, W_hat, c, tol) -> tuple[float, np.ndarray | None, float, str]:
+    """(max(0, corr(Ŵ, member)), member or None, its norm excess ‖member‖_⋆/c − 1 clipped at 0,
+    note) for M scaled to min margin 1."""
+    M = np.asarray(M, dtype=np.float64)
+    low = float((A @ M.ravel()).min())
+    if not low > 0:
+        return 0.0, None, 0.0, f"no member (the point has min margin {low:.1e})"
+    member = M / low
+    excess = matrix_norm(member, "nuc") / c - 1.0
+    if not excess <= tol:
+        return 0.0, None, 0.0, f"no member (the point exceeds the face by {excess:.1e})"
+    corr = float(np.sum(W_hat * member) / np.linalg.norm(member))
+    if not corr > 0:
+        return 0.0, None, 0.0, f"the best member has corr {corr:.2e} ≤ 0"
+    return corr, member, max(excess, 0.0), f"member checked (norm excess {excess:.1e})"
+
+
+def _ray_distance(W_hat: np.ndarray, member: np.ndarray, corr: float) -> float:
+    """‖Ŵ − corr·M/‖M‖_F‖_F: the distance from Ŵ to the ray of M (√(1 − corr²), without the
+    cancellation of 1 − corr² near 1)."""
+    return float(np.linalg.norm(W_hat - corr * member / np.linalg.norm(member)))

@@ -139,6 +139,13 @@ def test_kq_says_which_recipe_and_when_it_settled(answer):
     last, before = training["history"][-1], training["history"][-2]
     assert abs(last["corr"] - before["corr"]) <= cross_predict.SETTLE_TOL
     assert last["corr"] == out["corr_nuc"]
+    face = out["face_nuc"]  # the face metrics: corr_nuc reads one point of the face
+    assert face["status"] == "optimal", face
+    assert face["corr"] == face["corr_lower"] <= face["corr_upper"]
+    assert face["corr"] >= out["corr_nuc"] - 1e-12  # the solver's point is a member
+    assert face["corr_upper"] - face["corr"] <= 1e-6
+    assert math.isclose(face["distance"], math.sqrt(1 - face["corr"] ** 2), abs_tol=1e-9)
+    assert 0 < face["margin_ratio"] <= 1 + 1e-9  # ≤ 1: no direction beats the optimum
     # The λ = ε penalty (spec §6): once ‖∇L‖ < 2ε‖K‖ the step shrinks K and Q, so the iterate
     # hovers where the smallest logit gap is about log(1/ε) ≈ 36 (unpenalised: it grows ~1e5).
     gap = margins(VIS1, training["W"], out["selected"]).min()
@@ -204,6 +211,12 @@ def test_an_infeasible_selection_is_reported_not_raised(answer, param):
         assert out[key]["reason"]
     assert out["corr_fro"] is None and out["corr_nuc"] is None and out["corr_lp"] is None
     assert out["training"]["status"] == "infeasible"
+    if param == "KQ":
+        face = out["face_nuc"]
+        assert face["status"] == "inconclusive" and face["reason"]
+        assert face["corr"] is None and face["corr_lower"] is None and face["distance"] is None
+    else:
+        assert "face_nuc" not in out
 
 
 BAD = [
