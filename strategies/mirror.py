@@ -7,7 +7,8 @@ claims of theorems/mirror).
 - ``zero_coordinate_queries``: a small official instance whose queries vanish on a drawn set of
   coordinates.
 - ``official_md_data``: the official data generator of the synthetic experiments, bit for bit.
-- ``joint_official_instance``: the official hand-built joint (W, v) instance as a cross instance.
+- ``joint_official_instance``: the official hand-built joint (W, v) instance as a cross instance;
+  ``joint_instances``: small drawn instances of the same recipe (queries = the first tokens).
 - ``rotated``: the data rotated, x ↦ Ux, z ↦ Vz, v ↦ Uv (the scores do not change).
 """
 
@@ -20,6 +21,7 @@ from hypothesis import assume, event
 from hypothesis import strategies as st
 
 from models.mirror_joint import official_joint_data
+from strategies.combinators import SEEDS, seeded
 from strategies.cross import official_cross_instances, with_random_init
 from strategies.instances import OFFICIAL_CROSS, UNIQUE_OPT, CrossInstance
 
@@ -83,6 +85,34 @@ def joint_official_instance() -> CrossInstance:
     learns v from v(0) = 0)."""
     X, y, Z = official_joint_data()
     return CrossInstance(X=X, Z=Z, y=y, v=torch.ones(2, dtype=DTYPE), meta={"official": True})
+
+
+#: The entries of a drawn joint instance's tokens are N(0, JOINT_TOKEN_SCALE²): token norms of
+#: about 0.5–4, those of the official hand-built instance (0.9–3.0).
+JOINT_TOKEN_SCALE = 1.5
+
+
+def joint_data(n: int, T: int, d: int, seed: int) -> CrossInstance:
+    """A joint (W, v) instance of the official joint recipe's kind, outside Hypothesis: tokens
+    with i.i.d. N(0, JOINT_TOKEN_SCALE²) entries, the query of each input its first token,
+    random label signs with both signs present (the official labels are (+1, −1): the last
+    label is flipped when all agree); drawn in that order from one seeded generator. The head
+    v = (1, …, 1) is a placeholder (joint training learns v from v(0) = 0)."""
+    gen = seeded(seed)
+    X = JOINT_TOKEN_SCALE * torch.randn(n, T, d, generator=gen, dtype=DTYPE)
+    y = torch.where(torch.rand(n, generator=gen, dtype=DTYPE) < 0.5, -1.0, 1.0).to(DTYPE)
+    if bool((y == y[0]).all()):
+        y[-1] = -y[0]
+    return CrossInstance(
+        X=X, Z=X[:, 0].clone(), y=y, v=torch.ones(d, dtype=DTYPE), seed=seed, meta={"joint": True}
+    )
+
+
+@st.composite
+def joint_instances(draw, n=st.integers(2, 3), T=st.integers(2, 4), d=st.integers(2, 3)):
+    """Small joint (W, v) instances (``joint_data`` at a drawn seed and shape): n = 2–3 inputs
+    of T = 2–4 tokens in d = 2–3 dimensions, queries = the first tokens, labels of both signs."""
+    return joint_data(draw(n), draw(T), draw(d), draw(SEEDS))
 
 
 def rotated(inst: CrossInstance, U, V) -> CrossInstance:

@@ -68,6 +68,7 @@ PREDICTORS = {
     "prompt": ("models.predict", "predict_prompt", ("X", "y", "v", "W", "loss", "p0")),
     "embedding": ("models.predict", "predict_embedding", ("sequences", "y", "E0", "v", "eta0")),
     "cross": ("models.cross_predict", "predict_cross", ("X", "Z", "y", "v", "param", "loss", "p")),
+    "cross-joint": ("models.joint_predict", "predict_joint", ("X", "Z", "y", "loss", "p")),
     "ntp": ("models.ntp.predict", "predict_ntp", ("embeddings", "sequences", "labels")),
     "ntp-linear": ("models.ntp.predict", "predict_ntp_linear", ("H", "P", "pi")),
 }

@@ -24,11 +24,15 @@ from typing import Any
 LOSSES = ("logistic", "exponential", "correlation")
 #: The parametrisations of a cross instance: W trained directly, or W = KQᵀ (spec tfsvm §1.1).
 PARAMS = ("W", "KQ")
+#: What a cross instance trains: W (or K, Q) with the head v fixed, or W and v jointly by ℓp
+#: mirror descent from W = 0, v = 0 (models.joint_predict; its check has the model key
+#: "cross-joint").
+TRAINS = ("fixed-head", "joint")
 #: The fields of an instance file, by model; the order is the order a saved file lists them.
 INSTANCE_FIELDS = {
     "prompt": ("model", "X", "y", "v", "W", "loss", "p0"),
     "embedding": ("model", "sequences", "y", "E0", "v", "eta0"),
-    "cross": ("model", "X", "Z", "y", "v", "param", "loss", "p"),
+    "cross": ("model", "X", "Z", "y", "v", "param", "loss", "p", "train"),
     "ntp": ("model", "embeddings", "sequences", "labels"),
     "ntp-linear": ("model", "H", "P", "pi"),
 }
@@ -312,11 +316,33 @@ def _loss(doc: dict) -> None:
         raise InstanceError("loss", f"unknown loss {loss!r}; choose one of {', '.join(LOSSES)}")
 
 
+def _validate_joint(doc: dict) -> None:
+    """The fields that joint (W, v) training reads differently (docs/instances.md)."""
+    if "v" in doc:
+        raise InstanceError("v", 'joint training learns v from v(0) = 0: omit "v"')
+    if doc.get("param", "W") != "W":
+        raise InstanceError("param", f'joint training trains W itself ("W"), got {doc["param"]!r}')
+    if doc.get("p") is None:
+        raise InstanceError("p", "missing: joint training is ℓp mirror descent (e.g. 1.75, 2, 3)")
+    if doc.get("loss") == "correlation":
+        raise InstanceError(
+            "loss",
+            "joint training needs a strictly decreasing loss (logistic or "
+            "exponential), got 'correlation'",
+        )
+
+
 def _validate_cross(doc: dict) -> None:
     n, T, d = _array("X", doc.get("X"), 3)
     _expect_shape("Z", _array("Z", doc.get("Z"), 2), (n, d), "n×d: one query per input of X")
     _labels(doc, n, "input of X")
-    _expect_shape("v", _array("v", doc.get("v"), 1), (d,), "d from X")
+    train = doc.get("train", "fixed-head")
+    if train not in TRAINS:
+        raise InstanceError("train", f"unknown training {train!r}; choose {' or '.join(TRAINS)}")
+    if train == "joint":
+        _validate_joint(doc)
+    else:
+        _expect_shape("v", _array("v", doc.get("v"), 1), (d,), "d from X")
     param = doc.get("param", "W")
     if param not in PARAMS:
         raise InstanceError(
@@ -429,7 +455,8 @@ def load_instance(path_or_dict: str | Path | dict) -> tuple[str, dict[str, Any]]
 
     prompt -> X, y, v, W, p0 as float64 tensors and loss as a string; embedding ->
     sequences as an int64 tensor, y, E0, v as float64 tensors and eta0 as a float; cross ->
-    X, Z, y, v as float64 tensors, param and loss as strings, p as a float or None.
+    X, Z, y, v as float64 tensors, param and loss as strings, p as a float or None; cross with
+    "train": "joint" -> the model key "cross-joint" (its own predictor) and X, Z, y, loss, p.
     Raises InstanceError naming the offending field.
     """
     doc = path_or_dict if isinstance(path_or_dict, dict) else _read(path_or_dict)
@@ -481,6 +508,14 @@ def load_instance(path_or_dict: str | Path | dict) -> tuple[str, dict[str, Any]]
             "W": torch.eye(d, dtype=f64) if W is None else torch.tensor(W, dtype=f64),
             "loss": doc.get("loss", "logistic"),
             "p0": torch.zeros(d, dtype=f64) if p0 is None else torch.tensor(p0, dtype=f64),
+        }
+    if model == "cross" and doc.get("train") == "joint":
+        return "cross-joint", {
+            "X": torch.tensor(doc["X"], dtype=f64),
+            "Z": torch.tensor(doc["Z"], dtype=f64),
+            "y": torch.tensor(doc["y"], dtype=f64),
+            "loss": doc.get("loss", "logistic"),
+            "p": float(doc["p"]),
         }
     if model == "cross":
         p = doc.get("p")

@@ -29,6 +29,7 @@ from strategies.instances import CrossInstance
 from strategies.mirror import (
     OFFICIAL_MD,
     SMALL,
+    joint_instances,
     joint_official_instance,
     rotated,
     zero_coordinate_queries,
@@ -41,7 +42,9 @@ from theorems.mirror.common import (
     RECORD_EVERY,
     cosines,
     experiment_runs,
+    joint_errors,
     joint_instance,
+    joint_problem,
     joint_run,
     joint_svms,
     lp_svm,
@@ -79,8 +82,35 @@ MONOTONE_TOL = 1e-12
 #: if there are none). α is ℓp-locally optimal (spec §1.5, with the ℓp SVM's support set) iff no
 #: such token is a support token, i.e. gap > 0; below δ a locally optimal α is near-vacuous.
 LOCAL_GAP = 0.1
-#: MD-JOINT: spec §2.10 "Joint: assert corr(W) ≥ 0.999 and cos(v, v^mm_p) ≥ 0.999".
-JOINT_CORR = 0.999
+#: MD-JOINT: the exponents drawn, the cheapest run first (Hypothesis shrinks toward it): the
+#: official budgets are 2000 / 1500 / 20000 steps (0.4 / 0.3 / 3 s); cvxpy certifies these p.
+JOINT_PS = (2.0, 1.75, 3.0)
+#: MD-JOINT: a direction error 1 − corr at most this is at the resolution of the certified SVMs,
+#: where a shrink rate is noise (seen: 5.9e-8 → 7.9e-7 on a converging run).
+JOINT_FLOOR = evidence.tolerance(
+    CONIC_TOL,
+    "a certificate within CONIC_TOL puts the solved SVM within √(2·CONIC_TOL) of the optimum "
+    "(relative; Clarkson), so 1 − corr(W^mm_solved, W^mm) ≈ ½‖Ŵ − Ŵ*‖² ≤ CONIC_TOL: a run's "
+    "1 − corr with the solved SVM is not resolved below that",
+)
+
+
+def joint_rate(p: float) -> float:
+    """MD-JOINT: the least shrink of 1 − corr from half the budget to its end that counts as
+    converging. Derivation: the dual variable grows linearly in k, so a run converging in
+    direction is W_k = R_k·Ŵ + W_fin + o(1) with R_k ∝ k^{1/(p−1)}, and 1 − corr ≈ c/R_k² ∝
+    k^{−2/(p−1)} shrinks 2^{2/(p−1)}-fold when k doubles (6.35 / 4 / 2 at p = 1.75 / 2 / 3); a
+    run tending to another limit shrinks ~1-fold. The bound is the geometric middle,
+    2^{1/(p−1)} (2.52 / 2 / 1.41). Calibrated on 30 draws of ``joint_data`` (seeds
+    10000–10029, not the tested ones; /tmp calibration script, 90 runs at the official
+    budgets): where every selected token is a support vector of the v-SVM (24 runs, all n = 2)
+    the shrinks above JOINT_FLOOR were W 3.3–25 / 4.0–4.1 / 1.6–2.7 and v 4.0–4.5 / 4.0 / 2.0
+    at p = 1.75 / 2 / 3 (none below the bound; the official instance: W 3.7 / 4.0 / 1.9, v 6.4 /
+    4.0 / 1.7); where one is not (66 runs), 48 fell below it (W 0.61–1.3 typically: W tends to
+    neither W^mm_α̂(ℓp) nor the relaxed SVM, see findings.md)."""
+    return 2.0 ** (1.0 / (p - 1.0))
+
+
 #: MD-META-ROT2: two certified values of the same optimum agree to 2·CONIC_TOL·max(1, value)
 #: (each certificate bounds |‖W‖ − Σλ| ≤ CONIC_TOL·max(1, ‖W‖), and Σλ ≤ OPT ≤ ‖W‖).
 ROT_VALUE_TOL = 2 * CONIC_TOL
@@ -370,29 +400,73 @@ def test_md_local_experiment():
 # ---- §4.6: joint (W, v) training -------------------------------------------------------------
 
 
-def _joint_evidence(run, cW: float, cv: float) -> None:
-    evidence.metric("1 − corr(W, W^mm(ℓp))", 1 - cW)
-    evidence.metric("1 − cos(v, v^mm_p)", 1 - cv)
+def _not_shrinking(errors, p: float) -> list[str]:
+    """Which of W and v is not converging in direction to its SVM at the run's rate: 1 − corr is
+    above JOINT_FLOOR at the end and shrank less than joint_rate(p)-fold over the second half of
+    the budget."""
+    slow = []
+    for name, (half, end) in (("W", errors.W), ("v", errors.v)):
+        shrink = half / end if end > 0 else math.inf
+        evidence.metric(f"1 − corr({name}, SVM) at the end", end)
+        if end <= JOINT_FLOOR:
+            continue
+        evidence.slack(
+            f"joint_rate(p) / shrink of 1 − corr({name}, SVM)",
+            joint_rate(p) / shrink,
+            1.0,
+            derivation="a converging run shrinks 2^{2/(p−1)}-fold, one tending elsewhere 1-fold "
+            "(joint_rate)",
+        )
+        if shrink < joint_rate(p):
+            slow.append(
+                f"1 − corr({name}, its ℓp SVM) went {half:.3e} → {end:.3e} from step "
+                f"{errors.steps[0]} to {errors.steps[1]}: shrank {shrink:.2f}-fold < "
+                f"{joint_rate(p):.2f} (a direction converging to it shrinks "
+                f"{2 ** (2 / (p - 1)):.2f}-fold)"
+            )
+    return slow
+
+
+def _joint_limit(inst, p: float):
+    """The official-budget joint run from W(0) = 0, v(0) = 0, its SVMs at α̂ and its direction
+    errors at half the budget and at the end; inconclusive if α̂ changed in the second half."""
+    problem = joint_problem(inst)
+    run = joint_run(problem, p)
+    limit = joint_svms(problem, run, p)
+    errors = joint_errors(problem, run, limit)
     evidence.metric("min margin Y_i f_i at the end", float(run.margins[-1].min()))
-    evidence.slack("1 − corr(W, W^mm(ℓp)) vs 1 − 0.999", 1 - cW, 1 - JOINT_CORR)
-    evidence.slack("1 − cos(v, v^mm_p) vs 1 − 0.999", 1 - cv, 1 - JOINT_CORR)
+    if not errors.settled_halfway:
+        evidence.inconclusive("the selection at half the budget is not the final one")
+    return limit, errors
 
 
 @claim("MD-JOINT")
-@pytest.mark.parametrize("p", PS)
-def test_joint_md_converges(p):
+@example(**saved_arguments("MD-JOINT"))
+@example(inst=joint_official_instance(), p=1.75)
+@given(inst=joint_instances(), p=st.sampled_from(JOINT_PS))
+def test_joint_md_converges(inst, p):
     """Training W and v jointly by normalised ℓp mirror descent (each gradient normalised in its
     own dual norm) from W(0) = 0, v(0) = 0 converges in direction to the pair of ℓp SVMs at the
     selection α̂ it reaches: W to W^mm_α̂(ℓp), v to v^mm_p = argmin ‖v‖_p s.t. Y_i x_{iα̂_i}ᵀv ≥ 1."""
-    problem = joint_instance()
-    run = joint_run(problem, p)
-    limit = joint_svms(problem, run, p)
-    cW, cv = correlation(limit.W_svm.W, run.W), correlation(limit.v_svm.v, run.v)
-    _joint_evidence(run, cW, cv)
-    assert cW >= JOINT_CORR and cv >= JOINT_CORR, (
-        f"corr(W, W^mm(ℓp)) = {cW:.6f}, cos(v, v^mm_p) = {cv:.6f}; both must be ≥ {JOINT_CORR} "
-        f"(p = {p:g}, α̂ = {limit.alpha.tolist()})"
-    )
+    limit, errors = _joint_limit(inst, p)
+    slow = _not_shrinking(errors, p)
+    assert not slow, "; ".join(slow) + f" (p = {p:g}, α̂ = {limit.alpha.tolist()})"
+
+
+@claim("MD-JOINT-TIGHT")
+@example(inst=joint_official_instance(), p=1.75)
+@example(inst=joint_official_instance(), p=2.0)
+@example(inst=joint_official_instance(), p=3.0)
+@given(inst=joint_instances(), p=st.sampled_from(JOINT_PS))
+def test_joint_md_converges_tight(inst, p):
+    """When every selected token x_{iα̂_i} is a support vector of the ℓp v-SVM (so that the
+    relaxed attention SVM of the joint theorem is W^mm_α̂(ℓp) itself), joint normalised ℓp mirror
+    descent from W(0) = 0, v(0) = 0 converges in direction to (W^mm_α̂(ℓp), v^mm_p)."""
+    limit, errors = _joint_limit(inst, p)
+    if not evidence.premise(limit.tight, "every selected token a support vector of the v-SVM"):
+        return
+    slow = _not_shrinking(errors, p)
+    assert not slow, "; ".join(slow) + f" (p = {p:g}, α̂ = {limit.alpha.tolist()})"
 
 
 @claim("MD-JOINT-FIRST-STEP")
