@@ -63,10 +63,16 @@ DTYPE = torch.float64
 #: at the first step). P2_STEPS: the iterates of md's run the steps start from.
 P2_TOL = 1e-11
 P2_STEPS = 200
-#: MD-DEF-BREGMAN: the divergence from its definition agrees to this (both are O(1) sums of
-#: ≤ 36 terms of unit-ℓp matrices in float64: rounding ~1e-15); ≥ −this counts as ≥ 0, and
-#: ≤ this as zero for positive multiples.
-BREGMAN_DEF_TOL = 1e-12
+#: MD-DEF-BREGMAN: the divergence from its definition agrees to this; ≥ −this counts as ≥ 0,
+#: and ≤ this as zero for positive multiples.
+BREGMAN_DEF_TOL = evidence.tolerance(
+    2e-13,
+    "unit-ℓp matrices of N = d² ≤ 36 entries, p ≤ 4, u = 2⁻⁵³: each normalisation errs by ≤ "
+    "(N + 4)u = 40u per entry; ψ = Σ|a|^p/p then by ≤ (40p + N + 1)u/p ≤ 197u/1.1, so ψ(A) − "
+    "ψ(B) by ≤ 358u; ⟨∇ψ(B), A − B⟩ = Σ sign(b)|b|^{p−1}(a − b) has Σ|b|^{p−1}(|a| + |b|) ≤ 2 "
+    "(Hölder), its terms err by ≤ (121 + 40)u relatively and the sum by γ_N: ≤ 402u; the "
+    "engine's 1 − ⟨sign(B)|B|^{p−1}, A⟩ (terms ≤ 1 in sum) by ≤ 200u. Both: ≤ 960u = 1.1e-13.",
+)
 #: MD-DEF-BREGMAN: a direction perturbed by a relative ε = 1e-3 has D of order ε² (measured
 #: ≥ 3.4e-8 over 102 draws), ≫ the rounding tolerance above: "0 iff the same direction" is
 #: tested at this separation.
@@ -111,9 +117,15 @@ def joint_rate(p: float) -> float:
     return 2.0 ** (1.0 / (p - 1.0))
 
 
-#: MD-META-ROT2: two certified values of the same optimum agree to 2·CONIC_TOL·max(1, value)
-#: (each certificate bounds |‖W‖ − Σλ| ≤ CONIC_TOL·max(1, ‖W‖), and Σλ ≤ OPT ≤ ‖W‖).
-ROT_VALUE_TOL = 2 * CONIC_TOL
+#: MD-META-ROT2: two certified values of the same optimum agree to this, relative to
+#: max(1, value).
+ROT_VALUE_TOL = evidence.tolerance(
+    2 * CONIC_TOL,
+    "each certificate (models.normsvm, CONIC_TOL = 1e-6) bounds |‖W‖ − Σλ| ≤ "
+    "CONIC_TOL·max(1, ‖W‖), and Σλ ≤ OPT ≤ ‖W‖ (weak duality, feasibility), so each value is "
+    "within CONIC_TOL·max(1, value) of OPT: two within 2·CONIC_TOL. A value that moves under a "
+    "rotation (the ℓp norm for p ≠ 2, MD-C-ROTATION) is off by O(1).",
+)
 #: MD-META-ROT2: directions of the unique optimum agree to this, relative to max(1, ‖W^mm‖): for
 #: the min-norm point W* of a convex set and any feasible W, ‖W − W*‖² ≤ ‖W‖² − ‖W*‖², and a
 #: certified ‖W‖ ≤ (1 + CONIC_TOL)·OPT, so each solve is within √(2·CONIC_TOL)·OPT of W*: the two

@@ -41,6 +41,25 @@ LOG_SCALES = st.floats(-1.0, 1.0)
 # optimum OPT (to first order in τ). The two tolerances below follow from that.
 
 
+#: The derivation of `value_tol`, carried by the value slacks.
+VALUE_DERIVATION = (
+    "each certified ℓp solve (models.normsvm, τ = CONIC_TOL = 1e-6) has margins ≥ 1 − τ, dual "
+    "feasibility to τ and |‖Ŵ‖_p − Σλ| ≤ τ·max(1, ‖Ŵ‖_p), so with weak duality its value is "
+    "within 2τ·max(1, value) of OPT (to first order in τ); the theorem makes OPT_b = OPT_a/c, so "
+    "|b − a/c| ≤ 2τ·max(1, b) + 2τ·max(1, a)/c. A wrong relation (OPT/c² for OPT/c, a value "
+    "that moves under a signed permutation) is off by O(1) of the value."
+)
+#: The derivation of `solve_distance`, carried by the direction slacks.
+DISTANCE_DERIVATION = (
+    "Ŵ/(1 − τ) is feasible with ‖·‖_p ≤ (1 + δ)·OPT, δ = 3τ·max(1, 1/OPT) (τ = CONIC_TOL); the "
+    "midpoint of it and the optimum W* is feasible, hence of norm ≥ OPT, and Clarkson's "
+    "inequalities bound their distance by 2(((1 + δ)^p − 1)/2)^{1/p} (p ≥ 2) or "
+    "2((((1 + δ)^p + 1)/2)^{q−1} − 1)^{1/q} (p ≤ 2) of OPT, plus τ(1 + δ) for Ŵ itself; the "
+    "theorem maps one W* onto the other, so the two solves differ by at most the sum. The "
+    "modulus is weak (δ^{1/max(p, q)}): the value slack is the tight check."
+)
+
+
 def value_tol(a: float, b: float, c: float = 1.0) -> float:
     """|b − a/c| allowed between the certified values a (of one SVM) and b (of one whose optimum is
     OPT_a/c): 2τ·max(1, b) + 2τ·max(1, a)/c."""
@@ -94,8 +113,8 @@ def test_lp_svm_signed_permutations(inst, seed, p):
     gap, gap_tol = abs(b.value - a.value), value_tol(a.value, b.value)
     err = entrywise_norm(b.W - mapped, p) / a.value
     tol = solve_distance(p, a.value) + solve_distance(p, b.value)
-    evidence.slack("|value(PX, QZ) − value|", gap, gap_tol)
-    evidence.slack("‖W^mm(PX, QZ) − P W^mm Qᵀ‖_p / OPT", err, tol)
+    evidence.slack("|value(PX, QZ) − value|", gap, gap_tol, derivation=VALUE_DERIVATION)
+    evidence.slack("‖W^mm(PX, QZ) − P W^mm Qᵀ‖_p / OPT", err, tol, derivation=DISTANCE_DERIVATION)
     where = f"(p = {p:.3g}, n = {inst.n}, d = {inst.d})"
     failing = ", ".join(f"{k} = {cert.residuals[k]:.2e}" for k in cert.failing)
     assert cert.ok, f"P W^mm Qᵀ (with W^mm's duals) is not certified optimal: {failing} {where}"
@@ -128,8 +147,8 @@ def test_lp_svm_scales(inst, p, log_c, which):
     gap, gap_tol = abs(b.value - a.value / c), value_tol(a.value, b.value, c)
     err = entrywise_norm(c * b.W - a.W, p) / a.value
     tol = solve_distance(p, a.value) + solve_distance(p, b.value)
-    evidence.slack("|value(c·) − value/c|", gap, gap_tol)
-    evidence.slack("‖c·W^mm(c·) − W^mm‖_p / OPT", err, tol)
+    evidence.slack("|value(c·) − value/c|", gap, gap_tol, derivation=VALUE_DERIVATION)
+    evidence.slack("‖c·W^mm(c·) − W^mm‖_p / OPT", err, tol, derivation=DISTANCE_DERIVATION)
     where = f"(c = {c:.3g} on the {which}, p = {p:.3g}, n = {inst.n}, d = {inst.d})"
     assert gap <= gap_tol, f"value after scaling {b.value!r} ≠ value/c = {a.value / c!r} {where}"
     assert err <= tol, f"‖c·W^mm(c·) − W^mm‖_p / OPT = {err:.2e} > {tol:.2e} {where}"

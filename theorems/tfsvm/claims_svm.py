@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from models.highprec import gradient_error
 from models.kqpath import balanced_factors, factor_energy
-from models.normsvm import matrix_norm, norm_svm
+from models.normsvm import NormSVM, matrix_norm, norm_svm
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import official_cross_data, official_cross_instances
 from strategies.cross_svm import (
@@ -35,11 +35,15 @@ from strategies.cross_svm import (
 from strategies.instances import INDEPENDENT_QUERIES, CrossInstance
 from theorems import claim, evidence, saved
 from theorems.tfsvm.common_svm import (
+    CERTIFIED_DISTANCE,
     NUC_VALUE_TOL,
     OPGLOB_DIMS,
     OPGLOB_NT,
     OPGLOB_SEEDS,
     SVM_RANK_NT,
+    UNIT_ROUNDOFF,
+    certified_distance,
+    certified_margin_gap,
     decided_rank,
     decoupled_frobenius,
     locally_optimal_counts,
@@ -57,34 +61,87 @@ DTYPE = torch.float64
 #: rounding of O(nTd) terms of size ≤ e^{‖W‖} is ~1e-14 relative at ‖W‖_F ≤ 10; 1e-10 leaves
 #: four decades and still catches any wrong index (an O(1) error).
 MODEL_TOL = 1e-10
+#: TF-DEF-MODEL: the vectorised logits against the official einsum, relative to max(1, |a|).
+LOGIT_TOL = evidence.tolerance(
+    2e-13,
+    "a_it = Σ_de x_d W_de z_e in two orders (vec(x zᵀ)·vec(W): d² + 2 roundings per term; the "
+    "einsum's two stages: 2d + 1): each errs by ≤ γ_k·Σ|x_d||W_de||z_e| ≤ γ_k·‖W‖_F (unit "
+    "tokens and queries), γ_k = k·2⁻⁵³; at d ≤ 10, ‖W‖_F ≤ 10: (102 + 21)·1.1e-16·10 = 1.4e-13. "
+    "A wrong index is off by O(1).",
+)
+#: TF-DEF-MODEL: the vectorised loss against the official one, relative to max(1, L).
+LOSS_TOL = evidence.tolerance(
+    1e-12,
+    "the logits differ by δ ≤ 1.4e-13 (LOGIT_TOL), so each softmax entry by ≤ 2δ·s_t (+ its own "
+    "rounding, (T + 3)u ≤ 1.2e-15 at T ≤ 8) and f_i = Σ_t s_t vᵀx_t (|vᵀx_t| ≤ 1) by ≤ 2δ + "
+    "γ_{T+d}·2 ≤ 2.9e-13; the losses are Lipschitz in f with constant ≤ e on |f| ≤ 1 "
+    "(logistic 1, exponential e, correlation 1): ≤ 7.9e-13, plus the rounding of ℓ and of the "
+    "mean, a few u·max(1, L).",
+)
 #: Frobenius norms of the random W at which the model is compared (moderate: no saturation).
 MODEL_NORMS = (0.1, 1.0, 10.0)
-#: Two certified Frobenius SVMs of one problem agree to this, relative to max(1, ‖W^mm‖): the
-#: oracle's KKT certificate is checked at 1e-7, and a least-norm point moves by at most
-#: √(residual)·scale around it (as MM-SVM-UNIQUE, theorems/maxmargin/claims_svm.py).
+#: Two certified Frobenius SVMs that the theorem maps to each other agree to the sum of their
+#: certified distances to the optimum (`certified_distance`), relative to max(1, ‖W^mm‖), and
+#: never to more than this (the former fixed tolerance: the derived bound replaces it where it is
+#: smaller; on ci it always is).
 SVM_AGREE_TOL = 1e-6
-#: TF-RANK-ROWSPACE, derived: for P the projector onto span{z_i}, ‖W‖_⋆ ≥ √(‖WP‖²_⋆ +
-#: ‖W(I−P)‖²_⋆) (pair the two blocks of W[U, U⊥] with c·polar + s·polar, c² + s² = 1), and WP is
-#: feasible whenever W is. A certified W has ‖W‖_⋆ ≤ OPT(1 + δ), δ ≤ (m + 3)·CONIC_TOL ≤ 3.3e-5,
-#: and margins ≥ 1 − CONIC_TOL, so ‖WP‖_⋆ ≥ OPT(1 − CONIC_TOL) and ‖W(I−P)‖_⋆ ≤ OPT·√(2(δ +
-#: CONIC_TOL)) ≤ 8.3e-3·OPT. Observed: ≤ 2e-11 over 40 Clarabel solves (n < d ≤ 10).
+#: TF-RANK-ROWSPACE: the bound on ‖W_⋆(I − P_Z)‖_⋆/‖W_⋆‖_⋆ is read from each solve's own
+#: certificate (`rowspace_bound`, ~1e-4 for Clarabel's residuals); never above this, the worst
+#: case the certificate threshold allows: δ ≤ (m + 3)·CONIC_TOL ≤ 3.3e-5 and margins ≥ 1 −
+#: CONIC_TOL give √(2(δ + CONIC_TOL)) ≤ 8.3e-3.
 ROWSPACE_TOL = 1e-2
+ROWSPACE_DERIVATION = (
+    "for P the projector onto span{z_i}, ‖W‖_⋆ ≥ √(‖WP‖²_⋆ + ‖W(I−P)‖²_⋆) (pair the two blocks "
+    "of W[U, U⊥] with c·polar + s·polar, c² + s² = 1), and A vec(WP) = A vec(W) ≥ 1 − p, so "
+    "‖WP‖_⋆ ≥ (1 − p)·OPT ≥ (1 − p)·D with D = Σλ⁺/‖mat(Aᵀλ⁺)‖₂ ≤ OPT (weak duality, this "
+    "solve's own duals): ‖W(I−P)‖_⋆/‖W‖_⋆ ≤ √(1 − ((1 − p)D/‖W‖_⋆)²), with the float64 error of "
+    "the SVDs and sums ((m + d² + 4)·u, ×10 for LAPACK's SVD constant) added under the root. "
+    "A leak the theorem forbids (a row off span{z}) is O(1) of ‖W‖_⋆."
+)
 #: TF-KEY-IDENTITY: an SVD reconstructs W and sums its singular values to ~1e-15·‖W‖; random
 #: factorizations K = UΣ^{1/2}R, Q = VΣ^{1/2}R^{-T} lose cond(R)·1e-16 in KQᵀ.
 IDENTITY_TOL = 1e-12
-#: TF-META-SELF: the self-attention logits and the cross-attention logits are the same bilinear
-#: forms evaluated in another order (float64, ‖W‖ ≤ 10): 1e-12 relative.
-SELF_TOL = 1e-12
-#: TF-META-SELF: the Frobenius SVM read through the self-attention matrix has its smallest
-#: margin at 1 (some constraint is active at the optimum): to the oracle's certificate, 1e-7,
-#: with a factor 10.
+#: TF-KEY-IDENTITY: ½(‖K‖² + ‖Q‖²) at the SVD factors against Σσ_j, relative.
+SVD_ENERGY_TOL = evidence.tolerance(
+    1e-13,
+    "½(‖U√Σ‖² + ‖V√Σ‖²) − Σσ_j = ½Σ_j σ_j(‖u_j‖² + ‖v_j‖² − 2) + the rounding of the sums: "
+    "LAPACK's singular vectors are orthonormal to p(d)·u and the sums of d² squares err by "
+    "γ_{d²}, so the relative error is ≤ (p(d) + d² + 1)·u: 1.4e-14 for d ≤ 8 with p(d) = d², "
+    "1e-13 allows p(d) up to 14d². σ_j enter both sides from the same LAPACK routine.",
+)
+#: TF-META-SELF: the cross-attention softmax (and output) against the self-attention row, per
+#: unit of 1 + ‖KQᵀ‖ (the norm the factors are drawn at).
+SELF_TOL = evidence.tolerance(
+    5e-14,
+    "the same bilinear forms x_tᵀKQᵀx_1 in two orders (K@Qᵀ then vec(x zᵀ)·vec(W): d + d² + 2 "
+    "roundings; X@(QKᵀ)@Xᵀ: 3d), each erring by ≤ γ_k·Σ|x_d|(|K||Q|ᵀ)_de|z_e| ≤ "
+    "γ_k·‖K‖_F‖Q‖_F (unit tokens): at d ≤ 10, (142)·1.1e-16·norm = 1.6e-14·norm; the softmax "
+    "moves by ≤ 2·that·s_t plus each side's own rounding ((T + 3)u ≤ 1.2e-15, T ≤ 8): ≤ "
+    "3.5e-14·(1 + norm); the outputs Σ_t s_t vᵀx_t add γ_{T+d}·1 ≈ 2e-15.",
+)
+#: TF-META-SHIFT: the softmax before and after x_it ↦ x_it + b_i, per unit of
+#: (2 + max‖b_i‖)(1 + ‖W‖).
+SHIFT_SOFTMAX_TOL = evidence.tolerance(
+    1e-14,
+    "a_it = x_itᵀWz_i errs by ≤ γ_{d²+2}·‖W‖_F and the shifted (x_it + b_i)ᵀWz_i by ≤ "
+    "γ_{d²+3}(1 + ‖b_i‖)‖W‖_F (unit x, z); a constant shift of an input's logits leaves its "
+    "softmax unchanged, so each entry moves by ≤ 2s_t·(both errors) plus each side's rounding "
+    "((T + 3)u): at d ≤ 6, T ≤ 5, 2·γ_39·(2 + ‖b‖)‖W‖_F + 1.8e-15 ≤ 1e-14·(2 + ‖b‖)(1 + ‖W‖_F).",
+)
+#: TF-META-SELF: |min margin − 1| read through the self-attention matrix is bounded by the
+#: solve's own certificate (`certified_margin_gap`) plus the rounding of X Wᵀ Xᵀ; never above
+#: this, the former fixed tolerance (on ci the derived bound always is below it).
 MARGIN_TOL = 1e-6
 #: TF-FEAS-NEC: an accepted Farkas vector y ≥ 0 has ‖Aᵀy‖ ≤ this · Σy · max_k ‖A_k‖ (it then rules
 #: out every W of norm up to 1e6 times the least conceivable; models.normsvm uses tol = 1e-7).
 FARKAS_TOL = 1e-6
-#: TF-OPGLOB-MEAN: at d = 16 exactly one locally-optimal α in at least this fraction of seeds
-#: ([N] here: 135 of 150 seeds = 0.90, 10 of seeds 0–11; spec §2.5 says 6 of 6).
+#: TF-OPGLOB-MEAN: at d = 16 exactly one locally-optimal α in at least this fraction of seeds.
+#: Calibrated on official seeds 0–149 (135 of 150 = 0.90; 10 of seeds 0–11, the parent
+#: TF-OPGLOB-COUNT's seeds; spec §2.5 says 6 of 6); tested on the disjoint seeds
+#: OPGLOB_MEAN_SEEDS. Held-out check (2026-12-03): seeds 150–161 give 9 of 12 = 0.75 (seeds 155,
+#: 157, 160 have 2), mean count 5.33 at d = 2 against 1.25 at d = 16: holds, at the threshold.
 OPGLOB_MOSTLY_ONE = 0.75
+OPGLOB_MEAN_SEEDS = tuple(range(150, 162))
 #: "The Frobenius rank grows with d up to n": each cell's mean within this of min(n, d) (spec
 #: §2.1 [N]: min(n, d) except about 1 draw in 10 at d = n, rank n − 1).
 FRO_RANK_SLACK = 0.5
@@ -98,6 +155,44 @@ LOSSES = ("logistic", "exponential", "correlation")
 def _rel(a, b) -> float:
     """‖a − b‖ / max(1, ‖b‖) (Frobenius)."""
     return float(np.linalg.norm(np.asarray(a) - np.asarray(b))) / max(1.0, float(np.linalg.norm(b)))
+
+
+#: The derivation of the Frobenius agreement bounds (`_agree_bound`).
+AGREE = CERTIFIED_DISTANCE + (
+    "; relative to max(1, ‖·‖), and never above the former fixed 1e-6. A relation that is wrong "
+    "(W^mm/c² for W^mm/c, Uᵀ for U) is off by O(1) of ‖W^mm‖."
+)
+#: The derivation of TF-META-SELF's margin bound.
+MARGIN = (
+    "from the solve's own certificate (certified_margin_gap): min_k (Aw)_k ≥ 1 − p (p its "
+    "primal residual) and min_k (Aw)_k ≤ λ⁺ᵀAw/Σλ⁺ ≤ ‖Aᵀλ⁺‖‖W‖/Σλ⁺ = ‖W‖/D with D ≤ OPT ≤ ‖W‖, "
+    "so |min − 1| ≤ max(p, ‖W‖/D − 1) + the float64 error of both; reading the margins from "
+    "(X@Wᵀ)@Xᵀ adds 2γ_{2d+1}‖W‖_F (unit tokens). Never above the former fixed 1e-6."
+)
+
+
+def _agree_bound(a: NormSVM, b: NormSVM, factor: float, mapped) -> float:
+    """The bound on ‖W_b − φ(W_a)‖/max(1, ‖φ(W_a)‖) when the theorem says W_b^mm = φ(W_a^mm) for
+    an isometry φ times ``factor``: the two certified distances, at most SVM_AGREE_TOL."""
+    dist = factor * certified_distance(a.A, a.W, a.duals) + certified_distance(b.A, b.W, b.duals)
+    return min(SVM_AGREE_TOL, dist / max(1.0, float(np.linalg.norm(mapped))))
+
+
+def rowspace_bound(sol: NormSVM) -> float:
+    """ROWSPACE_DERIVATION: the bound on ‖W(I − P_Z)‖_⋆/‖W‖_⋆ that sol's certificate gives."""
+    A, W = sol.A, sol.W
+    lam = np.maximum(np.asarray(sol.duals, dtype=np.float64), 0.0)
+    d, m = W.shape[0], len(A)
+    G = (A.T @ lam).reshape(d, d)
+    spectral, total = float(np.linalg.norm(G, 2)), float(lam.sum())
+    p = max(0.0, 1.0 - float((A @ W.ravel()).min()))
+    p += (d * d + 2) * UNIT_ROUNDOFF * float(np.linalg.norm(A, axis=1).max()) * np.linalg.norm(W)
+    if not (p < 1 and spectral > 0 and total > 0):
+        return ROWSPACE_TOL
+    x = (1 - p) * (total / spectral) / matrix_norm(W, "nuc")
+    scale = 1.0 + float(np.linalg.norm((np.abs(A).T @ lam).reshape(d, d), 2)) / spectral
+    eps = 10 * (m + d * d + 4) * UNIT_ROUNDOFF * scale
+    return math.sqrt(max(0.0, 1 - x * x) + 4 * eps)
 
 
 # ---- §1.1: the model ---------------------------------------------------------------------------
@@ -157,8 +252,9 @@ def test_vectorised_model_is_the_official_model(inst, seed):
     for norm in MODEL_NORMS:
         W = torch.as_tensor(random_matrix(gen, inst.d, norm), dtype=DTYPE)
         for what, err in official_model_errors(inst, W).items():
-            evidence.slack(what, err, MODEL_TOL)
-            assert err <= MODEL_TOL, f"{what} = {err:.2e} > {MODEL_TOL:g} at ‖W‖_F = {norm}"
+            tol = {"logits:": LOGIT_TOL, "L:": LOSS_TOL}.get(what.split(" ")[0], MODEL_TOL)
+            evidence.slack(what, err, tol)
+            assert err <= tol, f"{what} = {err:.2e} > {tol:g} at ‖W‖_F = {norm}"
 
 
 # ---- §2.1: rank and row space -------------------------------------------------------------------
@@ -182,8 +278,12 @@ def test_svm_rank_at_most_n(inst):
 
 #: TF-SVM-SCALE: tokens scaled by c = 10^k, from W^mm ≈ 1e3·W^mm(X) down to 1e-7·W^mm(X).
 SCALE_EXPONENTS = st.integers(-3, 7)
-#: c·W^mm(cX) against W^mm(X), relative Frobenius error. Calibration (official n = 3, T = 4,
-#: d = 5, seeds 0–7, k ∈ {−3, −2, −1, 2, 4, 6, 7}): at most 5.0e-10, one solve of 56 inaccurate.
+#: c·W^mm(cX) against W^mm(X), relative Frobenius error. A calibration, not a derivation (a
+#: certificate places a least-norm point only within √(its gap) of the optimum, ~2e-7 relative
+#: at float64's floor: `certified_distance`), on draws separate from the tested ones: official
+#: n = 3, T = 4, d = 5, seeds 0–7, k ∈ {−3, −2, −1, 2, 4, 6, 7}: at most 5.0e-10, one solve of 56
+#: inaccurate; the claim's own strategy under ci-random seeds 11–16 (300 draws): at most 4.3e-12.
+#: 1e-8 is 20× the worst of them.
 SCALE_TOL = 1e-8
 
 
@@ -207,12 +307,15 @@ def test_frobenius_svm_scales_with_the_tokens(inst, k):
 def test_nuclear_rowspace_in_query_span(inst):
     """Every nuclear-norm attention SVM optimum has its row space in span{z_i}: W_⋆(I − P_Z) = 0,
     with P_Z the projector onto the queries' span."""
-    W = solve(inst, "nuc", "nuclear Att-SVM").W
+    sol = solve(inst, "nuc", "nuclear Att-SVM")
+    W = sol.W
     leak = W @ (np.eye(inst.d) - inst.problem.query_projector)
     ratio = matrix_norm(leak, "nuc") / matrix_norm(W, "nuc")
-    evidence.slack("‖W_⋆(I − P_Z)‖_⋆ / ‖W_⋆‖_⋆", ratio, ROWSPACE_TOL)
-    assert ratio <= ROWSPACE_TOL, (
-        f"‖W_⋆(I − P_Z)‖_⋆/‖W_⋆‖_⋆ = {ratio:.2e} > {ROWSPACE_TOL:g} (n={inst.n}, d={inst.d})"
+    tol = min(ROWSPACE_TOL, rowspace_bound(sol))
+    evidence.slack("‖W_⋆(I − P_Z)‖_⋆ / ‖W_⋆‖_⋆", ratio, tol, derivation=ROWSPACE_DERIVATION)
+    assert ratio <= tol, (
+        f"‖W_⋆(I − P_Z)‖_⋆/‖W_⋆‖_⋆ = {ratio:.2e} > {tol:.2e}, the bound its certificate gives "
+        f"(n={inst.n}, d={inst.d})"
     )
 
 
@@ -319,8 +422,8 @@ def test_balanced_factorization_is_nuclear_norm(case):
     assert np.linalg.norm(K @ Q.T - W) <= IDENTITY_TOL * np.linalg.norm(W)
     balanced = factor_energy(K, Q)
     gap = abs(balanced / nuclear - 1)
-    evidence.slack("|½(‖K‖² + ‖Q‖²) − ‖W‖_⋆| / ‖W‖_⋆ at the SVD", gap, IDENTITY_TOL)
-    assert abs(balanced - nuclear) <= IDENTITY_TOL * nuclear, (
+    evidence.slack("|½(‖K‖² + ‖Q‖²) − ‖W‖_⋆| / ‖W‖_⋆ at the SVD", gap, SVD_ENERGY_TOL)
+    assert abs(balanced - nuclear) <= SVD_ENERGY_TOL * nuclear, (
         f"SVD factorization: ½(‖K‖² + ‖Q‖²) = {balanced!r} ≠ ‖W‖_⋆ = {nuclear!r}"
     )
     for R, cond in random_invertibles(case.gen, len(W)):
@@ -347,11 +450,12 @@ def test_frobenius_svm_rotates(inst, seed):
     Vz (U, V orthogonal) maps W^mm to U W^mm Vᵀ."""
     gen = seeded(seed)
     U, V = random_orthogonal(gen, inst.d), random_orthogonal(gen, inst.d)
-    W = solve(inst, "fro", "Frobenius Att-SVM").W
-    W_rot = solve(rotated(inst, U, V), "fro", "Frobenius Att-SVM, rotated").W
-    err = _rel(W_rot, U @ W @ V.T)
-    evidence.slack("‖W^mm(UX, VZ) − U W^mm Vᵀ‖ / max(1, ‖W^mm‖)", err, SVM_AGREE_TOL)
-    assert err <= SVM_AGREE_TOL, f"‖W^mm(UX, VZ) − U W^mm Vᵀ‖ (relative) = {err:.2e}"
+    a = solve(inst, "fro", "Frobenius Att-SVM")
+    b = solve(rotated(inst, U, V), "fro", "Frobenius Att-SVM, rotated")
+    err = _rel(b.W, U @ a.W @ V.T)
+    tol = _agree_bound(a, b, 1.0, U @ a.W @ V.T)
+    evidence.slack("‖W^mm(UX, VZ) − U W^mm Vᵀ‖ / max(1, ‖W^mm‖)", err, tol, derivation=AGREE)
+    assert err <= tol, f"‖W^mm(UX, VZ) − U W^mm Vᵀ‖ (relative) = {err:.2e} > {tol:.2e}"
 
 
 @claim("TF-META-ORTH-NUC")
@@ -388,10 +492,11 @@ def test_svms_scale(inst, log_c, which):
         alpha=inst.alpha,
         seed=inst.seed,
     )
-    fro, fro_c = (solve(i, "fro", "Frobenius Att-SVM").W for i in (inst, scaled))
-    err = _rel(fro_c, fro / c)
-    evidence.slack("‖W^mm(c·) − W^mm/c‖ / max(1, ‖W^mm/c‖)", err, SVM_AGREE_TOL)
-    assert err <= SVM_AGREE_TOL, f"W^mm after scaling the {which} by c={c:.3g}: error {err:.2e}"
+    fro, fro_c = (solve(i, "fro", "Frobenius Att-SVM") for i in (inst, scaled))
+    err = _rel(fro_c.W, fro.W / c)
+    tol = _agree_bound(fro, fro_c, 1 / c, fro.W / c)
+    evidence.slack("‖W^mm(c·) − W^mm/c‖ / max(1, ‖W^mm/c‖)", err, tol, derivation=AGREE)
+    assert err <= tol, f"W^mm after scaling the {which} by c={c:.3g}: error {err:.2e} > {tol:.2e}"
     nuc, nuc_c = (solve(i, "nuc", "nuclear Att-SVM").value for i in (inst, scaled))
     err = abs(nuc_c - nuc / c) / max(1.0, nuc / c)
     evidence.slack("|‖W_⋆(c·)‖_⋆ − ‖W_⋆‖_⋆/c| / max(1, ‖W_⋆‖_⋆/c)", err, NUC_VALUE_TOL)
@@ -412,15 +517,21 @@ def test_per_input_shift(inst, seed, scale):
     for norm in MODEL_NORMS:
         W = torch.as_tensor(random_matrix(gen, inst.d, norm))
         ds = float((shifted.problem.softmax(W) - inst.problem.softmax(W)).abs().max())
-        bound = SELF_TOL * (1.0 + scale) * (1.0 + norm) * 10
-        evidence.slack("max |Δ softmax| / (1e-11·(1 + ‖b‖)(1 + ‖W‖))", ds, bound)
+        bound = SHIFT_SOFTMAX_TOL * (2.0 + float(b.norm(dim=-1).max())) * (1.0 + norm)
+        evidence.slack(
+            "max |Δ softmax| / (1e-14·(2 + max‖b_i‖)(1 + ‖W‖))",
+            ds,
+            bound,
+            derivation=SHIFT_SOFTMAX_TOL.derivation,
+        )
         assert ds <= bound, f"softmax moved by {ds:.2e} at ‖W‖ = {norm} (shift scale {scale:.3g})"
         moved = shifted.problem.naive_output(W) - inst.problem.naive_output(W)
         evidence.metric("max |Δf_i − vᵀb_i|", float((moved - b[:, 0] @ inst.v).abs().max()))
-    fro, fro_b = (solve(i, "fro", "Frobenius Att-SVM").W for i in (inst, shifted))
-    err = _rel(fro_b, fro)
-    evidence.slack("‖W^mm(shifted) − W^mm‖ / max(1, ‖W^mm‖)", err, SVM_AGREE_TOL)
-    assert err <= SVM_AGREE_TOL, f"W^mm moved by {err:.2e} (relative) under the shift"
+    fro, fro_b = (solve(i, "fro", "Frobenius Att-SVM") for i in (inst, shifted))
+    err = _rel(fro_b.W, fro.W)
+    tol = _agree_bound(fro, fro_b, 1.0, fro.W)
+    evidence.slack("‖W^mm(shifted) − W^mm‖ / max(1, ‖W^mm‖)", err, tol, derivation=AGREE)
+    assert err <= tol, f"W^mm moved by {err:.2e} (relative) under the shift, > {tol:.2e}"
     nuc, nuc_b = (solve(i, "nuc", "nuclear Att-SVM").value for i in (inst, shifted))
     err = abs(nuc_b - nuc) / max(1.0, nuc)
     evidence.slack("|Δ‖W_⋆‖_⋆| / max(1, ‖W_⋆‖_⋆)", err, NUC_VALUE_TOL)
@@ -440,10 +551,13 @@ ORTHONORMAL = st.builds(
 def test_orthonormal_queries_decouple(inst):
     """Orthonormal queries decouple the Frobenius SVM: if z_1, …, z_n are orthonormal, then
     W^mm = Σ_i q_i^mm z_iᵀ, q_i^mm the single-input prompt SVM of 2306.13596 on the keys x_it."""
-    W = solve(inst, "fro", "Frobenius Att-SVM").W
-    err = _rel(W, decoupled_frobenius(inst))
-    evidence.slack("‖W^mm − Σ q_i^mm z_iᵀ‖ / max(1, ‖W^mm‖)", err, SVM_AGREE_TOL)
-    assert err <= SVM_AGREE_TOL, f"‖W^mm − Σ q_i z_iᵀ‖ (relative) = {err:.2e} (n={inst.n})"
+    sol = solve(inst, "fro", "Frobenius Att-SVM")
+    decoupled, spread = decoupled_frobenius(inst, with_bound=True)
+    err = _rel(sol.W, decoupled)
+    scale = max(1.0, float(np.linalg.norm(decoupled)))
+    tol = min(SVM_AGREE_TOL, (certified_distance(sol.A, sol.W, sol.duals) + spread) / scale)
+    evidence.slack("‖W^mm − Σ q_i^mm z_iᵀ‖ / max(1, ‖W^mm‖)", err, tol, derivation=AGREE)
+    assert err <= tol, f"‖W^mm − Σ q_i z_iᵀ‖ (relative) = {err:.2e} > {tol:.2e} (n={inst.n})"
 
 
 def self_attention_errors(inst: CrossInstance, K: np.ndarray, Q: np.ndarray) -> tuple[float, float]:
@@ -481,15 +595,24 @@ def test_self_attention_is_cross_attention(inst, seed):
     for norm in MODEL_NORMS:
         K, Q = (random_matrix(gen, inst.d, math.sqrt(norm)) for _ in range(2))
         softmax_err, output_err = self_attention_errors(inst, K, Q)
-        evidence.slack("max |S_cross − S_self[row 1]|", softmax_err, SELF_TOL * (1 + norm))
+        evidence.slack(
+            "max |S_cross − S_self[row 1]|",
+            softmax_err,
+            SELF_TOL * (1 + norm),
+            derivation=SELF_TOL.derivation,
+        )
         assert softmax_err <= SELF_TOL * (1 + norm), (
             f"softmax rows differ by {softmax_err:.2e} at ‖KQᵀ‖ ~ {norm}"
         )
         assert output_err <= SELF_TOL * (1 + norm), f"outputs differ by {output_err:.2e}"
-    smallest = self_attention_margin(inst, solve(inst, "fro", "Att-SVM with z_i = x_i1").W)
-    evidence.slack("|min self-attention margin − 1|", abs(smallest - 1), MARGIN_TOL)
-    assert abs(smallest - 1) <= MARGIN_TOL, (
-        f"smallest margin read from X W^mmᵀ Xᵀ is {smallest!r}, not 1"
+    sol = solve(inst, "fro", "Att-SVM with z_i = x_i1")
+    smallest = self_attention_margin(inst, sol.W)
+    # the margins read from X Wᵀ Xᵀ: two entries of (X@Wᵀ)@Xᵀ, each ≤ γ_{2d}·‖W‖_F off (unit x)
+    reading = (4.1 * inst.d * float(np.linalg.norm(sol.W)) + 4) * UNIT_ROUNDOFF
+    tol = min(MARGIN_TOL, certified_margin_gap(sol.A, sol.W, sol.duals) + reading)
+    evidence.slack("|min self-attention margin − 1|", abs(smallest - 1), tol, derivation=MARGIN)
+    assert abs(smallest - 1) <= tol, (
+        f"smallest margin read from X W^mmᵀ Xᵀ is {smallest!r}, not 1 (bound {tol:.2e})"
     )
 
 
@@ -518,9 +641,9 @@ def test_locally_optimal_count_mostly_one():
     """Empirical: the number of locally-optimal α is no larger in the over-parameterized regime than
     at small d, and there exactly one α is locally optimal on most instances."""
     low_d, high_d = OPGLOB_DIMS
-    low, high = mean_count_bracket(low_d, high_d)
+    low, high = mean_count_bracket(low_d, high_d, OPGLOB_MEAN_SEEDS)
     assert low >= high, f"mean count {low:.3g} at d={low_d} < {high:.3g} at d={high_d}"
-    found, undecided = locally_optimal_counts(high_d)
+    found, undecided = locally_optimal_counts(high_d, OPGLOB_MEAN_SEEDS)
     ones = float(np.mean((found == 1) & (undecided == 0)))
     could_be_one = float(np.mean((found <= 1) & (found + undecided >= 1)))
     if ones < OPGLOB_MOSTLY_ONE <= could_be_one:
