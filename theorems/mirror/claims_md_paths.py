@@ -18,7 +18,7 @@ from models.cross import correlation
 from models.kqpath import ball_path_point
 from strategies.cross_svm import planar_instances
 from theorems import claim, evidence
-from theorems.mirror.common import lp_svm
+from theorems.mirror.common import lp_svm, svm
 
 # ---- tolerances ---------------------------------------------------------------------------------
 #: The exponents (spec §3.7: p ∈ {1.5, 3} discriminate best); each is compared with the other's
@@ -34,6 +34,8 @@ RP_LP_BOUND = 6e-3
 #: Spec §3.7: the ℓp and ℓq SVMs point apart when cos ≤ this; only there can a path's
 #: correlation tell which of the two it follows (15 of the 30 calibration draws).
 LP_APART_COS = 0.97
+#: F9 read for paths: the wrong statement is searched where the ℓp and Frobenius SVMs point
+#: apart (cos ≤ LP_APART_COS); elsewhere no correlation tells them apart and a draw is rejected.
 
 
 @claim("MD-RP-LP")
@@ -62,3 +64,23 @@ def test_lp_regularization_path(inst, p):
             f"corr(W̄_R, W^mm(ℓp)) = {c_own:.5f} ≤ corr(W̄_R, W^mm(ℓq)) = {c_other:.5f}, q = "
             f"{q:g} ({where})"
         )
+
+
+@claim("MD-C-RP-FRO")
+@given(inst=planar_instances(), p=st.sampled_from(RP_PS))
+def test_c_lp_path_frobenius(inst, p):
+    """(Wrong) The ℓp regularization path has the limit of GD, the Frobenius SVM: where W^mm(ℓp) and
+    W^mm point apart, W̄_R ∈ argmin_{‖W‖_p ≤ R} L(W) at large R is at least as near W^mm as
+    W^mm(ℓp)."""
+    own = lp_svm(inst, inst.alpha, p)
+    fro = evidence.solved(svm(inst, inst.alpha, "fro"), "Frobenius SVM")
+    apart = correlation(own.W, fro.W)
+    evidence.metric("cos(W^mm(ℓp), W^mm)", apart)
+    if apart > LP_APART_COS:
+        evidence.reject("the ℓp and Frobenius SVMs are not apart (cos > 0.97)")
+    point = ball_path_point(inst.problem.prompt, RP_MULTIPLE * own.value, "lp", p=p)
+    c_fro, c_own = correlation(point.W, fro.W), correlation(point.W, own.W)
+    assert c_fro >= c_own, (
+        f"corr(W̄_R, W^mm) = {c_fro:.5f} < corr(W̄_R, W^mm(ℓp)) = {c_own:.5f} (p = {p:g}, "
+        f"R = {RP_MULTIPLE:g}‖W^mm(ℓp)‖_p, seed {inst.seed})"
+    )
