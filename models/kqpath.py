@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 
-import cvxpy as cp
 import numpy as np
 import torch
 from scipy.optimize import linprog, minimize, nnls
@@ -52,9 +50,6 @@ DTYPE = torch.float64
 #: Certificate tolerance of the diagonal ℓ1-SVM (HiGHS' dual simplex is exact to ~1e-12 on
 #: these LPs; the same 1e-7 as models.svm's default certificate).
 DIAG_TOL = 1e-7
-#: Membership tolerance of the nuclear face probe's answer (the same 1e-6 as the nuclear SVM's
-#: certificate, models.normsvm.CONIC_TOL).
-FACE_TOL = 1e-6
 #: Two refinements reached the same minimum of the log excess loss when their objectives agree
 #: to this (absolute: the log-gap is O(R) and L-BFGS-B stops at relative 1e-13 of it).
 SAME_VALUE = 1e-7
@@ -92,56 +87,6 @@ def balanced_factors(W) -> tuple[np.ndarray, np.ndarray]:
 def factor_energy(K, Q) -> float:
     """½(‖K‖²_F + ‖Q‖²_F) ≥ ‖KQᵀ‖_⋆ (AM–GM on the singular values)."""
     return 0.5 * float(np.sum(np.square(K)) + np.sum(np.square(Q)))
-
-
-@dataclass(frozen=True)
-class FaceProbe:
-    """The member of the (nearly) optimal face of the nuclear SVM that leans most toward a
-    target: W (or None) and the solver status."""
-
-    W: np.ndarray | None
-    status: str
-    reason: str
-
-
-def nuclear_face_toward(X, Z, alpha, value: float, target, *, slack: float = 1e-6) -> FaceProbe:
-    """argmax ⟨W, target⟩/‖target‖_F over {A vec W ≥ 1, ‖W‖_⋆ ≤ value·(1 + slack)}: how far the
-    set of (nearly) optimal nuclear SVMs extends toward ``target``. When the nuclear SVM is
-    unique this point is the SVM itself (up to the slack); when it is not (spec F8), it moves
-    toward the target.
-
-    Clarabel solves it; its answer is accepted, whatever its status, only if it is checked here
-    to lie in the set (margins ≥ 1 − FACE_TOL, ‖W‖_⋆ ≤ value·(1 + slack + FACE_TOL) by SVD):
-    membership is all the callers use. Otherwise the failure is reported to models.failures."""
-    A, _ = cross_constraints(X, Z, alpha)
-    d = int(round(math.sqrt(A.shape[1])))
-    T = as_float_array(target, "target", 2)
-    T = T / np.abs(T).max()
-    T = T / np.linalg.norm(T)
-    W = cp.Variable((d, d))
-    problem = cp.Problem(
-        cp.Maximize(cp.sum(cp.multiply(T, W))),
-        [A @ cp.vec(W, order="C") >= 1, cp.normNuc(W) <= value * (1 + slack)],
-    )
-    try:
-        with warnings.catch_warnings():  # membership is checked below, whatever the status
-            warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-            problem.solve(solver=cp.CLARABEL)
-    except cp.error.SolverError as exc:
-        failures.report(failures.SVM_ORACLE, "nuclear face probe failed", str(exc))
-        return FaceProbe(None, "solver_error", str(exc))
-    note = f"Clarabel status {problem.status}"
-    if W.value is None or not np.isfinite(W.value).all():
-        failures.report(failures.SVM_ORACLE, "nuclear face probe failed", note)
-        return FaceProbe(None, "solver_error", note)
-    Wv = np.asarray(W.value, dtype=np.float64)
-    margin = float((A @ Wv.ravel()).min(initial=math.inf))
-    excess = matrix_norm(Wv, "nuc") / value - 1 - slack
-    if margin < 1 - FACE_TOL or excess > FACE_TOL:
-        why = f"{note}; outside the set: margin {margin:.2e}, norm excess {excess:.1e}"
-        failures.report(failures.SVM_ORACLE, "nuclear face probe failed", why)
-        return FaceProbe(None, "inaccurate", why)
-    return FaceProbe(Wv, "optimal", f"{note}; checked in the set")
 
 
 # =============================================================================================

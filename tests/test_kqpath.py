@@ -29,7 +29,6 @@ from models.kqpath import (
     frobenius_sphere,
     lp_sphere,
     normalized_margin,
-    nuclear_face_toward,
     nuclear_sphere,
 )
 from models.normsvm import norm_svm
@@ -216,32 +215,6 @@ def aligned_queries(seed: int, n: int = 3):
     base = torch.randn(n, n, generator=gen, dtype=DTYPE)
     X = torch.stack([base + c[:, None] * Z, base], 1)
     return CrossProblem(X, Z, torch.sign(Z @ v), v), c
-
-
-def test_face_probe_sees_the_f8_face():
-    """On F8's family the optimal face holds rank-1 members far from the solver's (diagonal,
-    Frobenius-like) centre; the probe toward a rank-1 PSD target with the right diagonal finds
-    one at the optimal value."""
-    problem, c = aligned_queries(4)
-    alpha = np.zeros(3, dtype=int)
-    sol = norm_svm(problem.X, problem.Z, alpha, "nuc")
-    assert abs(sol.value - float((1 / c).sum())) <= 1e-6 * sol.value
-    U = problem.Z.numpy().T
-    a = np.sqrt(1 / c.numpy())
-    target = U @ np.outer(a, a) @ U.T
-    probe = nuclear_face_toward(problem.X, problem.Z, alpha, sol.value, target)
-    assert probe.status == "optimal"
-    assert correlation(probe.W, target) >= 1 - 1e-5
-    assert correlation(probe.W, sol.W) < 0.9
-
-
-def test_face_probe_is_the_svm_when_unique():
-    problem = official(5, 4, 5, 6)
-    alpha = problem.opt_tokens()
-    sol = norm_svm(problem.X, problem.Z, alpha, "nuc")
-    target = np.random.default_rng(3).standard_normal((6, 6))
-    probe = nuclear_face_toward(problem.X, problem.Z, alpha, sol.value, target)
-    assert 1 - correlation(probe.W, sol.W) <= 1e-4
 
 
 # --------------------------------------------------------------------------------------------

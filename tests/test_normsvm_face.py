@@ -46,8 +46,8 @@ def face_family(seed, d=3):
 
 
 def linear_face_probe(X, Z, alpha, opt, W):
-    """The reading the face fit replaced (kqpath.nuclear_face_toward): argmax ⟨W, M⟩ over the
-    face itself, an extreme point."""
+    """The reading the face fit replaced (kqpath.nuclear_face_toward, since removed): argmax
+    ⟨W, M⟩ over the face itself, an extreme point."""
     A, _ = cross_constraints(X, Z, alpha)
     d = W.shape[0]
     M = cp.Variable((d, d))

@@ -42,6 +42,7 @@ from strategies.cross_svm import (
 from theorems import claim, evidence
 from theorems.tfsvm.common_kq import (
     DIAG_STEPS,
+    FRO_GAP,
     KQ_NUC_CORR,
     LOCAL_SEEDS,
     LR,
@@ -66,8 +67,9 @@ GRAD_REL_TOL = 1e-10
 #: Spec §3.6 premise: the two SVMs at α̂ point apart, cos(W^mm, W^mm_⋆) ≤ this; otherwise no
 #: correlation can tell which one a run follows.
 APART_COS = 0.95
-#: Spec §7 "own vs other": corr with the own norm's SVM exceeds corr with the other's by this.
-PREFERENCE_GAP = 0.05
+#: Spec §7 "own vs other": corr with the own norm's SVM exceeds corr with the other's by this
+#: (common_kq.FRO_GAP: corr_with_nuclear decides that comparison exactly, so the two are one).
+PREFERENCE_GAP = FRO_GAP
 #: Spec §2.7: the path radii. Where the path converges, W̄_R = R·Ŵ^mm + W_fin + o(1) with a
 #: finite part W_fin (the split of softmax mass among the non-selected tokens), so
 #: 1 − corr(W̄_R, W^mm) = ‖W_fin,⊥‖²/(2R²) + o(R⁻²): a 16-fold drop per 4-fold R. Measured on
