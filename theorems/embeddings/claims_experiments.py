@@ -102,6 +102,12 @@ SPEC_RHO_TOL = 0.05
 SPEC_FACTOR = 2.0
 #: The smallest ratio of the spec's two loss ranges: 0.05 (v fixed) / 0.012 (v trained).
 SPEC_LOSS_RATIO = SPEC_LOSS["one-v-fixed"][0] / SPEC_LOSS["one-v-trained"][1]
+#: EMB-G3-SPEC-LOSS-RATIO's reading (the ratio, corpus by corpus, in place of the two absolute
+#: ranges) was chosen on EMB-G3-SPEC-LOSS's runs, seeds 0–2 (ratios 5.4, 22.6, 5.1 against
+#: 4.17); the threshold itself is the spec's. It is tested on these disjoint corpora, same sizes
+#: and protocol. Held-out check (2026-12-03): ratios 5.7–7.7 on seeds 3–5: holds (6 more
+#: runs of ~15 s: the parent's runs on seeds 0–2 are no longer shared).
+SPEC_LOSS_RATIO_SEEDS = (3, 4, 5)
 
 
 def _within(x: float, band: tuple[float, float]) -> bool:
@@ -167,7 +173,7 @@ def test_g3_spec_final_losses():
 def test_g3_spec_loss_ratio():
     """The spec's two loss ranges together, corpus by corpus: on every G3 corpus the final loss
     with v fixed is at least 0.05/0.012 ≈ 4.2× the final loss with v trained."""
-    pairs = compared("one-v-fixed", "one-v-trained", spec_sizes=True)
+    pairs = compared("one-v-fixed", "one-v-trained", spec_sizes=True, seeds=SPEC_LOSS_RATIO_SEEDS)
     for pair in pairs:
         ratio = pair.first.final_loss / pair.second.final_loss
         evidence.metric("loss_ratio_fixed_over_trained", ratio)

@@ -210,9 +210,9 @@ def one_layer_runs(spec_sizes: bool = False) -> list[Run]:
     return [g3_run(kind, seed, spec_sizes) for seed in SEEDS for kind in ONE_LAYER]
 
 
-def compared(first: str, second: str, spec_sizes: bool = False) -> list[Pair]:
+def compared(first: str, second: str, spec_sizes: bool = False, seeds=SEEDS) -> list[Pair]:
     """Per seed, the runs of kind ``first`` and ``second`` on the same G3 corpus."""
-    return [Pair(g3_run(first, s, spec_sizes), g3_run(second, s, spec_sizes)) for s in SEEDS]
+    return [Pair(g3_run(first, s, spec_sizes), g3_run(second, s, spec_sizes)) for s in seeds]
 
 
 def label_signal(seed: int) -> float:

@@ -83,12 +83,25 @@ GROWTH_NORM = 1e4
 #: cones, as theorems.maxmargin.common.CONE_GRID).
 LLOC_GRID = ((2.0, 1e-2), (5.0, 3e-3), (20.0, 3e-4), (100.0, 3e-5))
 #: The narrowest variant that holds (see TF-LLOC-CONE's note): the cone at R0 = 1000.
+#: Calibrated on TF-LLOC-CONE's data: its pinned draw (official seed 3) and a 60-draw search
+#: (3 α lost the flow at R0 = 100 and kept it from 200; official seed 36016, α = (0, 3, 0),
+#: needs 500): 1000 is twice the largest R0 needed. Tested on TF-LLOC-CONE-R1000's own draws
+#: (a seed from its id: none of the recorded calibration draws). Held-out check (2026-12-03,
+#: ATTN_HYPOTHESIS_PROFILE=ci-random, ATTN_HYPOTHESIS_SEED=20261201/2/3): 30 of 30 converge
+#: under each seed (15–18 distinct instances each); holds.
 LLOC_WIDE_CONE = (1000.0, 1e-6)
 #: §4.1 thresholds (spec §7 tolerance table, "W → Frobenius SVM" row): NGD lr 0.1, 2000
 #: steps: mean corr ≥ 0.99, every run ≥ 0.95; selection: s_α̂ ≥ 1 − 1e-6 on every input. The
 #: runs are read at 2000 steps (TF-EXP-LOCAL-W) and 4000 steps (TF-EXP-LOCAL-W-4000).
 EXP_SEEDS, EXP_STEPS, EXP_LR = 12, (2000, 4000), 0.1
 EXP_MEAN_CORR, EXP_MIN_CORR, EXP_PROB_GAP = 0.99, 0.95, 1e-6
+#: TF-EXP-LOCAL-W-4000's budget of 4000 steps was calibrated on TF-EXP-LOCAL-W's runs, official
+#: seeds 0–11 (the smallest doubling at which they all pass: seed 2 is at corr 0.9446 after 2000
+#: steps, 0.9936 after 4000; mean 0.99924, min 0.99356 at 4000); it is tested on the next 12
+#: seeds with a unique opt, from EXP_HELDOUT_START on (12–14, 16–20, 22–25). Held-out check
+#: (2026-12-03): mean corr 0.99965, min 0.99932 (seed 19), 1 − max prob 0: holds (these seeds
+#: would pass at 2000 steps too, min 0.99687: they have no run as slow as seed 2).
+EXP_HELDOUT_START = 12
 #: Why the selection threshold is EXP_PROB_GAP, whatever it observes.
 PROB_READING = (
     "the statement's own threshold (spec §4.1 and §7: s_α̂ ≥ 1 − 1e-6 on every input), not a "
@@ -295,12 +308,12 @@ def test_local_convergence_random_init(inst):
 
 
 @functools.cache
-def official_ngd_runs() -> tuple:
-    """The §4.1 runs, shared by the two claims below: official seeds 0, 1, … (the first
+def official_ngd_runs(start: int = 0) -> tuple:
+    """The §4.1 runs of the two claims below: official seeds start, start + 1, … (the first
     EXP_SEEDS with a unique opt), W(0) of the default linear-layer scale from seed + shift,
     log-space NGD (lr 0.1) recorded at 2000 and 4000 steps; and the certified flow from each
     W(0). Returns (instances, {steps: (W per run)}, flow outcomes)."""
-    insts = official_seeds(6, 8, 10, EXP_SEEDS)
+    insts = official_seeds(6, 8, 10, EXP_SEEDS, start)
     at = {k: [] for k in EXP_STEPS}
     flows = []
     for inst in insts:
@@ -324,10 +337,11 @@ class OfficialCorrs(NamedTuple):
     gap_seed: int
 
 
-def official_corrs(steps: int) -> OfficialCorrs:
-    """corr(W, W^mm_α̂) and 1 − max softmax probability of every §4.1 run after ``steps`` NGD
-    steps, α̂ the argmax of the final softmax; the certified flows' outcomes recorded beside."""
-    insts, at, flows = official_ngd_runs()
+def official_corrs(steps: int, start: int = 0) -> OfficialCorrs:
+    """corr(W, W^mm_α̂) and 1 − max softmax probability of every §4.1 run from official seed
+    ``start`` on after ``steps`` NGD steps, α̂ the argmax of the final softmax; the certified
+    flows' outcomes recorded beside."""
+    insts, at, flows = official_ngd_runs(start)
     corrs, gaps = [], []
     for inst, W, out in zip(insts, at[steps], flows, strict=True):
         problem = inst.problem
@@ -369,7 +383,7 @@ def test_official_local_convergence_w_4000():
     """In the official experiment, NGD W ← W − 0.1·∇L/‖∇L‖_F has after 4000 steps
     corr(W, W^mm_α̂) ≥ 0.99 on average and ≥ 0.95 in every run, and max_t s_it ≥ 1 − 1e-6 on every
     input of every run."""
-    r = official_corrs(4000)
+    r = official_corrs(4000, EXP_HELDOUT_START)
     assert r.mean >= EXP_MEAN_CORR, f"mean corr(W, W^mm_α̂) = {r.mean:.5f} < {EXP_MEAN_CORR}"
     assert r.min >= EXP_MIN_CORR, (
         f"corr(W, W^mm_α̂) = {r.min:.5f} < {EXP_MIN_CORR} after 4000 steps "

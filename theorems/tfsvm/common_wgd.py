@@ -270,9 +270,9 @@ def official_instance(n: int, T: int, d: int, seed: int) -> CrossInstance | None
     return inst if UNIQUE_OPT in inst.assumptions else None
 
 
-def official_seeds(n: int, T: int, d: int, count: int) -> list[CrossInstance]:
-    """The first ``count`` seeds 0, 1, 2, … whose official draw has a unique opt."""
-    out, seed = [], 0
+def official_seeds(n: int, T: int, d: int, count: int, start: int = 0) -> list[CrossInstance]:
+    """The first ``count`` seeds start, start + 1, … whose official draw has a unique opt."""
+    out, seed = [], start
     while len(out) < count:
         inst = official_instance(n, T, d, seed)
         if inst is not None:
