@@ -19,7 +19,8 @@ FRAMEWORK = REPO_ROOT / "theorems" / "framework"
 ORDER = (
     "instances", "profiles", "hypothesis_compat", "evidence", "verdicts", "replay", "twins",
     "shrink", "rows", "registry", "claim_index",
-    "records", "lock", "session", "progress", "plugin", "explain", "cli", "figures",
+    "records", "lock", "session", "progress", "plugin", "explain", "tolerances", "cli",
+    "figures",
 )  # fmt: skip
 
 

@@ -24,7 +24,8 @@ Modules, each importing only those above it:
 - `progress`: what a run prints as it goes (the plan, long claims, each claim's evidence).
 - `plugin`: the pytest hooks that run all of the above.
 - `explain`: one claim on one page (statement, verdict, lock pin, counterexample, replay).
-- `cli`: `python -m theorems list | check | lock | explain | report | index`.
+- `tolerances`: the audit of a report's tolerances far above what they observe.
+- `cli`: `python -m theorems list | check | lock | explain | report | index | tolerances`.
 - `figures`: the report's figures: the drawers papers register, their shared look.
 """
 

@@ -16,6 +16,8 @@ at the selection α̂ the run reached (``common_kq.svms_at``).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 from hypothesis import example, given
@@ -153,38 +155,58 @@ def test_kq_gradients(inst, seed):
 PLANAR = official_cross_instances(n=st.integers(2, 3), T=st.integers(2, 5), d=2)
 
 
-def path_errors(inst, norm: str) -> tuple[list[float], float, float]:
-    """1 − corr(W̄_R, own SVM) at each R of RP_RADII, W̄_R the path point of the ``norm`` ball,
-    the own SVM that of opt; with corr(W̄_R, other SVM) at the largest R and cos(own, other)."""
+class PathReading(NamedTuple):
+    """A regularization path read at RP_RADII against its own norm's SVM and the other's."""
+
+    own: str
+    other: str
+    errors: list[float]  # 1 − corr(W̄_R, own SVM) at each R
+    c_other: float  # corr(W̄_R, other SVM) at the largest R
+    apart: bool  # the two SVMs point apart (cos ≤ APART_COS): the premise of the preference
+    where: str
+
+    @property
+    def shrinks(self) -> bool:
+        """The direction error shrinks at least like 1/R over the ladder's last step (or is
+        the SVM's own rounding already)."""
+        far, near = self.errors[-2:]
+        return near <= RP_ROUNDING or near <= far / RP_RATE
+
+    def why_not_shrinking(self) -> str:
+        far, near = self.errors[-2:]
+        return (
+            f"1 − corr(W̄_R, {self.own}) = {far:.3g} at R = {RP_RADII[-2]:g} and {near:.3g} at "
+            f"R = {RP_RADII[-1]:g}: shrank by {far / near:.3g} < {RP_RATE:g} ({self.where})"
+        )
+
+    @property
+    def prefers_own(self) -> bool:
+        return 1 - self.errors[-1] > self.c_other + PREFERENCE_GAP
+
+    def why_not_preferred(self) -> str:
+        return (
+            f"corr(W̄_R, {self.own}) = {1 - self.errors[-1]:.4f} ≤ corr(W̄_R, {self.other}) + "
+            f"{PREFERENCE_GAP} = {self.c_other + PREFERENCE_GAP:.4f} at R = {RP_RADII[-1]:g} "
+            f"({self.where})"
+        )
+
+
+def read_path(inst, norm: str) -> PathReading:
+    """The path points of the ``norm`` ball at RP_RADII against the SVMs of opt, recorded as
+    metrics, the last step's shrink as slack and the SVMs' apartness as the premise."""
     fro, nuc = svm_pair(inst, inst.alpha)
     own, other = (fro, nuc) if norm == "fro" else (nuc, fro)
     points = [ball_path_point(inst.problem.prompt, R, norm).W for R in RP_RADII]
     errors = [1 - correlation(W, own.W) for W in points]
     for R, err in zip(RP_RADII, errors, strict=True):
         evidence.metric(f"1 − corr(W̄_R, own SVM), R = {R:g}", err)
-    return errors, correlation(points[-1], other.W), correlation(own.W, other.W)
-
-
-def assert_path_converges(inst, norm: str, own: str, other: str) -> None:
-    """The path's direction error shrinks at least like 1/R at the end of the ladder, and where
-    the two SVMs are apart the path point is nearer its own SVM than the other."""
-    errors, c_other, svm_cos = path_errors(inst, norm)
-    far, near = errors[-2:]
+    if errors[-1] > RP_ROUNDING:
+        shrink = "1 − corr at the last R / (1 − corr at the one before)/4"
+        evidence.slack(shrink, errors[-1], errors[-2] / RP_RATE)
+    apart = evidence.premise(correlation(own.W, other.W) <= APART_COS, "SVMs apart")
+    names = ("W^mm", "W^mm_⋆") if norm == "fro" else ("W^mm_⋆", "W^mm")
     where = f"n = {inst.n}, T = {inst.T}, seed {inst.seed}"
-    if near > RP_ROUNDING:
-        evidence.slack(
-            "1 − corr at the last R / (1 − corr at the one before)/4", near, far / RP_RATE
-        )
-        assert near <= far / RP_RATE, (
-            f"1 − corr(W̄_R, {own}) = {far:.3g} at R = {RP_RADII[-2]:g} and {near:.3g} at R = "
-            f"{RP_RADII[-1]:g}: shrank by {far / near:.3g} < {RP_RATE:g} ({where})"
-        )
-    if evidence.premise(svm_cos <= APART_COS, "SVMs apart"):
-        c_own = 1 - near
-        assert c_own > c_other + PREFERENCE_GAP, (
-            f"corr(W̄_R, {own}) = {c_own:.4f} ≤ corr(W̄_R, {other}) + {PREFERENCE_GAP} = "
-            f"{c_other + PREFERENCE_GAP:.4f} at R = {RP_RADII[-1]:g} ({where})"
-        )
+    return PathReading(*names, errors, correlation(points[-1], other.W), apart, where)
 
 
 @claim("TF-RP-F")
@@ -192,7 +214,9 @@ def assert_path_converges(inst, norm: str, own: str, other: str) -> None:
 def test_regpath_frobenius(inst):
     """Regularization path, Frobenius ball: with opt unique and Att-SVM(opt) feasible,
     W̄_R ∈ argmin_{‖W‖_F ≤ R} L(W) has W̄_R/R → W^mm/‖W^mm‖_F, not the nuclear SVM's direction."""
-    assert_path_converges(inst, "fro", "W^mm", "W^mm_⋆")
+    path = read_path(inst, "fro")
+    assert path.shrinks, path.why_not_shrinking()
+    assert not path.apart or path.prefers_own, path.why_not_preferred()
 
 
 @claim("TF-RP-N")
@@ -200,7 +224,9 @@ def test_regpath_frobenius(inst):
 def test_regpath_nuclear(inst):
     """Regularization path, nuclear ball: W̄_R ∈ argmin_{‖W‖_⋆ ≤ R} L(W) has W̄_R/R →
     W^mm_⋆/‖W^mm_⋆‖_⋆, not the Frobenius SVM's direction."""
-    assert_path_converges(inst, "nuc", "W^mm_⋆", "W^mm")
+    path = read_path(inst, "nuc")
+    assert path.shrinks, path.why_not_shrinking()
+    assert not path.apart or path.prefers_own, path.why_not_preferred()
 
 
 # =============================================================================================
