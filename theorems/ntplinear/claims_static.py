@@ -147,7 +147,7 @@ def test_remark1_one_hot(inst):
     )
     if svm.separable:
         err = _rel(svm.W, multi.x.reshape(svm.W.shape))
-        evidence.slack("‖W^mm − W_multiclass‖/max(1, ‖·‖)", err, SVM_TOL)
+        evidence.slack("‖W^mm − W_multiclass‖/max(1, ‖·‖)", err, SVM_TOL, derivation=SAME_QP)
         assert err <= SVM_TOL, f"‖W^mm − W_multiclass‖ = {err:.2e} > {SVM_TOL:g}"
 
 
@@ -172,6 +172,44 @@ def test_subspaces(inst):
     assert in_F <= SVM_TOL, f"‖P_F W^mm‖/‖W^mm‖ = {in_F:.2e} > {SVM_TOL:g}: W^mm is not in F⊥"
 
 
+#: Why LIN-COND-REMARK1 and LIN-SUB-SUPPORTS observe exactly 0 against SVM_TOL.
+SAME_QP = (
+    "observed exactly 0 by construction of the computation: the two solves compared receive the "
+    "same margin rows in the same order (the NTP-SVM's rows vec((e_a − e_v)h̄_jᵀ) depend on the "
+    "supports and the embeddings only, not on p̂; with one-token supports F = {0} and they are "
+    "the multiclass rows), so the certified oracle performs the same float64 operations and "
+    "returns the same bits. SVM_TOL = 1e-8 is the spec's agreement threshold (§6.2), the "
+    "oracle's KKT tolerance (models.ntp.qp.KKT_TOL): it only matters if the rows ever differ "
+    "in order, and a W^mm that read p̂ or a wrong class set moves by O(‖W^mm‖)."
+)
+#: How LIN-SUB-ONES's bound on W^mm is derived (`_ones_bound`).
+ONES_DERIVATION = (
+    "from the solve's own KKT point: W^mm = Σλ_k R_k + Σν_l E_l + r with every margin row R_k "
+    "and equality row E_l of the form (e_z − e_z')h̄ᵀ, so 1ᵀR_k = 1ᵀE_l = 0 exactly and "
+    "‖1ᵀW^mm‖ = ‖1ᵀr‖ ≤ √V‖r‖; r is the stationarity residual recomputed here, plus the float64 "
+    "error of that recomputation ((m + 1)·u of ‖W‖ + ‖|A|ᵀ|λ, ν|‖) and of the column sums "
+    "(V·u of Σ|W|). A W^mm with a 1uᵀ part is off by ‖u‖√V, of the order of ‖W^mm‖."
+)
+
+
+def _ones_bound(problem, Wm) -> float:
+    """ONES_DERIVATION's bound on ‖1ᵀW^mm‖/‖W^mm‖ for the certified NTP-SVM of ``problem``."""
+    sol = problem.ntp_svm().solution
+    A = np.vstack([problem._margins, problem._equalities[0]])
+    duals = np.concatenate([sol.ineq_duals, sol.eq_duals])
+    w = np.asarray(sol.w, dtype=np.float64)
+    u = 2.0**-53
+    r = float(np.linalg.norm(w - A.T @ duals))
+    r += (
+        (len(A) + 1)
+        * u
+        * (float(np.linalg.norm(w)) + float(np.linalg.norm(np.abs(A).T @ np.abs(duals))))
+    )
+    V = Wm.shape[0]
+    sums = V * u * float(np.linalg.norm(np.abs(Wm).sum(axis=0)))
+    return (math.sqrt(V) * r + sums) / float(np.linalg.norm(Wm))
+
+
 @claim("LIN-SUB-ONES")
 @given(inst=overparameterized_instances(extra=st.integers(0, 2)))
 def test_sum_of_rows(inst):
@@ -181,8 +219,11 @@ def test_sum_of_rows(inst):
     Ws, Wm = w_star(problem), w_mm(problem)
     a = float(np.linalg.norm(Ws.sum(axis=0)) / max(1.0, np.linalg.norm(Ws)))
     b = float(np.linalg.norm(Wm.sum(axis=0)) / np.linalg.norm(Wm))
-    evidence.slack("‖1ᵀW^mm‖/‖W^mm‖", b, SVM_TOL)
-    assert a <= SVM_TOL and b <= SVM_TOL, f"‖1ᵀW*‖ (rel) = {a:.2e}, ‖1ᵀW^mm‖ (rel) = {b:.2e}"
+    tol = min(SVM_TOL, _ones_bound(problem, Wm))
+    evidence.slack("‖1ᵀW^mm‖/‖W^mm‖", b, tol, derivation=ONES_DERIVATION)
+    assert a <= SVM_TOL and b <= tol, (
+        f"‖1ᵀW*‖ (rel) = {a:.2e}, ‖1ᵀW^mm‖ (rel) = {b:.2e} (bound {tol:.2e})"
+    )
 
 
 @claim("LIN-SUB-SUPPORTS")
@@ -194,7 +235,7 @@ def test_wmm_supports_only(inst, seed):
     other = resampled(inst, seed)
     Wm2 = w_mm(other.problem)
     delta = _rel(Wm2, Wm)
-    evidence.slack("‖ΔW^mm‖/max(1, ‖W^mm‖)", delta, SVM_TOL)
+    evidence.slack("‖ΔW^mm‖/max(1, ‖W^mm‖)", delta, SVM_TOL, derivation=SAME_QP)
     evidence.metric("‖ΔP‖ of the resample", float(np.linalg.norm(other.P - inst.P)))
     assert delta <= SVM_TOL, f"resampling p̂ moved W^mm by {delta:.2e} (relative)"
 
