@@ -321,8 +321,17 @@ def test_k_level_shifts_are_ordered(inst):
     assert not overlaps, f"levels {overlaps} and the next are not ordered: lo {lo}, hi {hi}"
 
 
-#: One step of E against torch autograd of the plain loss (float64; measured ~1e-14 relative).
-STEP_REL_TOL = 1e-9
+#: One step of E against torch autograd of the plain loss, relative.
+STEP_REL_TOL = evidence.tolerance(
+    1e-9,
+    "both compute −η0·∇_E L as sums over the n·T ≤ 3e3 token occurrences of products of ≤ 10 "
+    "rounded factors, in d ∈ {64, 256} coordinates: each entry errs by ≤ (n·T + d + 10)·u·S_e "
+    "(any summation order), S_e the sum of its terms' absolute values, so ‖error‖_F/‖D‖_F ≤ "
+    "2·(3.3e3)·u·κ ≈ 7.3e-13·κ, κ = ‖S‖_F/‖D‖_F the cancellation. 1e-9 holds for κ ≤ 1.4e3; κ "
+    "has no a-priori bound (a token balanced across the labels cancels), and the observed "
+    "≤ 3e-16 says κ ≲ 1 on these draws: that factor is measured, not derived. A step that is "
+    "not the gradient (a missing softmax Jacobian, p⁰ ignored, 1/n) errs by O(1).",
+)
 #: EMB-DEF-ONESTEP: G2 data at d ∈ {64, 256}; p⁰ has a random direction and a norm log-uniform
 #: in [0.1, 10] (random_points with lo = −1, hi = 1).
 GRADIENT_STEP_DATA = general_frequency_instances(d=st.sampled_from([64, 256]))
@@ -339,5 +348,10 @@ def test_one_step_is_a_gradient_step(inst, seed):
     reference = autograd_step(problem, inst.eta0, p0)
     error = float(torch.linalg.matrix_norm(step.E1 - step.E0 - reference))
     scale = float(torch.linalg.matrix_norm(reference))
-    evidence.slack("‖step − autograd step‖ / ‖autograd step‖", error, STEP_REL_TOL * scale)
+    evidence.slack(
+        "‖step − autograd step‖ / ‖autograd step‖",
+        error,
+        STEP_REL_TOL * scale,
+        derivation=STEP_REL_TOL.derivation,
+    )
     assert error <= STEP_REL_TOL * scale, f"relative error {error / scale:.3g}"

@@ -28,9 +28,10 @@ from hypothesis import strategies as st
 from models.attention import one_minus_cos
 from models.dynamics import gd, trace_flow
 from models.highprec import gradient_error
+from models.limits import DERIVATIONS
 from models.regpath import log_gap_batch
 from models.selection import local_optimality
-from models.svm import att_svm, w_svm, w_svm_closed_form
+from models.svm import att_constraints, att_svm, w_svm, w_svm_closed_form
 from models.wtrain import WProblem, correlation, singular_ratio, w_gd
 from strategies import (
     cone_inits,
@@ -61,15 +62,25 @@ from theorems.maxmargin.common import (
     train_w_problem,
     w_problem,
 )
+from theorems.maxmargin.common_svm import KKT_DISTANCE_DERIVATION, kkt_distance
 
 DTYPE = torch.float64
 LOSSES = ("logistic", "exponential", "correlation")  # Assumption A (spec §1.7)
 
 # ---- tolerances (spec §6) -----------------------------------------------------------------------
 #: W-NGD after W_STEPS steps (common.W_STEPS): spec §6's NGD row asks cos ≥ 0.999; σ₂/σ₁ ≤ 1e-2
-#: is 20× the calibrated 5.5e-4.
+#: is 20× the calibrated 5.5e-4 (and, at the limit, MM-W-CONVERGE-SELECTED, see its derivation).
 W_CORRELATION_MIN = 0.999
-W_SIGMA_RATIO_MAX = 1e-2
+W_SIGMA_RATIO_MAX = evidence.tolerance(
+    1e-2,
+    "after W_STEPS of W-NGD: 20× the calibrated 5.5e-4 (a calibration, of MM-W-CONVERGE). At the "
+    "limit (MM-W-CONVERGE-SELECTED) it is a threshold between rank one and rank ≥ 2: there W = "
+    "A + q pᵀ/‖p‖² with A = W(T) − q(T)pᵀ/‖p‖² fixed and ‖q‖ → ∞ along the certified flow, so "
+    "σ₂(W) ≤ ‖A‖ (Weyl: a rank-one term moves σ₂ by at most σ₁ of the rest) and σ₁(W) ≥ "
+    "‖q‖/‖p‖ − ‖A‖: σ₂/σ₁ ≤ ‖A‖‖p‖/(‖q‖ − ‖A‖‖p‖) → 0, below 1e-2 once ‖q‖ ≥ 101·‖A‖‖p‖, far "
+    "inside the flow's confirmed ‖q‖ (≥ 1e2·‖q^mm‖ past settling); a normalised limit of rank ≥ 2 "
+    "keeps σ₂/σ₁ at its own ratio, Θ(1) for any W(0)-dependent second direction.",
+)
 #: Plain GD with η = 1/L_p (spec §1.9): the loss may rise by float64 rounding only. Losses
 #: are compared in log space (log(L − L*)), accurate to ~1e-15 relative.
 MONOTONE_SLACK = 1e-12
@@ -239,9 +250,14 @@ def test_theorem_l_random_init(inst):
     assert gap is None or gap <= LOSS_GAP_TOL, f"L(p) − loss floor = {gap:.3g} > {LOSS_GAP_TOL:g}"
 
 
-#: MM-GD-SCALE-V: the two certified limits must be one direction; each is within
-#: DIRECTION_TOL (1e-6) of its SVM, so two limits of the same selection differ by ≤ 4e-6.
-SCALE_V_TOL = 4e-6
+#: MM-GD-SCALE-V: the two certified limits must be one direction.
+SCALE_V_TOL = evidence.tolerance(
+    4e-6,
+    "each certified limit is within DIRECTION_TOL = 1e-6 of p^mm(α) in 1 − cos, i.e. an angle "
+    "θ ≤ √(2·1e-6) = 1.414e-3 (1 − cos θ ≥ θ²/2 − θ⁴/24); the two limits of the same selection "
+    "are ≤ 2θ = 2.83e-3 apart, 1 − cos ≤ (2.83e-3)²/2 = 4e-6. Limits of two different "
+    "selections are at the 1 − cos between two SVM directions, O(1e-2) or more.",
+)
 #: MM-GD-SCALE-V: the head's scale c is log-uniform in [0.1, 10] (log_c ∈ [−1, 1]).
 LOG_C = st.floats(-1.0, 1.0)
 
@@ -365,6 +381,30 @@ def test_gd_correlation_increasing(inst):
 # ---- §2.8 training W with p fixed ----------------------------------------------------------------
 
 
+#: MM-W-RANKONE: autograd's ∂L/∂W against the engine's g(Wp)pᵀ, relative.
+RANKONE_GRAD_TOL = evidence.tolerance(
+    1e-10,
+    "autograd backpropagates W @ p exactly as ĝpᵀ (one rounding per entry), ĝ its prompt "
+    "gradient at q = Wp; the engine's g is the same gradient in log space. Each sums ≤ n·T ≤ 24 "
+    "terms in d ≤ 7 coordinates behind a softmax and ℓ′: float64 error ≤ (d + 2T + 10)·u·S ≤ "
+    "4e-15·S in any summation order, S the sum of the terms' absolute values, so the relative "
+    "error is ≤ 8e-15·κ for both, κ = S/‖∇L‖. 1e-10 holds for κ ≤ 1.2e4. κ has no a-priori "
+    "bound (a gradient near a stationary q cancels without limit: MM-DEF-GRADIENT's "
+    "AUTOGRAD_CANCELS); at the drawn q (W = 0.5·N(0, 1), ‖p‖ = 1) the observed ≤ 2e-15 says "
+    "κ ≲ 1 on these draws: that factor is measured, not derived. A wrong formula (g at p "
+    "instead of Wp, p gᵀ, a missing 1/n) errs by O(1).",
+)
+#: MM-W-RANKONE: σ₂/σ₁ of autograd's ∂L/∂W, rank one up to rounding.
+RANKONE_SIGMA_TOL = evidence.tolerance(
+    1e-13,
+    "autograd's ∂L/∂W of L(W @ p) is ĝpᵀ with one rounding per entry: G = ĝpᵀ∘(1 + δ), |δ| ≤ u, "
+    "so σ₂(G) ≤ ‖G − ĝpᵀ‖_F ≤ u·σ₁(G)(1 + u); the SVD (LAPACK, backward stable) reads σ₂ to "
+    "≤ 4d·u·σ₁: σ₂/σ₁ ≤ (1 + 4d)·u ≤ 3.2e-15 at d ≤ 7 (dk ≤ 6 plus the score coordinate). "
+    "1e-13 (was 1e-12) is 30× that for the SVD's unstated constant. A gradient of rank 2 (a "
+    "W-dependent second direction) has σ₂/σ₁ = O(1).",
+)
+
+
 def w_gradient_against_rank_one(inst: PromptInstance, gen: torch.Generator) -> tuple[float, float]:
     """At a random p (unit norm) and W = 0.5·N(0, 1): the autograd gradient G = ∂L/∂W against
     g(Wp)pᵀ, as ‖G − g pᵀ‖/‖G‖, and σ₂/σ₁ of G."""
@@ -383,10 +423,19 @@ def test_w_gradient_rank_one(inst, seed):
     """Training W with p fixed: ∂L/∂W = g(Wp)pᵀ, g the p-gradient of the prompt problem with keys
     x_it, at q = Wp; in particular the gradient has rank one."""
     err, ratio = w_gradient_against_rank_one(inst, seeded(seed))
-    evidence.slack("‖∂L/∂W − g pᵀ‖ / ‖∂L/∂W‖", err, 1e-10)
-    assert err <= 1e-10, f"‖∂L/∂W − g(Wp)pᵀ‖ / ‖∂L/∂W‖ = {err:.3g} > 1e-10"
-    evidence.slack("σ₂/σ₁ of ∂L/∂W", ratio, 1e-12)
-    assert ratio <= 1e-12, f"σ₂/σ₁ of ∂L/∂W = {ratio:.3g} > 1e-12"
+    evidence.slack("‖∂L/∂W − g pᵀ‖ / ‖∂L/∂W‖", err, RANKONE_GRAD_TOL)
+    assert err <= RANKONE_GRAD_TOL, f"‖∂L/∂W − g(Wp)pᵀ‖ / ‖∂L/∂W‖ = {err:.3g} > 1e-10"
+    evidence.slack("σ₂/σ₁ of ∂L/∂W", ratio, RANKONE_SIGMA_TOL)
+    assert ratio <= RANKONE_SIGMA_TOL, f"σ₂/σ₁ of ∂L/∂W = {ratio:.3g} > {RANKONE_SIGMA_TOL:g}"
+
+
+#: MM-W-SVM-CLOSED-FORM: the QP's W^mm and the closed form agree to this (relative to
+#: max(1, ‖W^mm‖_F)), and to their certified distance where that is smaller.
+W_SVM_AGREE_TOL = 1e-6
+W_SVM_AGREE_DERIVATION = (
+    "min(1e-6, (δ_QP + δ_closed)/max(1, ‖W^mm‖_F)), both judged on the W-SVM's own rows "
+    "(x_iα − x_it)pᵀ built in the claim: " + KKT_DISTANCE_DERIVATION
+)
 
 
 @claim("MM-W-SVM-CLOSED-FORM")
@@ -397,9 +446,16 @@ def test_w_svm_closed_form(inst, seed):
     p = random_points(seeded(seed), inst.d, 1, -1.0, 1.0)[0]
     qp = evidence.solved(w_svm(inst.X, p, inst.alpha), "W-SVM (QP)")
     closed = evidence.solved(w_svm_closed_form(inst.X, p, inst.alpha), "W-SVM (closed form)")
-    err = float(np.linalg.norm(qp.x - closed.x)) / max(1.0, float(qp.norm))
-    evidence.slack("‖W_QP − q^mm pᵀ/‖p‖²‖_F / max(1, ‖W^mm‖)", err, 1e-6)
-    assert err <= 1e-6
+    scale = max(1.0, float(qp.norm))
+    err = float(np.linalg.norm(qp.x - closed.x)) / scale
+    # The W-SVM's rows, built here: (x_iα − x_it)ᵀWp = ⟨(x_iα − x_it)pᵀ, W⟩.
+    U = att_constraints(inst.X, inst.alpha)[0]
+    rows = np.einsum("ja,b->jab", U, p.numpy()).reshape(len(U), -1)
+    dist = sum(kkt_distance(rows, sol.x.ravel(), sol.duals) for sol in (qp, closed))
+    tol = min(W_SVM_AGREE_TOL, dist / scale)
+    name = "‖W_QP − q^mm pᵀ/‖p‖²‖_F / max(1, ‖W^mm‖)"
+    evidence.slack(name, err, tol, derivation=W_SVM_AGREE_DERIVATION)
+    assert err <= tol, f"{name} = {err:.3g} > {tol:.3g}"
     assert singular_ratio(qp.x) <= 1e-6
 
 
@@ -463,20 +519,38 @@ def test_w_converges_to_its_selection(inst, seed):
     assert ratio <= W_SIGMA_RATIO_MAX, f"σ₂/σ₁ = {ratio:.3g} at the limit"
 
 
+#: Why 1 − corr(W, W^mm(α̂)) at the limit is held to DIRECTION_TOL.
+W_CORR_DERIVATION = (
+    "W = A + q pᵀ/‖p‖² at the limit (A fixed) and W^mm = q^mm pᵀ/‖p‖², so the angle θ(W, W^mm) ≤ "
+    "θ(q, q^mm) + ‖A‖_F‖p‖/‖q‖: the flow certifies 1 − cos(q, q^mm(α̂)) ≤ DIRECTION_TOL = 1e-6 "
+    "(" + DERIVATIONS["DIRECTION_TOL"] + ") and the confirmed ‖q‖ makes the A-term vanish like "
+    "1/‖q‖. A W whose rank-one part pointed elsewhere stays at the 1 − cos between two SVMs."
+)
+
+
 def record_w_selection(traj, W_mm, selected, opt, corr: float, ratio: float) -> None:
     """MM-W-CONVERGE-SELECTED's evidence: the correlation after the notebooks' W-NGD, whether
     α̂ is opt, and the limit's correlation and σ₂/σ₁ against their tolerances."""
     evidence.metric("corr(W, W^mm(α̂)) after W-NGD", correlation(traj.W, W_mm))
     evidence.metric("selected the global optimum", float(np.array_equal(selected, opt)))
-    evidence.slack("1 − corr(W, W^mm(α̂)) at the limit", 1 - corr, DIRECTION_TOL)
+    evidence.slack(
+        "1 − corr(W, W^mm(α̂)) at the limit", 1 - corr, DIRECTION_TOL, derivation=W_CORR_DERIVATION
+    )
     evidence.slack("σ₂/σ₁ of W at the limit", ratio, W_SIGMA_RATIO_MAX)
 
 
 #: MM-W-EQUIV-PROMPT: W(t)p against q(t), relative to max(1, ‖q(t)‖). The two runs share no
-#: code path (autograd of L(W) against the engine's closed-form prompt gradient); their
-#: difference is rounding, ~1e-15 per step, over EQUIV_STEPS steps of a stable descent, at
-#: η = 1/(L_p‖p‖²) with p drawn at 0.1 ≤ ‖p‖ ≤ 10.
-EQUIV_TOL = 1e-9
+#: code path (autograd of L(W) against the engine's closed-form prompt gradient).
+EQUIV_TOL = evidence.tolerance(
+    1e-9,
+    "in exact arithmetic W(t)p = q(t) at every step; in float64 each step adds the two "
+    "gradients' disagreement, ≤ η‖p‖²·(d + 2T + 10)·u·S (S the sum of the gradient's absolute "
+    "terms, ≤ L_p·max(1, ‖q‖) at η = 1/(L_p‖p‖²)) plus the rounding of W p, ≤ (d + 1)·u·‖W‖‖p‖: "
+    "≤ ~1e-14 relative per step, 2e-12 over EQUIV_STEPS = 200 if the GD map does not amplify it. "
+    "It is 1-Lipschitz up to 1 + η·max(0, −λ_min(∇²L)) ≤ 2; 1e-9 allows an average expansion of "
+    "(1e-9/2e-12)^(1/200) = 1.032 per step, i.e. −λ_min ≤ 0.03·L_p along the path. A wrong "
+    "step (η instead of η‖p‖², or gᵀp) moves q by O(η‖∇L‖) in one step, ≥ 1e-3 here.",
+)
 EQUIV_STEPS = 200
 
 
@@ -506,10 +580,21 @@ def test_w_gd_is_prompt_gd(inst, seed):
     assert error <= EQUIV_TOL, f"W(t)p and q(t) differ by {error:.3g} (relative) > {EQUIV_TOL}"
 
 
-#: The engine's log-space gradient against torch autograd of the plain loss, at ‖p‖ ≤ 10 where
-#: plain float64 is accurate (relative error ~1e-13 measured; 1e-9 leaves four decades), on
-#: random decoupled instances (n ≤ 4, T ≤ 6, keys in dimension ≤ 6) at 0.1 ≤ ‖p‖ ≤ 10.
-GRADIENT_REL_TOL = 1e-9
+#: The engine's log-space gradient against torch autograd of the plain loss (or, where they
+#: disagree, the 50-digit gradient), on random decoupled instances (n ≤ 4, T ≤ 6, keys in
+#: dimension ≤ 6) at 0.1 ≤ ‖p‖ ≤ 10, relative.
+GRADIENT_REL_TOL = evidence.tolerance(
+    1e-9,
+    "the engine's gradient is a signed log-sum-exp of ≤ n·T = 24 terms per coordinate (d ≤ 7), "
+    "each formed with ≤ 10 roundings: relative error ≤ (n·T + 10)·u·κ ≈ 4e-15·κ, κ = S/‖∇L‖ the "
+    "cancellation (S the sum of the terms' absolute values); the reference is autograd where "
+    "the two agree to 1e-9 and the 50-digit gradient where they do not (models.highprec), so "
+    "its own error is below the engine's. 1e-9 holds for κ ≤ 2.5e5; κ has no a-priori bound "
+    "near a stationary direction (AUTOGRAD_CANCELS: a gradient ~1e-9 from O(1) terms, where "
+    "the engine errs 5.5e-16), so that factor is measured (observed relative error ≤ "
+    "1.7e-13 on ci: κ ≲ 40), not derived. A wrong gradient (a sign, a missing "
+    "softmax-Jacobian term, 1/n) errs by O(1).",
+)
 
 
 #: Found by MM-DEF-GRADIENT under ci-random seed 7 (issue 21): at p (seed 376, ‖p‖ = 9.2) the
@@ -557,5 +642,10 @@ def test_engine_gradient_is_the_loss_gradient(inst, loss, seed):
     engine = problem.gradient_scaled(p).value()
     # Where autograd disagrees, L's gradient in 50 digits decides (AUTOGRAD_CANCELS).
     error, scale = gradient_error(problem, p, engine, autograd, GRADIENT_REL_TOL)
-    evidence.slack("‖engine − reference‖ / ‖reference‖", error, GRADIENT_REL_TOL * scale)
+    evidence.slack(
+        "‖engine − reference‖ / ‖reference‖",
+        error,
+        GRADIENT_REL_TOL * scale,
+        derivation=GRADIENT_REL_TOL.derivation,
+    )
     assert error <= GRADIENT_REL_TOL * scale, f"relative error {error / scale:.3g}"

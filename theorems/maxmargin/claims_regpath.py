@@ -62,8 +62,15 @@ RP_MULTIPLES_3D = (20.0, 100.0)
 #: Restarts per sphere search in dimension 3 (plus the ATT-SVM directions of every selection):
 #: 24 and 64 gave the same points and the same 2/25 uncertified draws in calibration.
 RESTARTS = 24
-#: ‖p_R‖ = R: the grids and restarts place p exactly on the sphere; 1e-9 is rounding.
-NORM_TOL = 1e-9
+#: ‖p_R‖ = R: the grids and restarts place p on the sphere; this is its rounding.
+NORM_TOL = evidence.tolerance(
+    1e-13,
+    "a sphere point is R·(cos θ, sin θ) (dimension 2) or the retraction R·P/‖P‖ (models.regpath); "
+    "its norm is off R by ≤ (d + 4)·u·R (a d-term sum of squares, the square root, the division, "
+    "the product), and reading ‖p_R‖ adds (d + 2)·u: |‖p_R‖ − R|/R ≤ (2d + 6)·u ≤ 2e-15 at the "
+    "key dimensions here (d ≤ 6). 1e-13 (was 1e-9) is 50× that, for any d ≤ 440. An interior "
+    "point (the descent exits at R(1 − 1e-9)) or a point of the wrong sphere fails it.",
+)
 #: "Monotone-ish": 1 − cos at the large c may exceed its value at the small c by at most this
 #: much. With the log-gap objective the search resolves directions to ~1e-8 rad (1e-16 in
 #: 1 − cos).
