@@ -113,6 +113,40 @@ RANK_READING = (
 )
 
 
+#: How TF-GRAD-ROWSPACE's per-step bound is derived (`_leak_bound`).
+LEAK_DERIVATION = (
+    "in exact arithmetic ∇L = (1/n)Σ_i ℓ'_i y_i Σ_t s_it(vᵀx_it − f_i) x_it z_iᵀ has its rows in "
+    "span{z_i}, so from W(0) = 0 the leak ‖W(k)(I − P_Z)‖ is the accumulated rounding of the "
+    "steps: the computed gradient misses the true one by ≤ γ_{nT+8}·Σ|coefficients|·‖x‖‖z‖ ≤ "
+    "γ_{nT+8}·2·max|ℓ'| (unit tokens and queries, Σ_t s_it|vᵀx_it − f_i| ≤ 2; |ℓ'| ≤ 1 "
+    "logistic, e exponential), its scaling and the normalisation of NGD add 3u‖G‖ relatively, "
+    "and each update W + ΔW rounds at u‖W(k+1)‖: the sum over steps of η_k times the former "
+    "(η_k = η for GD, lr/‖G_k‖ for NGD, ‖G_k‖ re-evaluated here) plus the latter; the computed "
+    "P_Z spans span{z_i} to within 10(n + d)·u·cond(Z) (Wedin) and the product rounds at "
+    "γ_d: ‖W(k)‖ times both. Never above the former 1e-10·Σ‖ΔW‖. A gradient with a transposed "
+    "row space is off by O(1) (0.14 at step 3)."
+)
+
+
+def _leak_bound(inst, Ws: np.ndarray, name: str) -> np.ndarray:
+    """LEAK_DERIVATION's bound on ‖W(k)(I − P_Z)‖_F (computed) for each recorded k."""
+    u = EPS / 2
+    problem = inst.problem
+    lprime = {"logistic": 1.0, "correlation": 1.0}.get(inst.loss, math.e)
+    grad_err = (inst.n * inst.T + 8) * u * 2.0 * lprime
+    eta = 1.0 / problem.prompt.smoothness_bound()
+    norms = np.linalg.norm(Ws, axis=(1, 2))
+    step = np.zeros(len(Ws))
+    for j in range(len(Ws) - 1):
+        g = float(np.linalg.norm(problem.gradient(Ws[j])))
+        lr = eta if name == "GD" else (NGD_LR / g if g > 0 else 0.0)
+        step[j + 1] = lr * (grad_err + 3 * u * g) + u * norms[j + 1]
+    s = np.linalg.svd(inst.Z.numpy(), compute_uv=False)
+    s = s[s > 1e-12 * s[0]]
+    span = 10 * (inst.n + inst.d) * u * float(s[0] / s[-1]) + 2 * inst.d * u
+    return np.cumsum(step) + norms * span
+
+
 @claim("TF-GRAD-ROWSPACE")
 @given(inst=FEW_QUERIES)
 def test_iterates_rowspace_in_query_span(inst):
@@ -121,12 +155,15 @@ def test_iterates_rowspace_in_query_span(inst):
     P = inst.problem.query_projector
     for name, Ws in _rowspace_runs(inst).items():
         off, path = _leak(Ws, P)
-        k = int(np.argmax(off[1:] / path[1:])) + 1
-        ratio = off[k] / path[k]
-        evidence.slack(f"{name}: ‖W(k)(I − P_Z)‖_F / Σ‖ΔW‖_F", ratio, ROWSPACE_TOL)
-        assert ratio <= ROWSPACE_TOL, (
-            f"{name}: ‖W(k)(I − P_Z)‖_F = {off[k]:.3e} > {ROWSPACE_TOL:g}·Σ‖ΔW‖_F = "
-            f"{ROWSPACE_TOL * path[k]:.3e} at step {k} (n = {inst.n} queries in d = {inst.d})"
+        bound = np.minimum(ROWSPACE_TOL * path, _leak_bound(inst, Ws, name))
+        k = int(np.argmax(off[1:] / bound[1:])) + 1
+        ratio, tol = off[k] / path[k], bound[k] / path[k]
+        evidence.slack(
+            f"{name}: ‖W(k)(I − P_Z)‖_F / Σ‖ΔW‖_F", ratio, tol, derivation=LEAK_DERIVATION
+        )
+        assert off[k] <= bound[k], (
+            f"{name}: ‖W(k)(I − P_Z)‖_F = {off[k]:.3e} > {bound[k]:.3e} (the rounding GD can "
+            f"leave off span{{z_i}}) at step {k} (n = {inst.n} queries in d = {inst.d})"
         )
 
 
