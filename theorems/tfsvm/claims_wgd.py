@@ -88,7 +88,7 @@ LLOC_GRID = ((2.0, 1e-2), (5.0, 3e-3), (20.0, 3e-4), (100.0, 3e-5))
 #: needs 500): 1000 is twice the largest R0 needed. Tested on TF-LLOC-CONE-R1000's own draws
 #: (a seed from its id: none of the recorded calibration draws). Held-out check (2026-12-03,
 #: ATTN_HYPOTHESIS_PROFILE=ci-random, ATTN_HYPOTHESIS_SEED=20261201/2/3): 30 of 30 converge
-#: under each seed (15–18 distinct instances each); holds.
+#: under each seed (15–18 distinct instances each); nightly seed 20261204: 600 of 600: holds.
 LLOC_WIDE_CONE = (1000.0, 1e-6)
 #: §4.1 thresholds (spec §7 tolerance table, "W → Frobenius SVM" row): NGD lr 0.1, 2000
 #: steps: mean corr ≥ 0.99, every run ≥ 0.95; selection: s_α̂ ≥ 1 − 1e-6 on every input. The
