@@ -178,6 +178,7 @@ def test_holding_claim_passes_with_its_evidence(mixed):
         "bound": 10_000.0,
         "ratio": 1.0,
         "derivation": None,
+        "basis": None,
     }
     assert -100 <= c["metrics"]["x"]["min"] < 0 < c["metrics"]["x"]["max"] <= 100
     assert c["metrics"]["x"]["count"] == 30

@@ -473,11 +473,13 @@ def cmd_tolerances(args: argparse.Namespace) -> int:
     every = tolerances.slacks(doc)
     loose = [s for s in every if s.loose]
     underived = [s for s in loose if s.derivation is None]
+    calibrated = [s for s in loose if s.basis == "calibrated"]
     print(*tolerances.table(every if args.all else loose), sep="\n")
     print(
         f"{len(every)} slacks of claims that hold; {len(loose)} with a bound more than "
-        f"{1 / tolerances.LOOSE_RATIO:g}× above their worst observation, {len(underived)} of "
-        "them without a derivation"
+        f"{1 / tolerances.LOOSE_RATIO:g}× above their worst observation: "
+        f"{len(loose) - len(underived) - len(calibrated)} derived, {len(calibrated)} calibrated "
+        f"on separate draws, {len(underived)} without a derivation"
     )
     if args.check and underived:
         return _error(

@@ -37,6 +37,7 @@ __all__ = [
     "solved",
     "to_jsonable",
     "Tolerance",
+    "calibrated",
     "tolerance",
 ]
 
@@ -508,45 +509,75 @@ def each(instances: Iterable[Any]) -> Iterator[Any]:
         yield inst
 
 
+#: Why a tolerance is what it is: "derived" from the numerics, or "calibrated" on draws apart
+#: from those the claim tests (the record says which, and what they showed).
+BASES = ("derived", "calibrated")
+
+
 class Tolerance(float):
-    """A tolerance that carries the argument for its size (``tolerance(value, derivation)``).
+    """A tolerance that carries the argument for its size (``tolerance(value, derivation)``, or
+    ``calibrated(value, record)``).
 
     It is a float everywhere; ``slack`` reads its derivation, so the report can tell a bound
-    derived from the numerics from one picked after seeing the data (``theorems tolerances``).
-    Arithmetic on it gives a plain float: a bound computed from one passes ``derivation=``."""
+    derived from the numerics, or calibrated on separate draws, from one picked after seeing
+    the data (``theorems tolerances``). Arithmetic on it gives a plain float: a bound computed
+    from one passes ``derivation=``."""
 
     derivation: str = ""
+    basis: str = "derived"
 
-    def __new__(cls, value: float, derivation: str = ""):
+    def __new__(cls, value: float, derivation: str = "", basis: str = "derived"):
         obj = super().__new__(cls, value)
-        obj.derivation = derivation
+        obj.derivation, obj.basis = derivation, basis
         return obj
 
     def __reduce__(self):
-        return (Tolerance, (float(self), self.derivation))
+        return (Tolerance, (float(self), self.derivation, self.basis))
+
+
+def _tolerance(value: float, why: str, basis: str) -> Tolerance:
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"tolerance: expected a finite value ≥ 0, got {value!r}")
+    if not isinstance(why, str) or not why.strip():
+        raise ValueError("tolerance: the derivation must say why the value is what it is")
+    return Tolerance(value, why.strip(), basis)
 
 
 def tolerance(value: float, derivation: str) -> Tolerance:
     """A tolerance with its derivation: why the numerics guarantee that an error of a correct
     computation stays below ``value`` (rounding bounds, a certificate's accuracy, a rate)."""
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"tolerance: expected a finite value ≥ 0, got {value!r}")
-    if not isinstance(derivation, str) or not derivation.strip():
-        raise ValueError("tolerance: the derivation must say why the value is what it is")
-    return Tolerance(value, derivation.strip())
+    return _tolerance(value, derivation, "derived")
 
 
-def slack(name: str, observed: float, bound: float, *, derivation: str | None = None) -> None:
+def calibrated(value: float, record: str) -> Tolerance:
+    """A tolerance that no derivation reaches, calibrated instead on draws apart from those the
+    claim tests: ``record`` names those draws, what they showed and the margin taken."""
+    return _tolerance(value, record, "calibrated")
+
+
+def slack(
+    name: str,
+    observed: float,
+    bound: float,
+    *,
+    derivation: str | None = None,
+    basis: str = "derived",
+) -> None:
     """Record observed/bound; the worst (largest) ratio per name is kept. Under the nightly
     profile the ratio is also a Hypothesis target, so the search climbs toward violations.
 
-    ``derivation`` (or a ``Tolerance`` bound's own) says why the bound is what it is; a bound
-    far above what it observes needs one (``python -m theorems tolerances``)."""
+    ``derivation`` (or a ``Tolerance`` bound's own) says why the bound is what it is, and
+    ``basis`` whether it is derived or calibrated (BASES); a bound far above what it observes
+    needs one (``python -m theorems tolerances``)."""
     collector = _active
     if collector is None:
         return
-    derivation = derivation or getattr(bound, "derivation", None) or None
+    if basis not in BASES:
+        raise ValueError(f"slack: basis must be one of {BASES}, got {basis!r}")
+    if derivation is None and getattr(bound, "derivation", None):
+        derivation, basis = bound.derivation, bound.basis
+    derivation = derivation or None
     observed, bound = float(observed), float(bound)
     if bound == 0.0:
         ratio = 1.0 if observed == 0.0 else math.copysign(math.inf, observed)
@@ -560,6 +591,7 @@ def slack(name: str, observed: float, bound: float, *, derivation: str | None = 
             "bound": bound,
             "ratio": ratio,
             "derivation": derivation,
+            "basis": basis if derivation else None,
         }
 
     if current_profile() == "nightly" and math.isfinite(ratio) and currently_in_test_context():

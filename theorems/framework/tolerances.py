@@ -5,7 +5,9 @@ wrong one does not. A bound picked after seeing the data says nothing of the kin
 above everything observed cannot fail for the reason its claim gives. So every slack a claim
 records (``evidence.slack``) is read here: one whose worst observation stays below
 ``LOOSE_RATIO`` of its bound must carry a derivation (``evidence.tolerance(value, why)`` or
-``slack(..., derivation=why)``): rounding bounds, a certificate's accuracy, a rate.
+``slack(..., derivation=why)``): rounding bounds, a certificate's accuracy, a rate; or, where
+no derivation reaches, the record of a calibration on draws apart from the tested ones
+(``evidence.calibrated(value, record)``). The audit counts the two apart.
 
 Only claims that hold are read: a refuted claim's slack exceeded its bound somewhere.
 """
@@ -30,6 +32,7 @@ class Slack:
     bound: float
     ratio: float
     derivation: str | None
+    basis: str | None = None  # "derived" or "calibrated" (evidence.BASES), None: neither
 
     @property
     def loose(self) -> bool:
@@ -58,6 +61,7 @@ def slacks(report: dict[str, Any]) -> list[Slack]:
                     bound=float(entry["bound"]),
                     ratio=float(entry["ratio"]),
                     derivation=entry.get("derivation") or None,
+                    basis=(entry.get("basis") or "derived") if entry.get("derivation") else None,
                 )
             )
     return out
@@ -73,7 +77,7 @@ def table(rows: list[Slack]) -> list[str]:
     """One line per slack: claim, name, observed, bound, headroom, derived or not."""
     lines = []
     for s in rows:
-        how = "derived" if s.derivation else "NOT DERIVED"
+        how = s.basis if s.derivation else "NOT DERIVED"
         lines.append(
             f"{s.claim}: {s.name}: observed {s.observed:.3g}, bound {s.bound:.3g} "
             f"({s.headroom}), {how}"

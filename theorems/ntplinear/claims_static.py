@@ -45,6 +45,16 @@ PROP1_R = (1.0, 3.0, 10.0, 30.0)
 #: Spec §6.2 SVM certificates / invariances: W^mm and subspace relations to 1e-8 (relative to
 #: max(1, ‖W‖)); the oracle's KKT residuals are ≤ 1e-8 (models.ntp.qp.KKT_TOL).
 SVM_TOL = 1e-8
+#: LIN-SUB-TWINS and LIN-FIG2: twin rows of W^mm agree to the spec's 1e-8. Symmetry makes the
+#: optimum's twin rows equal, but the oracle's point is only certified to ~1e-7 of it (√ of its
+#: KKT residual), so no derivation reaches 1e-8; calibrated on draws apart from the tested ones.
+TWIN_TOL = evidence.calibrated(
+    SVM_TOL,
+    "LIN-SUB-TWINS' strategy under ci-random seeds 11–14 (4 × 40 draws, 2026-12-03): worst "
+    "2.2e-14; kept at the spec's 1e-8 (§6.2), not at 100× that: equal twin rows below the "
+    "certificate's 1e-7 rest on the solver treating the two tokens alike, which another BLAS "
+    "need not",
+)
 #: W* solves the log-odds equations to this (spec §6.2: lstsq residual ≤ 1e-9 means compatible).
 COMPAT_TOL = 1e-9
 #: LIN-AR: the pooled CE and the sequence average are the same sum in another order (≤ 200
@@ -318,13 +328,13 @@ def test_twin_rows(inst):
     a, b = inst.meta["twins"]
     Wm = w_mm(inst.problem)
     gap = float(np.linalg.norm(Wm[a] - Wm[b]) / np.linalg.norm(Wm))
-    evidence.slack("‖w^mm_a − w^mm_b‖/‖W^mm‖", gap, SVM_TOL)
+    evidence.slack("‖w^mm_a − w^mm_b‖/‖W^mm‖", gap, TWIN_TOL)
     comp = inst.problem.compatibility()
     if comp.compatible:
         evidence.metric(
             "‖w*_a − w*_b‖ (W* rows differ)", float(np.linalg.norm(comp.W_star[a] - comp.W_star[b]))
         )
-    assert gap <= SVM_TOL, f"rows {a}, {b} of W^mm differ by {gap:.2e} (relative)"
+    assert gap <= TWIN_TOL, f"rows {a}, {b} of W^mm differ by {gap:.2e} (relative)"
 
 
 # ---- §2.16 LIN-AR --------------------------------------------------------------------------------
@@ -416,7 +426,7 @@ def test_fig2_geometry(inst):
     Ws, Wm = w_star(inst.problem), w_mm(inst.problem)
     same = float(np.linalg.norm(Wm[0] - Wm[4]) / np.linalg.norm(Wm))
     differ = float(np.linalg.norm(Ws[0] - Ws[4]) / np.linalg.norm(Ws))
-    evidence.slack("‖w^mm_1 − w^mm_5‖/‖W^mm‖", same, SVM_TOL)
+    evidence.slack("‖w^mm_1 − w^mm_5‖/‖W^mm‖", same, TWIN_TOL)
     evidence.metric("‖w*_1 − w*_5‖/‖W*‖", differ)
-    assert same <= SVM_TOL, f"W^mm rows of words 1, 5 differ by {same:.2e} (relative)"
+    assert same <= TWIN_TOL, f"W^mm rows of words 1, 5 differ by {same:.2e} (relative)"
     assert differ >= ROWS_DIFFER, f"W* rows of words 1, 5 agree to {differ:.2e} (relative)"
