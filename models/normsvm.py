@@ -76,6 +76,9 @@ FACE_SLACK = 1e-6
 #: its claim's thresholds (`FaceFit.decides`). SCS at eps 1e-11 narrows such brackets in
 #: 1–12 s each (8c969d2, reverted for time in 848572f); it is not tried.
 FACE_TOL = 1e-6
+#: The face fit's one fallback, where Clarabel returns no usable dual: SCS at a moderate accuracy
+#: (its answer is certified by the same checks; eps 1e-11 took tens of seconds, issue 24).
+FACE_RETRY_SCS = {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000}
 
 # cvxpy raises these for numerical trouble inside a solve; they make a "solver_error".
 _SOLVER_EXCEPTIONS = (cp.error.SolverError, ValueError, ArithmeticError)
@@ -628,6 +631,7 @@ def nuclear_face_fit(
         raise ValueError(f"value: expected the positive nuclear optimum, got {value!r}")
     if not (_as_real(slack) is not None and 0 <= slack < math.inf):
         raise ValueError(f"slack: expected slack ≥ 0, got {slack!r}")
+    chosen = solver is not None  # a caller's own solver is not second-guessed
     _, solver, opts = _check_options("nuc", None, solver, tol, solver_opts)
     A, labels = _rows(X, Z, alpha)
     if len(A) == 0:
@@ -656,7 +660,18 @@ def nuclear_face_fit(
     given = None
     if known is not None:
         given = _face_member(A, known, W_hat, c, tol)
-    return answer(*_face_solve(A, W_hat, c, solver, opts, tol, given))
+    result = _face_solve(A, W_hat, c, solver, opts, tol, given)
+    if result[0] == "solver_error" and not chosen:
+        # Clarabel gave no usable dual (seen under baseline SIMD kernels, where the same
+        # instance solves cleanly with AVX2: the numerics matrix of issue 21): one retry with
+        # SCS at a moderate accuracy. Its dual bounds the face as rigorously as Clarabel's
+        # (the bound is checked here, whatever the solver), only perhaps more loosely: a wide
+        # bracket comes back "bracketed", never a failure made to look decided.
+        retry = _face_solve(A, W_hat, c, cp.SCS, FACE_RETRY_SCS, tol, given)
+        if retry[0] != "solver_error":
+            status, lower, upper, member, note, used = retry
+            result = (status, lower, upper, member, f"{result[4]}; retried: {note}", used)
+    return answer(*result)
 
 
 def _face_solve(A, W_hat, c, solver, opts, tol, given) -> tuple:

@@ -244,3 +244,30 @@ def test_corr_with_nuclear_takes_the_solver_point_only_when_it_decides(monkeypat
     near = Reached(reached.W, reached.alpha, reached.nuc, reached.nuc)  # corr_fro = c
     with pytest.raises(FitCalled):  # corr_fro + FRO_GAP is above it
         corr_with_nuclear(inst, near, c - 0.1)
+
+
+def test_face_fit_retries_with_scs_where_clarabel_gives_no_dual(monkeypatch):
+    """Under baseline SIMD kernels Clarabel once returned no usable dual on a saved
+    counterexample (TF-KQ-UNPENALISED, the numerics matrix): the fit then retries once with SCS,
+    whose dual is checked by the same bound, instead of answering solver_error. A solver the
+    caller chose is not second-guessed."""
+    import models.normsvm as normsvm
+
+    (X, Z, alpha), opt, M1, M2 = face_family(0)
+    W = 0.4 * M1 + 0.6 * M2
+    real, calls = normsvm._face_solve, []
+
+    def clarabel_without_dual(A, W_hat, c, solver, opts, tol, given):
+        calls.append(solver)
+        if solver == cp.CLARABEL:
+            return "solver_error", 0.5, 1.0, None, "CLARABEL status optimal; no dual", solver
+        return real(A, W_hat, c, solver, opts, tol, given)
+
+    monkeypatch.setattr(normsvm, "_face_solve", clarabel_without_dual)
+    fit = nuclear_face_fit(X, Z, alpha, opt, W)
+    assert calls == [cp.CLARABEL, cp.SCS]
+    assert fit.status in ("optimal", "bracketed") and "retried: SCS" in fit.reason
+    assert fit.corr_lower >= 0.999 - 1e-6 and fit.corr_upper <= 1.0
+    calls.clear()
+    chosen = nuclear_face_fit(X, Z, alpha, opt, W, solver=cp.CLARABEL)
+    assert calls == [cp.CLARABEL] and chosen.status == "solver_error"
