@@ -55,9 +55,12 @@ from theorems.limits import Limit, flow, follow
 from theorems.maxmargin.common import (
     CONE_GRID,
     DIRECTION_TOL,
+    GRADIENT_ROUNDING_DERIVATION,
     LOSS_GAP_TOL,
+    UNIT_ROUNDOFF,
     W_STEPS,
     descent_signs,
+    gradient_terms,
     train_w,
     train_w_problem,
     w_problem,
@@ -381,18 +384,18 @@ def test_gd_correlation_increasing(inst):
 # ---- §2.8 training W with p fixed ----------------------------------------------------------------
 
 
-#: MM-W-RANKONE: autograd's ∂L/∂W against the engine's g(Wp)pᵀ, relative.
-RANKONE_GRAD_TOL = evidence.tolerance(
-    1e-10,
-    "autograd backpropagates W @ p exactly as ĝpᵀ (one rounding per entry), ĝ its prompt "
-    "gradient at q = Wp; the engine's g is the same gradient in log space. Each sums ≤ n·T ≤ 24 "
-    "terms in d ≤ 7 coordinates behind a softmax and ℓ′: float64 error ≤ (d + 2T + 10)·u·S ≤ "
-    "4e-15·S in any summation order, S the sum of the terms' absolute values, so the relative "
-    "error is ≤ 8e-15·κ for both, κ = S/‖∇L‖. 1e-10 holds for κ ≤ 1.2e4. κ has no a-priori "
-    "bound (a gradient near a stationary q cancels without limit: MM-DEF-GRADIENT's "
-    "AUTOGRAD_CANCELS); at the drawn q (W = 0.5·N(0, 1), ‖p‖ = 1) the observed ≤ 2e-15 says "
-    "κ ≲ 1 on these draws: that factor is measured, not derived. A wrong formula (g at p "
-    "instead of Wp, p gᵀ, a missing 1/n) errs by O(1).",
+#: MM-W-RANKONE: autograd's ∂L/∂W against the engine's g(Wp)pᵀ, relative: at most this, and
+#: at most the example's own rounding bound (RANKONE_GRAD_DERIVATION).
+RANKONE_GRAD_TOL = 1e-10
+RANKONE_GRAD_DERIVATION = (
+    "per example, min(1e-10, 2·c_plain·u·S_plain·‖p‖/‖∂L/∂W‖ + 2u): autograd backpropagates "
+    "W @ p as ĝpᵀ (one rounding per entry), ĝ its prompt gradient at q = Wp, and the engine's g "
+    "(PromptProblem.gradient) is the plain closed form at the same q; both start from the same "
+    "rounded logits and softmax (one torch op each on one q), so they differ by two backward "
+    "passes, each within c_plain·u·S_plain of the exact gradient at those s: "
+    + GRADIENT_ROUNDING_DERIVATION
+    + " Here κ = S_plain/‖ĝ‖ is computed at the drawn q; 1e-10 (the cap) is the old constant. "
+    "A wrong formula (g at p instead of Wp, p gᵀ, a missing 1/n) errs by O(1)."
 )
 #: MM-W-RANKONE: σ₂/σ₁ of autograd's ∂L/∂W, rank one up to rounding.
 RANKONE_SIGMA_TOL = evidence.tolerance(
@@ -405,16 +408,26 @@ RANKONE_SIGMA_TOL = evidence.tolerance(
 )
 
 
-def w_gradient_against_rank_one(inst: PromptInstance, gen: torch.Generator) -> tuple[float, float]:
+def w_gradient_against_rank_one(
+    inst: PromptInstance, gen: torch.Generator
+) -> tuple[float, float, float, float]:
     """At a random p (unit norm) and W = 0.5·N(0, 1): the autograd gradient G = ∂L/∂W against
-    g(Wp)pᵀ, as ‖G − g pᵀ‖/‖G‖, and σ₂/σ₁ of G."""
+    g(Wp)pᵀ, as ‖G − g pᵀ‖/‖G‖; σ₂/σ₁ of G; the example's rounding bound on the first
+    (RANKONE_GRAD_DERIVATION, capped at RANKONE_GRAD_TOL) and its cancellation κ = S/‖ĝ‖."""
     problem, p = w_problem(inst, gen)
     W = (0.5 * torch.randn(inst.d, inst.d, generator=gen, dtype=DTYPE)).requires_grad_(True)
     problem.loss_value(W).backward()
     G = W.grad.detach()
-    g = problem.prompt.gradient(W.detach() @ p)
+    q = W.detach() @ p
+    g = problem.prompt.gradient(q)
     norm = torch.linalg.matrix_norm
-    return float(norm(G - torch.outer(g, p))) / float(norm(G)), singular_ratio(G)
+    G_norm = float(norm(G))
+    terms = gradient_terms(problem.prompt, q)
+    p_norm = float(torch.linalg.vector_norm(p))
+    rel = 2 * terms.plain_error() * p_norm / G_norm + 2 * UNIT_ROUNDOFF
+    kappa = terms.plain * p_norm / G_norm
+    err = float(norm(G - torch.outer(g, p))) / G_norm
+    return err, singular_ratio(G), min(RANKONE_GRAD_TOL, rel), kappa
 
 
 @claim("MM-W-RANKONE")
@@ -422,9 +435,11 @@ def w_gradient_against_rank_one(inst: PromptInstance, gen: torch.Generator) -> t
 def test_w_gradient_rank_one(inst, seed):
     """Training W with p fixed: ∂L/∂W = g(Wp)pᵀ, g the p-gradient of the prompt problem with keys
     x_it, at q = Wp; in particular the gradient has rank one."""
-    err, ratio = w_gradient_against_rank_one(inst, seeded(seed))
-    evidence.slack("‖∂L/∂W − g pᵀ‖ / ‖∂L/∂W‖", err, RANKONE_GRAD_TOL)
-    assert err <= RANKONE_GRAD_TOL, f"‖∂L/∂W − g(Wp)pᵀ‖ / ‖∂L/∂W‖ = {err:.3g} > 1e-10"
+    err, ratio, tol, kappa = w_gradient_against_rank_one(inst, seeded(seed))
+    evidence.metric("κ = S_plain/‖∂L/∂q‖ (cancellation)", kappa)
+    name = "‖∂L/∂W − g pᵀ‖ / ‖∂L/∂W‖"
+    evidence.slack(name, err, tol, derivation=RANKONE_GRAD_DERIVATION)
+    assert err <= tol, f"{name} = {err:.3g} > {tol:.3g} (κ = {kappa:.3g})"
     evidence.slack("σ₂/σ₁ of ∂L/∂W", ratio, RANKONE_SIGMA_TOL)
     assert ratio <= RANKONE_SIGMA_TOL, f"σ₂/σ₁ of ∂L/∂W = {ratio:.3g} > {RANKONE_SIGMA_TOL:g}"
 
@@ -541,15 +556,21 @@ def record_w_selection(traj, W_mm, selected, opt, corr: float, ratio: float) -> 
 
 #: MM-W-EQUIV-PROMPT: W(t)p against q(t), relative to max(1, ‖q(t)‖). The two runs share no
 #: code path (autograd of L(W) against the engine's closed-form prompt gradient).
-EQUIV_TOL = evidence.tolerance(
+EQUIV_TOL = evidence.calibrated(
     1e-9,
-    "in exact arithmetic W(t)p = q(t) at every step; in float64 each step adds the two "
-    "gradients' disagreement, ≤ η‖p‖²·(d + 2T + 10)·u·S (S the sum of the gradient's absolute "
-    "terms, ≤ L_p·max(1, ‖q‖) at η = 1/(L_p‖p‖²)) plus the rounding of W p, ≤ (d + 1)·u·‖W‖‖p‖: "
-    "≤ ~1e-14 relative per step, 2e-12 over EQUIV_STEPS = 200 if the GD map does not amplify it. "
-    "It is 1-Lipschitz up to 1 + η·max(0, −λ_min(∇²L)) ≤ 2; 1e-9 allows an average expansion of "
-    "(1e-9/2e-12)^(1/200) = 1.032 per step, i.e. −λ_min ≤ 0.03·L_p along the path. A wrong "
-    "step (η instead of η‖p‖², or gᵀp) moves q by O(η‖∇L‖) in one step, ≥ 1e-3 here.",
+    "calibrated 2026-12-03 on ci-random seeds 11–16 (600 draws of the claim's own strategy, "
+    "apart from the ci draws): worst 1.15e-14 (seed 13), so 1e-9 is 8.7e4× the worst. What is "
+    "derived: in exact arithmetic W(t)p = q(t); in float64 each step adds the two gradients' "
+    "disagreement, ≤ η‖p‖²·(d + 2T + 10)·u·S (S the sum of the gradient's absolute terms, ≤ "
+    "L_p·max(1, ‖q‖) at η = 1/(L_p‖p‖²)), plus the rounding of W p, ≤ (d + 1)·u·‖W‖‖p‖: ≤ "
+    "~1e-14 relative per step, 2e-12 over EQUIV_STEPS = 200 if the GD map does not amplify it. "
+    "What is not: that amplification. The GD map is 1-Lipschitz up to 1 + η′·max(0, "
+    "−λ_min(∇²L)) per step (η′ = 1/L_p), ≤ 2, so a derivation needs λ_min of the Hessian along "
+    "each path (a certified lower bound at each of the 200 iterates, carried as Σ_t r_t·Π_{s>t} "
+    "a_s), which costs more than the claim; 1e-9 (the old constant) allows an average expansion "
+    "of 1.032 per step. Not tightened to 100× the worst: correct arithmetic may reach 2e-12 "
+    "with no amplification at all, and the faults the claim is about (a step η instead of "
+    "η‖p‖², gᵀp) move q by O(η‖∇L‖) ≥ 1e-3 in one step.",
 )
 EQUIV_STEPS = 200
 
@@ -582,18 +603,19 @@ def test_w_gd_is_prompt_gd(inst, seed):
 
 #: The engine's log-space gradient against torch autograd of the plain loss (or, where they
 #: disagree, the 50-digit gradient), on random decoupled instances (n ≤ 4, T ≤ 6, keys in
-#: dimension ≤ 6) at 0.1 ≤ ‖p‖ ≤ 10, relative.
-GRADIENT_REL_TOL = evidence.tolerance(
-    1e-9,
-    "the engine's gradient is a signed log-sum-exp of ≤ n·T = 24 terms per coordinate (d ≤ 7), "
-    "each formed with ≤ 10 roundings: relative error ≤ (n·T + 10)·u·κ ≈ 4e-15·κ, κ = S/‖∇L‖ the "
-    "cancellation (S the sum of the terms' absolute values); the reference is autograd where "
-    "the two agree to 1e-9 and the 50-digit gradient where they do not (models.highprec), so "
-    "its own error is below the engine's. 1e-9 holds for κ ≤ 2.5e5; κ has no a-priori bound "
-    "near a stationary direction (AUTOGRAD_CANCELS: a gradient ~1e-9 from O(1) terms, where "
-    "the engine errs 5.5e-16), so that factor is measured (observed relative error ≤ "
-    "1.7e-13 on ci: κ ≲ 40), not derived. A wrong gradient (a sign, a missing "
-    "softmax-Jacobian term, 1/n) errs by O(1).",
+#: dimension ≤ 6) at 0.1 ≤ ‖p‖ ≤ 10, relative: at most this, and at most the example's own
+#: rounding bound (GRADIENT_DERIVATION).
+GRADIENT_REL_TOL = 1e-9
+GRADIENT_DERIVATION = (
+    "per example, min(1e-9·‖∇L‖, c_log·u·S_log + u·‖∇L‖): the engine's error from the exact "
+    "gradient at the float64 inputs is ≤ c_log·u·S_log, "
+    + GRADIENT_ROUNDING_DERIVATION
+    + " The reference is autograd where the two agree to that bound (then the check cannot fail) "
+    "and otherwise the 50-digit gradient (models.highprec: L in 50 digits, differentiated by "
+    "mpmath.diff, rounded to float64: + u·‖∇L‖), which decides (AUTOGRAD_CANCELS: a gradient "
+    "~1e-9 from O(1) terms, where autograd errs 2.2e-9 and the engine 5.5e-16). 1e-9 (the cap) "
+    "is the old constant. A wrong gradient (a sign, a missing softmax-Jacobian term, 1/n) errs "
+    "by O(1)."
 )
 
 
@@ -640,12 +662,25 @@ def test_engine_gradient_is_the_loss_gradient(inst, loss, seed):
     q = p.clone().requires_grad_(True)
     (autograd,) = torch.autograd.grad(problem.loss_value(q), q)
     engine = problem.gradient_scaled(p).value()
-    # Where autograd disagrees, L's gradient in 50 digits decides (AUTOGRAD_CANCELS).
-    error, scale = gradient_error(problem, p, engine, autograd, GRADIENT_REL_TOL)
+    error, scale, bound, kappa = engine_gradient_error(problem, p, engine, autograd)
+    evidence.metric("κ = S_log/‖∇L‖ (cancellation)", kappa)
     evidence.slack(
-        "‖engine − reference‖ / ‖reference‖",
-        error,
-        GRADIENT_REL_TOL * scale,
-        derivation=GRADIENT_REL_TOL.derivation,
+        "‖engine − reference‖ / ‖reference‖", error, bound, derivation=GRADIENT_DERIVATION
     )
-    assert error <= GRADIENT_REL_TOL * scale, f"relative error {error / scale:.3g}"
+    assert error <= bound, (
+        f"relative error {error / scale:.3g} > {bound / scale:.3g} (κ {kappa:.3g})"
+    )
+
+
+def engine_gradient_error(problem, p, engine, autograd) -> tuple[float, float, float, float]:
+    """(‖engine − ∇L‖, ‖∇L‖, the example's bound on the first (GRADIENT_DERIVATION), κ) at p:
+    ∇L is autograd's where the two agree to that bound and the 50-digit gradient where they
+    do not (AUTOGRAD_CANCELS)."""
+    terms = gradient_terms(problem, p)
+    norm = float(torch.linalg.vector_norm(autograd))
+    rel = GRADIENT_REL_TOL
+    if norm > 0:
+        rel = min(rel, terms.logspace_error() / norm + UNIT_ROUNDOFF)
+    error, scale = gradient_error(problem, p, engine, autograd, rel)
+    bound = min(GRADIENT_REL_TOL * scale, terms.logspace_error() + UNIT_ROUNDOFF * scale)
+    return error, scale, bound, terms.logspace / scale if scale > 0 else math.inf

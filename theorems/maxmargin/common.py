@@ -216,6 +216,90 @@ def directional_derivative(problem: PromptProblem, p, q, center=None) -> tuple[f
     return float(value) - math.log(n), float(sign), float(log_terms.max()) - math.log(n)
 
 
+#: float64's unit roundoff, 2⁻⁵³.
+UNIT_ROUNDOFF = 2.0**-53
+
+#: How a float64 gradient of L errs, to first order in u, in terms of `GradientTerms`.
+GRADIENT_ROUNDING_DERIVATION = (
+    "first-order rounding analysis of ∇L = (1/n) Σ_it ℓ′(m_i)·s_it·(γ_it − m_i)·k_it, per "
+    "coordinate, u = 2⁻⁵³, Γ = max|γ|: m_i = Σ_t s_it γ_it errs by ≤ T·u·Σ_t s_it|γ_it|; ℓ′(m_i) "
+    "by ≤ (T·Γ + 4)·u relative (|ℓ″| ≤ |ℓ′| for the logistic and exponential losses, ℓ″ = 0 for "
+    "the correlation); γ_it − m_i by ≤ (T + 1)·u·B_it, B_it = |γ_it| + Σ_u s_iu|γ_iu|; three "
+    "products and a sum of n·T terms: error ≤ c_plain·u·S_plain with c_plain = n·T + T·(1 + Γ) + "
+    "10 and S_plain = ‖(1/n) Σ_it |ℓ′(m_i)|·s_it·B_it·|k_it|‖ (coordinatewise absolute terms), "
+    "given the rounded s. The engine's log-space form (models.attention.gradient_log_np) sums "
+    "w_it·(k_it − k_ir), w_it = ℓ′(m_i)·s_it·Σ_u s_iu(γ_it − γ_iu), r the top logit, its terms "
+    "bounded by S_log = ‖(1/n) Σ_it |ℓ′(m_i)|·s_it·A_it·|k_it − k_ir|‖, A_it = Σ_u "
+    "s_iu|γ_it − γ_iu|; it also rounds the logits (z = k·p errs by ≤ d·u·Z, Z = max_it Σ_j "
+    "|k_itj p_j|) and forms s in log space, which errs by ε ≤ ((3d + 6)·Z + T + 5)·u relative "
+    "(z − top − lse and the exp of logs of size ≤ 2Z + log T), entering w_it twice (s_it and the "
+    "s_iu of A_it) and m_i once: error ≤ c_log·u·S_log, c_log = n·T + T·(1 + Γ) + 10 + (2 + Γ)·"
+    "((3d + 6)·Z + T + 5). The cancellation κ = S/‖∇L‖ is computed per example from these "
+    "magnitudes, not assumed."
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientTerms:
+    """The magnitudes a float64 gradient of L at one point is formed from
+    (GRADIENT_ROUNDING_DERIVATION): the absolute terms' sums of the plain formula (``plain``,
+    S_plain) and of the engine's log-space one (``logspace``, S_log), the logits' absolute terms
+    (Z), the largest |score| (Γ) and the sizes."""
+
+    plain: float
+    logspace: float
+    logits: float
+    scores: float
+    n: int
+    T: int
+    d: int
+
+    def plain_error(self) -> float:
+        """c_plain·u·S_plain: what one float64 pass of the plain formula may err by, given the
+        rounded softmax (absolute, in the 2-norm)."""
+        c = self.n * self.T + self.T * (1 + self.scores) + 10
+        return c * UNIT_ROUNDOFF * self.plain
+
+    def logspace_error(self) -> float:
+        """c_log·u·S_log: what the engine's log-space gradient may err by from the exact ∇L at
+        the float64 inputs (absolute, in the 2-norm)."""
+        eps = (3 * self.d + 6) * self.logits + self.T + 5
+        c = self.n * self.T + self.T * (1 + self.scores) + 10 + (2 + self.scores) * eps
+        return c * UNIT_ROUNDOFF * self.logspace
+
+
+def gradient_terms(problem: PromptProblem, p) -> GradientTerms:
+    """`GradientTerms` of ``problem``'s gradient at ``p`` (float64; the terms are non-negative, so
+    their sums are accurate to n·T·u relative). Meant for moderate logits (the softmax is formed
+    directly: a gap beyond ~700 underflows its smallest terms to 0, which only drops terms)."""
+    keys = problem.keys.detach().cpu().numpy()
+    gam = problem.scores.detach().cpu().numpy()
+    p = np.asarray(torch.as_tensor(p, dtype=DTYPE).detach().cpu().numpy(), dtype=np.float64)
+    n, T, d = keys.shape
+    z = keys @ p
+    zmax = z.max(-1, keepdims=True)
+    e = np.exp(z - zmax)
+    s = e / e.sum(-1, keepdims=True)
+    m = (s * gam).sum(-1)
+    lp = np.abs(problem.loss.deriv(torch.from_numpy(m)).numpy())
+    weight = lp[:, None] * s  # |ℓ′(m_i)|·s_it
+    B = np.abs(gam) + (s * np.abs(gam)).sum(-1, keepdims=True)
+    A = (s[:, None, :] * np.abs(gam[:, :, None] - gam[:, None, :])).sum(-1)
+    r = z.argmax(-1)
+    diffs = np.abs(keys - keys[np.arange(n), r][:, None, :])
+    plain = np.einsum("it,itk->k", weight * B, np.abs(keys)) / n
+    logspace = np.einsum("it,itk->k", weight * A, diffs) / n
+    return GradientTerms(
+        plain=float(np.linalg.norm(plain)),
+        logspace=float(np.linalg.norm(logspace)),
+        logits=float(np.abs(keys * p).sum(-1).max()),
+        scores=float(np.abs(gam).max()),
+        n=n,
+        T=T,
+        d=d,
+    )
+
+
 def w_problem(inst: PromptInstance, gen: torch.Generator) -> tuple[WProblem, torch.Tensor]:
     """A W-training problem on the instance's data: p fixed and random (unit norm)."""
     p = random_points(gen, inst.d, 1, 0.0, 0.0)[0]
