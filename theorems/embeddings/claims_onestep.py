@@ -43,14 +43,16 @@ from theorems.embeddings.common import (
     ONE_STEP_DATA,
     PAPER_CONSTANT,
     PROP_MIN_SPREAD,
-    RANK1_TOL,
+    RANK1_DERIVATION,
     REGIME_DIMS,
     REGIME_ETA0,
     SAMPLER_LEVEL,
+    U64,
     event_bound,
     event_failure_exact,
     event_sweep,
     problem_of,
+    rank_one_bounds,
 )
 from theorems.framework import evidence
 from theorems.framework.registry import claim
@@ -99,11 +101,17 @@ def test_rank_one_update_along_v(inst):
     scale = float(torch.abs(step.beta).max())
     beta_err = float(torch.abs(coef - step.beta).max()) / scale if scale > 0 else 0.0
     closed_vs_autograd = float(torch.abs(step.E1 - inst.E0 - D).max()) / float(D.abs().max())
-    evidence.slack("rank_one_residual", residual, RANK1_TOL)
-    evidence.slack("beta_relative_error", beta_err, RANK1_TOL)
+    residual_bound, beta_bound, kappa = rank_one_bounds(problem)
+    evidence.slack("rank_one_residual", residual, residual_bound, derivation=RANK1_DERIVATION)
+    evidence.slack("beta_relative_error", beta_err, beta_bound, derivation=RANK1_DERIVATION)
     evidence.metric("closed_form_vs_autograd", closed_vs_autograd)
-    assert residual <= RANK1_TOL, f"E¹ − E⁰ is not rank one along v: residual {residual:.3e}"
-    assert beta_err <= RANK1_TOL, f"Dv/(η0‖v‖²) ≠ β: relative error {beta_err:.3e}"
+    evidence.metric("kappa", kappa)
+    assert residual <= residual_bound, (
+        f"E¹ − E⁰ is not rank one along v: residual {residual:.3e} > {residual_bound:.3e}"
+    )
+    assert beta_err <= beta_bound, (
+        f"Dv/(η0‖v‖²) ≠ β: relative error {beta_err:.3e} > {beta_bound:.3e}"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,17 +329,60 @@ def test_k_level_shifts_are_ordered(inst):
     assert not overlaps, f"levels {overlaps} and the next are not ordered: lo {lo}, hi {hi}"
 
 
-#: One step of E against torch autograd of the plain loss, relative.
+#: One step of E against torch autograd of the plain loss, relative: the cap of step_bound.
 STEP_REL_TOL = evidence.tolerance(
     1e-9,
-    "both compute −η0·∇_E L as sums over the n·T ≤ 3e3 token occurrences of products of ≤ 10 "
-    "rounded factors, in d ∈ {64, 256} coordinates: each entry errs by ≤ (n·T + d + 10)·u·S_e "
-    "(any summation order), S_e the sum of its terms' absolute values, so ‖error‖_F/‖D‖_F ≤ "
-    "2·(3.3e3)·u·κ ≈ 7.3e-13·κ, κ = ‖S‖_F/‖D‖_F the cancellation. 1e-9 holds for κ ≤ 1.4e3; κ "
-    "has no a-priori bound (a token balanced across the labels cancels), and the observed "
-    "≤ 3e-16 says κ ≲ 1 on these draws: that factor is measured, not derived. A step that is "
-    "not the gradient (a missing softmax Jacobian, p⁰ ignored, 1/n) errs by O(1).",
+    "the cap of EMB-DEF-ONESTEP's per-example bound (step_bound, STEP_DERIVATION): it holds "
+    "for κ·(N + ρ) ≲ 4.5e6. A step that is not the gradient (a missing softmax Jacobian, p⁰ "
+    "ignored, 1/n) errs by O(1).",
 )
+STEP_DERIVATION = (
+    "first-order rounding count per example, κ computed on it (step_bound): both sides compute "
+    "−η0·∇_E L(E⁰, p⁰) = −η0·Σ_k a_k·[v + (u_k − f_i)·p⁰] over the occurrences k of each "
+    "token, a_k = h_i y_i σ_k/n (the closed form with u_k − f_i = Σ_t σ_t(u_k − u_t), autograd "
+    "through the softmax Jacobian, σ(g − Σσg)). Entry (s, j) errs on each side by ≤ (N_s + 10 "
+    "+ ρ)·u·S_sj, S_sj = η0·(A_s|v_j| + B_s|p_j|), A_s = Σ_k|a_k|, B_s = Σ_k|a_k|(U_k + "
+    "Σ_t σ_t U_t), U = |E⁰|·|v| (each score's absolute content): the N_s-term accumulation, and "
+    "ρ·u the relative error of a term, ρ = (2(d + 2)·Z + 2T + d + 10)(1 + max U) + 10 with Z = "
+    "max over positions of |E⁰_k|·|p⁰| (logits err by ≤ (d + 2)·u·Z, which σ carries twice and "
+    "h through f = Σσu). The step is read as E¹ − E⁰ from the stored E¹ = E⁰ − η0∇L, which "
+    "rounds each entry by u·|E¹_sj| and the difference by u·|D_sj|. So ‖step − autograd‖_F ≤ "
+    "2(N + 10 + ρ)·u·κ·‖D‖_F + u·(‖E⁰‖_F + 2‖D‖_F), κ = ‖S‖_F/‖D‖_F the cancellation, N = "
+    "max_s N_s, u = 2⁻⁵³; capped at 1e-9·‖D‖_F. At η0 = 0.1 the storage term dominates (‖D‖_F "
+    "~ 0.01 ≪ ‖E⁰‖_F ~ √|S|: observed up to 3e-14 relative, within ~5× of it). Where the "
+    "step is large (η0 ≥ 10) the first term rules, a worst case (d rounding errors of a logit "
+    "aligned, every accumulation error aligned): ~1e-12·κ at d = 256, ‖p⁰‖ ~ 1, while the "
+    "roundings behave as a random walk: observed ~2e-16 relative, 1e3–1e4 below it, headroom "
+    "no rigorous count removes."
+)
+
+
+def step_bound(
+    problem: EmbeddingProblem, eta0: float, p0: torch.Tensor, scale: float
+) -> tuple[float, float]:
+    """(bound on ‖step − autograd step‖_F, κ) of EMB-DEF-ONESTEP (STEP_DERIVATION), where
+    κ = ‖S‖_F/‖D‖_F with S the entrywise sums of the terms' absolute values and ``scale`` =
+    ‖D‖_F, the step's norm; not capped."""
+    prompt = problem.prompt_problem()
+    sigma = prompt.softmax(p0)  # (n, T)
+    h = torch.sigmoid(-prompt.margins(p0))  # −ℓ'(y f) > 0
+    seq, S, d, T = problem.sequences, problem.vocab_size, problem.dim, problem.T
+    U = problem.E.abs() @ problem.v.abs()  # (|S|,)
+    Uk = U[seq]
+    w = h[:, None] * sigma / problem.n
+    A = torch.zeros(S, dtype=F64).index_add_(0, seq.reshape(-1), w.reshape(-1))
+    content = w * (Uk + (sigma * Uk).sum(-1, keepdim=True))
+    B = torch.zeros(S, dtype=F64).index_add_(0, seq.reshape(-1), content.reshape(-1))
+    S_abs = abs(eta0) * (A[:, None] * problem.v.abs()[None, :] + B[:, None] * p0.abs()[None, :])
+    Z = float((problem.E.abs() @ p0.abs())[seq].max())
+    N = float(torch.bincount(seq.reshape(-1), minlength=S).max())
+    rho = (2 * (d + 2) * Z + 2 * T + d + 10) * (1 + float(U.max())) + 10
+    s_norm = float(torch.linalg.matrix_norm(S_abs))
+    kappa = s_norm / scale if scale > 0 else math.inf
+    stored = U64 * (float(torch.linalg.matrix_norm(problem.E)) + 2 * scale)  # E¹, then E¹ − E⁰
+    return 2 * (N + 10 + rho) * U64 * s_norm + stored, kappa
+
+
 #: EMB-DEF-ONESTEP: G2 data at d ∈ {64, 256}; p⁰ has a random direction and a norm log-uniform
 #: in [0.1, 10] (random_points with lo = −1, hi = 1).
 GRADIENT_STEP_DATA = general_frequency_instances(d=st.sampled_from([64, 256]))
@@ -348,10 +399,10 @@ def test_one_step_is_a_gradient_step(inst, seed):
     reference = autograd_step(problem, inst.eta0, p0)
     error = float(torch.linalg.matrix_norm(step.E1 - step.E0 - reference))
     scale = float(torch.linalg.matrix_norm(reference))
+    rounding, kappa = step_bound(problem, inst.eta0, p0, scale)
+    bound = min(rounding, STEP_REL_TOL * scale)
     evidence.slack(
-        "‖step − autograd step‖ / ‖autograd step‖",
-        error,
-        STEP_REL_TOL * scale,
-        derivation=STEP_REL_TOL.derivation,
+        "‖step − autograd step‖ / ‖autograd step‖", error, bound, derivation=STEP_DERIVATION
     )
-    assert error <= STEP_REL_TOL * scale, f"relative error {error / scale:.3g}"
+    evidence.metric("kappa", kappa)
+    assert error <= bound, f"relative error {error / scale:.3g} > {bound / scale:.3g}"

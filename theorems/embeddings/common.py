@@ -22,7 +22,9 @@ from models.embedding import (
     OneStep,
     Selection,
     one_step,
+    r1_coefficients,
     selected_tokens,
+    token_counts,
 )
 from models.svm import SVMSolution, cls_svm
 from strategies import (
@@ -58,21 +60,54 @@ ONE_STEP_DATA = st.one_of(general_frequency_instances(), single_relevant_token_i
 # regime ‖v‖ = 1, d ≥ 1024, η0 ∈ [0.1, 100], |S| ≤ 40 (spec §3.1).
 PAPER_CONSTANT = 11.0
 
+#: The unit roundoff of float64 (round to nearest): every rounding bound below counts in it.
+U64 = 2.0**-53
+
 # P-4.1a: the rank-one residual ‖D − (Dv/‖v‖²)vᵀ‖_max/‖D‖_max and the relative error of
-# Dv/(η0‖v‖²) against β are both held to 1e-10 (spec §3.1; observed 3e-14).
+# Dv/(η0‖v‖²) against β are both held to 1e-10 (spec §3.1), or below to the bound of
+# rank_one_bounds, computed per example.
 RANK1_TOL = evidence.tolerance(
     1e-10,
-    "at p⁰ = 0 the logits' gradient reaches E through the outer product with p⁰ = 0, exactly "
-    "0; the rest is D_s = Σ_k g_k vᵀ over the occurrences k of token s, each g_k·v_j rounded "
-    "once and accumulated: D_sj = v_j·G_s + e_sj, |e_sj| ≤ (N_s + 1)·u·|v_j|·Σ_k|g_k|. Then "
-    "Dv/‖v‖² = G_s(1 + θ) + e, |θ| ≤ (d + 3)·u, and both the residual and β's relative error "
-    "are ≤ (d + N + 6)·u·κ ≤ 7.9e-13·κ at d ≤ 4096 and N ≤ n·T ≤ 3e3, κ = max_s Σ_k|g_k| / "
-    "max_s|G_s| the cancellation between a token's occurrences (β's closed form sums the same "
-    "terms). 1e-10 holds for κ ≤ 120; κ has no a-priori bound (a token balanced across the "
-    "labels cancels), and the observed ≤ 3e-15 says κ ≲ 1 on these draws: that factor is "
-    "measured, not derived. An update off v (a logit path at p⁰ ≠ 0, a wrong E¹) leaves an "
-    "O(1) residual.",
+    "the spec's cap (§3.1); EMB-L41-RANK1 records each example against the smaller bound of "
+    "rank_one_bounds (the rounding of the sums, times the cancellation κ measured on that "
+    "example). An update off v (a logit path at p⁰ ≠ 0, a wrong E¹) leaves an O(1) residual.",
 )
+
+RANK1_DERIVATION = (
+    "first-order rounding count per example, κ computed on it (rank_one_bounds): at p⁰ = 0 the "
+    "logits' gradient reaches E through the outer product with p⁰ = 0, exactly 0; the rest is "
+    "D_s = −η0·G_s·v, G_s = Σ_k g_k over the N_s occurrences k of token s, g_k = h_i y_i/(nT). "
+    "However autograd groups it (g_k·v_j rounded per occurrence, or G_s first), "
+    "|D_sj − (−η0 G_s v_j)| ≤ (N_s + 3)·u·η0|v_j|·A_s, A_s = Σ_k|g_k|; Dv/‖v‖² adds (2d + 8)·u "
+    "relative, so the residual is ≤ (N + 2d + 10)·u·κ, κ = max_s A_s/max_s|G_s| ≥ 1 (A_s from "
+    "the same h⁰ and counts: (h⁰ @ counts)/(nT)). β's closed form sums the same terms over the "
+    "n sequences; h⁰ errs by ≤ (T + d + 2)·u·U + 3u relative on each side (f⁰ from T scores "
+    "of d products, U = max_s Σ_j|E⁰_sj v_j|), so |Dv/(η0‖v‖²) − β| ≤ (2N + n + 2d + 24 + "
+    "2(T + d + 2)·U)·u·κ·max|β|. u = 2⁻⁵³, N = max_s N_s. The bound is capped at the spec's "
+    "1e-10. It is a worst case (every rounding aligned); the observed errors are those of a "
+    "random walk, ~√ of the count: at d = 4096 the bound is ~1e-12·κ against ~1e-15 observed, "
+    "hence ≳100× headroom that no rigorous count removes. A step that is not the gradient "
+    "errs by O(1)."
+)
+
+
+def rank_one_bounds(problem: EmbeddingProblem) -> tuple[float, float, float]:
+    """(residual bound, β relative-error bound, κ) of EMB-L41-RANK1 for this example
+    (RANK1_DERIVATION), each capped at RANK1_TOL. κ = max_s Σ_k|g_k| / max_s|Σ_k g_k| over
+    the occurrences k of each token: the cancellation between a token's occurrences."""
+    beta, f0 = r1_coefficients(problem)
+    h0 = torch.sigmoid(-problem.y * f0)  # −ℓ'(y f⁰) > 0
+    counts = token_counts(problem.sequences, problem.vocab_size)
+    n, T, d = problem.n, problem.T, problem.dim
+    A = h0 @ counts / (n * T)
+    top = float(beta.abs().max())
+    kappa = float(A.max()) / top if top > 0 else math.inf
+    N = float(counts.sum(0).max())
+    U = float((problem.E.abs() @ problem.v.abs()).max())
+    residual = (N + 2 * d + 10) * U64 * kappa
+    beta_rel = (2 * N + n + 2 * d + 24 + 2 * (T + d + 2) * U) * U64 * kappa
+    return min(residual, float(RANK1_TOL)), min(beta_rel, float(RANK1_TOL)), kappa
+
 
 REGIME_DIMS = (1024, 2048, 4096)
 
