@@ -100,14 +100,19 @@ def local_optimality(keys, scores, alpha, *, tol: float = 1e-6) -> LocalOptimali
         verdict = "ATT-SVM(α) is infeasible" if sol.status == "infeasible" else "undecided"
         reason = f"{verdict}: status {sol.status} ({sol.reason})"
         return LocalOptimality(False, False, sol, reason=reason)
-    support = support_sets(keys, alpha, sol, tol=tol)
+    return _judged(sol, support_sets(keys, alpha, sol, tol=tol), scores, alpha, "support")
+
+
+def _judged(sol, support, scores, alpha, what: str) -> LocalOptimality:
+    """Def. 2's verdict from a certified SVM's support sets: locally optimal iff no support
+    token scores at least as high as α_i (``what`` names the support in the reason)."""
     violations = _violations(scores, alpha, support)
     vacuous = tuple(i for i, tokens in enumerate(support) if tokens.size == 0)
     if violations:
         listed = ", ".join(f"(i={i}, t={t}, gap={g:.3g})" for i, t, g in violations)
-        reason = f"support tokens score at least as high as α_i: {listed}"
+        reason = f"{what} tokens score at least as high as α_i: {listed}"
     else:
-        reason = "every support token scores strictly below α_i"
+        reason = f"every {what} token scores strictly below α_i"
     return LocalOptimality(True, not violations, sol, support, violations, vacuous, reason)
 
 
@@ -162,12 +167,4 @@ def norm_local_optimality(X, Z, scores, alpha, sol, *, tol: float = 1e-6) -> Loc
     if not sol.ok:
         reason = f"the {sol.norm} SVM of α is {sol.status} ({sol.reason})"
         return LocalOptimality(False, False, sol, reason=reason)
-    support = sol.support(X, Z, alpha, tol)
-    violations = _violations(scores, alpha, support)
-    vacuous = tuple(i for i, tokens in enumerate(support) if tokens.size == 0)
-    if violations:
-        listed = ", ".join(f"(i={i}, t={t}, gap={g:.3g})" for i, t, g in violations)
-        reason = f"{sol.norm} support tokens score at least as high as α_i: {listed}"
-    else:
-        reason = f"every {sol.norm} support token scores strictly below α_i"
-    return LocalOptimality(True, not violations, sol, support, violations, vacuous, reason)
+    return _judged(sol, sol.support(X, Z, alpha, tol), scores, alpha, f"{sol.norm} support")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -59,25 +60,41 @@ def certified_distance(A, x, duals) -> float:
     every feasible x'), and x* is the projection of 0 onto the feasible set, so ‖x̃ − x*‖² ≤
     ‖x̃‖² − ‖x*‖² ≤ ‖x̃‖² − D². The difference of two squares is computed with cancellation: the
     float64 error of both (sums of m and N terms, γ_k = k·u) is added under the root."""
+    c = _certificate_terms(A, x, duals)
+    if c is None or not c.p < 1:
+        return math.inf
+    D = c.total / c.g_norm
+    x_norm = c.norm_x / (1 - c.p)
+    # ‖x̃‖² − D² is off by at most 2·eps·(‖x̃‖² + D²) (eps: _certificate_terms)
+    gap = max(0.0, x_norm**2 - D**2) + 2 * c.eps * (x_norm**2 + D**2)
+    return math.sqrt(gap) + c.p * x_norm
+
+
+class _Certificate(NamedTuple):
+    norm_x: float  # ‖x‖
+    p: float  # the primal residual max(0, 1 − min A x), with the rounding of A x added
+    g_norm: float  # ‖Aᵀλ⁺‖
+    total: float  # Σλ⁺
+    eps: float  # relative float64 error of Σλ⁺/‖Aᵀλ⁺‖ and of ‖x‖
+
+
+def _certificate_terms(A, x, duals) -> _Certificate | None:
+    """The quantities both certificate bounds read from (x, λ), with their float64 errors:
+    Σλ⁺ sums m terms, Aᵀλ⁺ has |A|ᵀλ⁺ as its scale, a 2-norm of N terms (γ_k = k·u). None where
+    the duals bound nothing (λ⁺ = 0 or Aᵀλ⁺ = 0)."""
     A = np.asarray(A, dtype=np.float64)
     x = np.asarray(x, dtype=np.float64).ravel()
     lam = np.maximum(np.asarray(duals, dtype=np.float64).ravel(), 0.0)
     m, N = A.shape
     u = UNIT_ROUNDOFF
     norm_x = float(np.linalg.norm(x))
-    rows = np.linalg.norm(A, axis=1)
-    p = max(0.0, 1.0 - float((A @ x).min())) + (N + 2) * u * float(rows.max()) * norm_x
-    g = A.T @ lam
-    g_norm, total = float(np.linalg.norm(g)), float(lam.sum())
-    if not p < 1 or g_norm == 0 or total == 0:
-        return math.inf
-    D = total / g_norm
-    x_norm = norm_x / (1 - p)
-    # relative float64 error of D (Σλ⁺ over m terms, Aᵀλ⁺ with |A|ᵀλ⁺ its scale, a 2-norm) and
-    # of ‖x̃‖: each ≤ eps, so ‖x̃‖² − D² is off by at most 2·eps·(‖x̃‖² + D²)
+    p = max(0.0, 1.0 - float((A @ x).min()))
+    p += (N + 2) * u * float(np.linalg.norm(A, axis=1).max()) * norm_x
+    g_norm, total = float(np.linalg.norm(A.T @ lam)), float(lam.sum())
+    if g_norm == 0 or total == 0:
+        return None
     eps = (m + N + 4) * u * (1.0 + float(np.linalg.norm(np.abs(A).T @ lam)) / g_norm)
-    gap = max(0.0, x_norm**2 - D**2) + 2 * eps * (x_norm**2 + D**2)
-    return math.sqrt(gap) + p * x_norm
+    return _Certificate(norm_x, p, g_norm, total, eps)
 
 
 def solve(inst: CrossInstance, norm: str, what: str, alpha=None, **options) -> NormSVM:
@@ -137,21 +154,11 @@ def certified_margin_gap(A, x, duals) -> float:
     """An upper bound on |min_k (A x)_k − 1| for a point x of min ‖x‖ s.t. A x ≥ 1 with duals λ:
     min ≥ 1 − p (p the primal residual, with the rounding of A x) and min ≤ λ⁺ᵀA x/Σλ⁺ ≤
     ‖Aᵀλ⁺‖‖x‖/Σλ⁺ = ‖x‖/D, D ≤ OPT ≤ ‖x‖/(1 − p); the float64 error of ‖x‖/D is added."""
-    A = np.asarray(A, dtype=np.float64)
-    x = np.asarray(x, dtype=np.float64).ravel()
-    lam = np.maximum(np.asarray(duals, dtype=np.float64).ravel(), 0.0)
-    m, N = A.shape
-    u = UNIT_ROUNDOFF
-    norm_x = float(np.linalg.norm(x))
-    p = max(0.0, 1.0 - float((A @ x).min()))
-    p += (N + 2) * u * float(np.linalg.norm(A, axis=1).max()) * norm_x
-    g = A.T @ lam
-    g_norm, total = float(np.linalg.norm(g)), float(lam.sum())
-    if g_norm == 0 or total == 0:
+    c = _certificate_terms(A, x, duals)
+    if c is None:
         return math.inf
-    eps = (m + N + 4) * u * (1.0 + float(np.linalg.norm(np.abs(A).T @ lam)) / g_norm)
-    over = norm_x * g_norm / total - 1.0
-    return max(p, over) + 2 * eps * (1.0 + abs(over))
+    over = c.norm_x * c.g_norm / c.total - 1.0
+    return max(c.p, over) + 2 * c.eps * (1.0 + abs(over))
 
 
 # ---- §2.5: counting locally-optimal selections ---------------------------------------------------
