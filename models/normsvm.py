@@ -78,7 +78,7 @@ FACE_SLACK = 1e-6
 FACE_TOL = 1e-6
 #: The face fit's one fallback, where Clarabel returns no usable dual: SCS at a moderate accuracy
 #: (its answer is certified by the same checks; eps 1e-11 took tens of seconds, issue 24).
-FACE_RETRY_SCS = {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000}
+FACE_RETRY_SCS = {"eps_abs": 1e-7, "eps_rel": 1e-7, "max_iters": 20_000}
 
 # cvxpy raises these for numerical trouble inside a solve; they make a "solver_error".
 _SOLVER_EXCEPTIONS = (cp.error.SolverError, ValueError, ArithmeticError)
