@@ -15,6 +15,7 @@ import pytest
 
 from models.mirror_joint import JOINT_PRINTED_ALPHA, official_joint_data
 from strategies.mirror import joint_data
+from tests.test_cli_cross import run_check
 from theorems.framework import cli, instances
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -32,14 +33,6 @@ def official(p: float) -> dict:
         "y": y.tolist(),
         "train": "joint",
     } | {"p": p}
-
-
-def run_check(tmp_path, capsys, doc) -> tuple[int, dict | None, str]:
-    path = tmp_path / "instance.json"
-    path.write_text(json.dumps(doc))
-    code = cli.main(["check", str(path)])
-    captured = capsys.readouterr()
-    return code, (json.loads(captured.out) if code == 0 else None), captured.err
 
 
 _CACHE: dict[str, dict] = {}
