@@ -791,6 +791,9 @@ def _normal(shape: tuple[int, ...], std: float, gen: torch.Generator) -> Tensor:
     return torch.randn(shape, generator=gen, dtype=DTYPE) * std
 
 
+_ONE = torch.ones(1, dtype=DTYPE)
+
+
 class OneLayerModel(nn.Module):
     """f(X) = softmax(pᵀE_Xᵀ) E_X v (§1), with E⁰ ~ N(0, I/d), p⁰ = 0, v⁰ ~ N(0, I/d).
 
@@ -848,8 +851,16 @@ class OneLayerModel(nn.Module):
         return torch.where(counts > 0, total / counts.clamp_min(1), math.nan), counts
 
     def forward(self, sequences: Tensor) -> Tensor:
-        """The logit f(X_i) of every sequence, shape (n,)."""
-        return cls_readout(self.hidden(sequences), self.p, self.v)
+        """The logit f(X_i) of every sequence, shape (n,): cls_readout(E_X, p, v).
+
+        Here the keys are the embeddings, so E_X p = (E p)_X and E_X v = (E v)_X: the scores
+        and values are gathers of two |S|-vectors, not of (n, T, d) rows. The same function
+        (equal to cls_readout(E_X, p, v) up to rounding in the dot products, tested), and one
+        G3 epoch (n = 2000, T = 30, d = 32) forward and backward costs 4.5 ms instead of 25.
+        """
+        seq = check_sequences(sequences, self.vocab_size)
+        both = F.embedding(seq, self.E @ torch.stack((self.p, self.v), 1))  # (n, T, 2)
+        return softmax_margins(both[..., :1], both[..., 1], _ONE.to(both))  # p = 1: exact
 
 
 class TwoLayerModel(OneLayerModel):
@@ -878,6 +889,10 @@ class TwoLayerModel(OneLayerModel):
         H0 = super().hidden(sequences)
         logits = (H0 @ self.W["q"]) @ (H0 @ self.W["k"]).transpose(-1, -2) / math.sqrt(self.dim)
         return self.norm(H0 + torch.softmax(logits, dim=-1) @ (H0 @ self.W["v"]))
+
+    def forward(self, sequences: Tensor) -> Tensor:
+        """The logit f(X_i) of every sequence, shape (n,): cls_readout(H1, p, v)."""
+        return cls_readout(self.hidden(sequences), self.p, self.v)
 
 
 def train_full_batch(

@@ -14,6 +14,7 @@ from models.embedding import (
     OneLayerModel,
     TwoLayerModel,
     average_signed_frequency,
+    cls_readout,
     one_step,
     uniform_token_problem,
 )
@@ -98,3 +99,23 @@ def test_event_probability_formula():
     var = float(scores.var()) * d
     assert abs(float(scores.mean())) < 4 / math.sqrt(d * S * draws)
     assert var == pytest.approx(1.0, abs=0.05)
+
+
+@pytest.mark.parametrize("train_v", [True, False])
+def test_one_layer_forward_is_the_cls_readout_of_its_embeddings(train_v):
+    """OneLayerModel gathers the scalars (E p)_X and (E v)_X instead of the rows E_X: the same
+    logits and the same gradients as cls_readout(E_X, p, v), up to the rounding of the dot
+    products."""
+    model = OneLayerModel(12, 6, train_v=train_v, seed=3)
+    with torch.no_grad():
+        model.p.copy_(torch.randn(6, generator=torch.Generator().manual_seed(1), dtype=F64))
+    seqs = _sequences()
+    params = [q for q in model.parameters() if q.requires_grad]
+    fast = model(seqs)
+    grads_fast = torch.autograd.grad(fast.square().sum(), params)
+    direct = cls_readout(model.E[seqs], model.p, model.v)
+    grads_direct = torch.autograd.grad(direct.square().sum(), params)
+    assert torch.allclose(fast, direct, rtol=1e-13, atol=1e-15)
+    assert not torch.allclose(fast, cls_readout(model.E[seqs], -model.p, model.v), rtol=1e-6)
+    for g, h in zip(grads_fast, grads_direct, strict=True):
+        assert torch.allclose(g, h, rtol=1e-12, atol=1e-15)

@@ -36,9 +36,14 @@ def _evidence():
 
 
 def _instance_argument(kwargs: dict, given: tuple[str, ...]) -> str | None:
+    from theorems.framework.twins import strategy_arguments
+
+    candidates = strategy_arguments(kwargs, given)
+    if not candidates:
+        return None
     from strategies.reductions import reducible
 
-    found = [name for name in given if reducible(kwargs.get(name))]
+    found = [name for name in candidates if reducible(kwargs.get(name))]
     return found[0] if len(found) == 1 else None
 
 
@@ -46,15 +51,15 @@ def reduce(inner: Callable, args: tuple, kwargs: dict, given: tuple[str, ...]) -
     """The smallest refuting reduction of the example (see the module docstring), recorded in
     the claim's collector as its counterexample; returns the reduced arguments, or None when
     the example was kept as it is."""
-    from strategies.reductions import reductions_of, sizes
-    from theorems.framework.twins import decide
-
     collector = _evidence().current()
     if collector is None or not enabled() or collector.counterexample_is_replay:
         return None
     name = _instance_argument(kwargs, given)
     if name is None:
         return None
+    from strategies.reductions import reductions_of, sizes
+    from theorems.framework.twins import decide
+
     start, current, steps = sizes(kwargs[name]), dict(kwargs), []
     tries, last_exc = 0, None
     progress = True

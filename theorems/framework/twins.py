@@ -65,13 +65,28 @@ def validate(names) -> tuple[str, ...] | None:
     return names
 
 
+def strategy_arguments(kwargs: dict, given: tuple[str, ...]) -> list[str]:
+    """The @given arguments whose value is (a subclass of) a class of the package
+    ``strategies``: only those can have twins or reductions. Looking at the classes' modules
+    first spares a claim over plain values (a researcher's integers, the framework's own test
+    claims) the import of ``strategies`` (torch, cvxpy: about 3 s per process)."""
+    return [
+        name
+        for name in given
+        if any(c.__module__.startswith("strategies.") for c in type(kwargs.get(name)).__mro__)
+    ]
+
+
 def _instance_argument(kwargs: dict, given: tuple[str, ...]) -> tuple[str, list] | None:
     """The one @given argument that has twins, with them; None if there is not exactly one."""
+    candidates = strategy_arguments(kwargs, given)
+    if not candidates:
+        return None
     from strategies.twins import TWINS, twins_of
 
     found = [
         name
-        for name in given
+        for name in candidates
         if any(isinstance(kwargs.get(name), cls) for cls in TWINS)  # the known families
     ]
     if len(found) != 1:
@@ -136,8 +151,6 @@ def robustness(
     first token", say) is taken to be invariant only under a change of the embedding's
     coordinates (``COORDINATE_CHANGES``): holding on another twin is then recorded apart
     (``undeclared_holds``), not called fragile, since it may be the statement that moved."""
-    from strategies.twins import COORDINATE_CHANGES
-
     collector = evidence.current()
     if collector is None or allowed == ():
         return
@@ -152,6 +165,8 @@ def robustness(
         for twin, got in _outcomes(collector, inner, args, kwargs, name, twins, allowed):
             record["twins"][twin.name] = got
             if got == "holds":
+                from strategies.twins import COORDINATE_CHANGES
+
                 named = twin.name + (f" ({twin.note})" if twin.note else "")
                 declared = allowed is not None or twin.name in COORDINATE_CHANGES
                 record["holds_on" if declared else "undeclared_holds"].append(named)
