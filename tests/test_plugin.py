@@ -455,3 +455,34 @@ def test_judge_counts_inconclusive_against_the_threshold():
     assert verdicts.judge(None, collector, INFO)[0] == "holds"
     collector.inconclusive["solver"] = 3
     assert verdicts.judge(None, collector, INFO)[0] == "inconclusive"
+
+
+AFTER_CLAIM = """
+import os
+from pathlib import Path
+from theorems.framework.plugin import after_claim
+
+@after_claim
+def noted(info):
+    where = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+    folder = Path("after_claim")
+    folder.mkdir(exist_ok=True)
+    (folder / f"{info.id}.{where}").write_text(str(os.getpid()))
+
+@after_claim
+def broken(info):
+    raise RuntimeError("a figure that cannot be drawn")
+"""
+
+
+def test_after_claim_runs_in_the_worker_that_ran_the_claim_and_never_decides_a_verdict(inner):
+    """reports.hook draws a claim's figures there, while the runs it computed are cached."""
+    result, report, path = inner(HOLDS + CONTROL, "-n", "2", conftest=AFTER_CLAIM)
+    ran = sorted(p.name for p in (path / "after_claim").iterdir())
+    assert [name.split(".")[0] for name in ran] == ["T-CONTROL", "T-HOLDS"]
+    assert all(name.split(".")[1] in ("gw0", "gw1") for name in ran), ran
+    assert {c["id"]: c["verdict"] for c in report["claims"]} == {
+        "T-HOLDS": "holds",
+        "T-CONTROL": "refuted",
+    }
+    result.stdout.fnmatch_lines(["*after_claim <function broken*RuntimeError*"])

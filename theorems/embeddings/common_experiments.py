@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
-from functools import cache
 
 import numpy as np
 import torch
@@ -43,6 +42,7 @@ from models.embedding import (
 )
 from strategies import zipf_corpus
 from theorems.framework import evidence
+from theorems.framework.memo import shared
 
 F64 = torch.float64
 
@@ -190,7 +190,7 @@ def _train(
     return Run(label, seed, curve, delta, ev, ep, ep_centred, reads, spec_sizes)
 
 
-@cache
+@shared
 def g3_run(kind: str, seed: int, spec_sizes: bool = False) -> Run:
     """Train one model on the G3 corpus of ``seed`` (cached: several claims read each run).
 

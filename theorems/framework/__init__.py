@@ -3,6 +3,7 @@ from them.
 
 Modules, each importing only those above it:
 
+- `memo`: `shared`, a run cached once per process, whatever the shape of the call.
 - `instances`: the one instance schema (instance files, typed arguments).
 - `profiles`: Hypothesis profiles, the run's seed, example budgets.
 - `hypothesis_compat`: the one adapter over Hypothesis internals.

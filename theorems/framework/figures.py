@@ -9,8 +9,10 @@ the claims that ran, so the picture sits beside the claim.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import tempfile
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -49,8 +51,17 @@ def save(fig, name: str) -> Path:
         raise ValueError(f"figure name must end in .png: {name!r}")
     path = figures_dir() / name
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    # Written whole, then renamed: two xdist workers may draw the same figure (two claims of
+    # one drawer), and the report must never read a half-written PNG.
+    handle, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".png", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            fig.savefig(out, dpi=120, format="png")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
     return path
 
 
@@ -94,18 +105,53 @@ def import_drawers(root: Path = REPO_ROOT) -> list[tuple[str, str]]:
     return failed
 
 
+def _draw(claim_id: str) -> str | None:
+    """Run the drawer of ``claim_id`` (if it has one): None, or why it failed."""
+    drawer = DRAWERS.get(claim_id)
+    if drawer is None:
+        return None
+    try:
+        drawer()
+    except Exception as exc:
+        return traceback.format_exception_only(type(exc), exc)[-1].strip()
+    finally:
+        plt.close("all")
+    return None
+
+
 def draw(claim_ids: Iterable[str]) -> dict[str, str]:
     """Draw the figures of ``claim_ids`` (those with a drawer); return {id: why not} for the
     drawers that failed, and for the modules of drawers that could not be imported."""
     failed = {module: reason for module, reason in import_drawers()}
     for claim_id in claim_ids:
-        drawer = DRAWERS.get(claim_id)
-        if drawer is None:
-            continue
-        try:
-            drawer()
-        except Exception as exc:
-            failed[claim_id] = traceback.format_exception_only(type(exc), exc)[-1].strip()
-        finally:
-            plt.close("all")
+        if (why := _draw(claim_id)) is not None:
+            failed[claim_id] = why
     return failed
+
+
+#: Drawers already run in this process (``draw_after_claim``): several claims share one.
+_DRAWN: set[Callable[[], object]] = set()
+
+
+def draw_after_claim(claim_id: str) -> str | None:
+    """Draw the figures of ``claim_id`` in the process that just ran it (an xdist worker, or a
+    serial run), where the runs its drawer reads are still cached (theorems.framework.memo):
+    at the end of the run the report's process has none of them, and drew the same figures
+    in 43 s of its own, after the claims. Each drawer runs once per process. Returns why it
+    failed, or None; the report then draws again whatever is not fresh (``fresh``)."""
+    if not DRAWERS:
+        import_drawers()
+    drawer = DRAWERS.get(claim_id)
+    if drawer is None or drawer in _DRAWN:
+        return None
+    _DRAWN.add(drawer)
+    return _draw(claim_id)
+
+
+def fresh(names: Iterable[str], since: float) -> bool:
+    """Whether every figure in ``names`` was written at or after ``since`` (a time.time())."""
+    folder = figures_dir()
+    try:
+        return all((folder / name).stat().st_mtime >= since for name in names)
+    except FileNotFoundError:
+        return False

@@ -95,6 +95,7 @@ NO_GATE_ENV = "ATTN_NO_GATE"
 _COLLECTOR = pytest.StashKey[evidence.Collector]()
 _HEADER_SHOWN = pytest.StashKey[bool]()
 _AFTER_REPORT: list[Callable[[Path], Any]] = []
+_AFTER_CLAIM: list[Callable[[ClaimInfo], Any]] = []
 
 
 def after_report(callback: Callable[[Path], Any]) -> Callable[[Path], Any]:
@@ -102,6 +103,16 @@ def after_report(callback: Callable[[Path], Any]) -> Callable[[Path], Any]:
     to render HTML/Markdown). Usable as a decorator; registering twice is a no-op."""
     if callback not in _AFTER_REPORT:
         _AFTER_REPORT.append(callback)
+    return callback
+
+
+def after_claim(callback: Callable[[ClaimInfo], Any]) -> Callable[[ClaimInfo], Any]:
+    """Register `callback(claim_info)`, called in the process that ran a claim, right after its
+    test call and outside its evidence and its seconds (e.g. to draw its figure while the
+    runs it computed are still in that process's caches). A callback that raises is a warning,
+    never a verdict. Registering twice is a no-op."""
+    if callback not in _AFTER_CLAIM:
+        _AFTER_CLAIM.append(callback)
     return callback
 
 
@@ -410,6 +421,13 @@ def pytest_runtest_call(item: pytest.Item):
                 return (yield)
     finally:
         collector.seconds = time.perf_counter() - start
+        for callback in list(_AFTER_CLAIM):
+            try:
+                callback(info)
+            except Exception as exc:  # noqa: BLE001 - a figure never decides a verdict
+                warnings.warn(
+                    f"attention-theorems: after_claim {callback!r}: {exc!r}", stacklevel=1
+                )
 
 
 def _progress_line(config: pytest.Config, text: str) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from strategies.instances import (
 )
 from strategies.ntp_attention import official_ntp_data
 from strategies.ntp_instances import NTPInstance
+from theorems.framework.memo import shared
 
 # ---- the paper's fixed instances (spec §2.3, §2.4, C6) ------------------------------------------
 
@@ -185,14 +185,14 @@ def _pool_fields(name: str):
     return E, seqs, labels
 
 
-@cache
+@shared
 def pool_data(name: str):
     """The validated data of a pool instance (no NTPInstance: building several instances in
     one example trips theorems.framework.evidence._same_data on tuple sequences)."""
     return ntp_data(*_pool_fields(name))
 
 
-@cache
+@shared
 def pool_instance(name: str) -> NTPInstance:
     if name == "I1":
         return i1()
@@ -219,7 +219,7 @@ def pool_init(name: str) -> np.ndarray:
     return gen.normal(size=(d, d)) / math.sqrt(d)
 
 
-@cache
+@shared
 def pool_gd(init: str = "zero") -> Run:
     """The GD run of every pool instance (η = 1/L_bound, GD_STEPS steps) from W(0) = 0 or from
     its random start (``init``: one of INITS)."""
@@ -254,7 +254,7 @@ class Limits:
         return project(self.basis, W)
 
 
-@cache
+@shared
 def pool_limits(name: str) -> Limits:
     data = pool_data(name)
     return Limits(solve_svm(data), finite_component(data), cyclic_subspace(data))

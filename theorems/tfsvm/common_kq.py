@@ -25,6 +25,7 @@ from strategies.combinators import seeded
 from strategies.cross_svm import local_instance, visualization_instance
 from strategies.instances import CrossInstance
 from theorems import evidence
+from theorems.framework.memo import shared
 
 DTYPE = torch.float64
 F32 = torch.float32
@@ -233,7 +234,7 @@ def local_converge_runs() -> LocalRuns:
     return out
 
 
-@functools.cache
+@shared
 def visualization_runs(k: int) -> dict:
     """W-NGD from 0 and (K, Q)-NGD from Q = 0, K = 0.1·N(0, 1) (λ = ε; and λ = 0, for the
     record), lr 0.1, 2000 iterations, on visualization instance k, with the SVMs of opt as the

@@ -7,7 +7,6 @@ figures draw (plots_svm). Their strategies live in ``strategies.cross_svm``.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from typing import NamedTuple
@@ -22,6 +21,7 @@ from models.svm import att_svm
 from strategies.cross import official_cross_data
 from strategies.instances import CrossInstance
 from theorems import evidence
+from theorems.framework.memo import shared
 
 DTYPE = torch.float64
 
@@ -169,7 +169,7 @@ OPGLOB_DIMS = (2, 16)
 OPGLOB_SEEDS = tuple(range(12))
 
 
-@functools.cache
+@shared
 def locally_optimal_count(d: int, seed: int) -> tuple[int, int]:
     """(certainly locally-optimal α, undecided α) among all T^n selections of the official
     instance (n, T) = OPGLOB_NT at dimension d and seed: Frobenius local optimality (spec §1.5)
@@ -218,7 +218,7 @@ SVM_RANK_SEEDS = tuple(range(12))
 OFFICIAL_ABS_TOL = 1e-7
 
 
-@functools.cache
+@shared
 def svm_rank_cell(d: int) -> dict:
     """One cell of the reduced svm_rank grid: per seed the relative ranks of W^mm and W^mm_⋆
     (infeasible draws skipped, undecided solves skipped and counted), the singular values, and
