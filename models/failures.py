@@ -33,6 +33,11 @@ GRADIENT_FLOW = "gradient flow"
 REG_PATH = "regularization path"
 NUMERICS = "numerics"
 SOLVER_EXCEPTION = "solver exception"
+MEMORY = "memory"
+
+#: How torch says that an allocation failed (CPU allocator; CUDA's is torch.OutOfMemoryError,
+#: a RuntimeError whose text starts "CUDA out of memory").
+_TORCH_OUT_OF_MEMORY = ("can't allocate memory", "out of memory")
 
 # Numerical libraries whose exceptions are failures of the machinery, not of a claim.
 _LIBRARIES = ("cvxpy", "scipy", "clarabel", "scs", "osqp", "ecos", "highspy")
@@ -100,7 +105,9 @@ def tolerate(*sources: str) -> Iterator[None]:
     """Inside the block, failures from these sources are part of what is being checked (a
     claim whose statement is "the engine converges or says it cannot decide"): they are kept
     as tolerated, not as failures. Failures from any other source still count."""
-    unknown = set(sources) - {SVM_ORACLE, GRADIENT_FLOW, REG_PATH, NUMERICS, SOLVER_EXCEPTION}
+    unknown = set(sources) - {
+        SVM_ORACLE, GRADIENT_FLOW, REG_PATH, NUMERICS, SOLVER_EXCEPTION, MEMORY
+    }  # fmt: skip
     if unknown:
         raise ValueError(f"tolerate: unknown failure sources {sorted(unknown)}")
     _tolerated.append(frozenset(sources))
@@ -128,6 +135,12 @@ def from_exception(exc: BaseException) -> Failure | None:
     module = (cls.__module__ or "").split(".")[0]
     text = str(exc).strip()
     detail = text.splitlines()[0] if text else ""
+    # An allocation the memory cap refused (theorems.framework.plugin, ATTN_MEMORY_LIMIT):
+    # numpy and Python raise MemoryError, torch's CPU allocator a RuntimeError saying so.
+    if isinstance(exc, MemoryError) or (
+        isinstance(exc, RuntimeError) and any(m in text for m in _TORCH_OUT_OF_MEMORY)
+    ):
+        return Failure(MEMORY, "out of memory", detail[:200])
     if module in _LIBRARIES or cls.__name__ == "LinAlgError":
         return Failure(SOLVER_EXCEPTION, cls.__name__, detail)
     tb = exc.__traceback__

@@ -17,7 +17,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORK = REPO_ROOT / "theorems" / "framework"
 #: The order of theorems/framework/__init__.py's list: each module imports only those above it.
 ORDER = (
-    "memo", "instances", "profiles", "hypothesis_compat", "evidence", "verdicts", "replay", "twins",
+    "memo", "instances", "profiles", "hypothesis_compat", "memory", "evidence", "verdicts",
+    "replay", "twins",
     "shrink", "rows", "registry", "claim_index",
     "records", "lock", "session", "progress", "plugin", "explain", "tolerances", "cli",
     "figures",

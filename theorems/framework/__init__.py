@@ -7,6 +7,8 @@ Modules, each importing only those above it:
 - `instances`: the one instance schema (instance files, typed arguments).
 - `profiles`: Hypothesis profiles, the run's seed, example budgets.
 - `hypothesis_compat`: the one adapter over Hypothesis internals.
+- `memory`: the per-process memory cap (ATTN_MEMORY_LIMIT): an allocation refused, not an
+  OOM kill.
 - `evidence`: what a claim body records; the failure guard around each example.
 - `verdicts`: the verdict words and rules (judge one item, merge items, as expected).
 - `replay`: the counterexample store.

@@ -44,7 +44,7 @@ import pytest
 from _pytest._code.code import TerminalRepr
 from hypothesis import settings
 
-from theorems.framework import evidence, hypothesis_compat, progress, replay
+from theorems.framework import evidence, hypothesis_compat, memory, progress, replay
 from theorems.framework import lock as locks
 from theorems.framework.profiles import (
     current_profile,
@@ -211,6 +211,10 @@ def pytest_configure(config: pytest.Config) -> None:
             load_profile()
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
+    try:
+        memory.cap(memory.limit_from_env())
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     workerinput = getattr(config, "workerinput", None)
     gate_on, gate_off = _gate_switch(config)
     lock_path = _option_path(config, "verdict_lock", LOCK_ENV, locks.DEFAULT_LOCK)
