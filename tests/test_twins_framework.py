@@ -1,6 +1,8 @@
 """Metamorphic twins in the framework (theorems.framework.twins): an example decided again on
 its instance restated; a conclusion that flips is an error naming the twin."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -173,3 +175,34 @@ def test_a_claim_without_twins_refutes_as_before_and_says_so(monkeypatch):
         verdict, _, reason = verdicts.judge(caught.value, collector, registry.REGISTRY["T-NOTWIN"])
     assert verdict == "refuted" and collector.robustness is None
     assert reason == "a counterexample was found; it has no twins to replay it on"
+
+
+PLAIN_VALUES = """
+import sys
+from theorems.framework import evidence, shrink, twins
+
+def body(x):
+    assert x < 10
+
+with evidence.collecting(evidence.Collector()):
+    twins.robustness(body, (), {"x": 11}, ("x",))
+    twins.recheck(body, (), {"x": 11}, ("x",), AssertionError())
+    shrink.reduce(body, (), {"x": 11}, ("x",))
+print(sorted(m for m in ("strategies", "torch", "cvxpy") if m in sys.modules))
+"""
+
+
+def test_a_claim_over_plain_values_never_imports_the_strategies():
+    """Twins and reductions exist only for the strategies' instances: a refuted claim over
+    plain values (a researcher's integers) must not pay ~3 s for importing strategies."""
+    import subprocess
+    import sys
+
+    root = Path(twins.__file__).resolve().parents[2]
+    env = {"ATTN_TWINS": "5", "PATH": ""}
+    done = subprocess.run(
+        [sys.executable, "-c", PLAIN_VALUES], capture_output=True, text=True, env=env, cwd=root
+    )
+    assert done.stdout.strip() == "[]", done.stderr
+    inst = PromptInstance.__new__(PromptInstance)
+    assert twins.strategy_arguments({"inst": inst, "x": 1}, ("inst", "x")) == ["inst"]
