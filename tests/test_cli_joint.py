@@ -6,7 +6,6 @@ the code that printed them: the selections the official notebook printed, the SV
 at the printed selection, and the correlations recomputed from the printed W, v and SVMs.
 """
 
-import json
 import math
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 
 from models.mirror_joint import JOINT_PRINTED_ALPHA, official_joint_data
 from strategies.mirror import joint_data
-from tests.test_cli_cross import run_check
+from tests.test_cli_cross import cache_key, run_check
 from theorems.framework import cli, instances
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +40,7 @@ _CACHE: dict[str, dict] = {}
 @pytest.fixture
 def answer(tmp_path, capsys):
     def get(doc):
-        key = json.dumps(doc, sort_keys=True)
+        key = cache_key(doc)
         if key not in _CACHE:
             code, out, err = run_check(tmp_path, capsys, doc)
             assert code == 0, err
