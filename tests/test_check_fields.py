@@ -1,0 +1,103 @@
+"""`check` answers with the same fields in every branch, each documented in docs/instances.md.
+
+A user reads an answer by its field names: a computed answer, the answer for an instance
+float64 does not represent, and the answer past `--timeout` must name the same fields (the
+null ones null), and every field must be the one docs/instances.md describes. The answers are
+computed in this process, by the predictors `check` calls (theorems.framework.cli.PREDICTORS),
+so that a mutant of the answer builders is seen (mutmut's trampolines do not reach a child
+`python -m theorems check`): in a seeded mutmut sample, renamed fields (`W_norm` → `w_norm`,
+`corr_v`, `face_nuc`'s `status`, `corr_lp` of the imprecise branch) survived every other test.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import EMBEDDING, PROMPT
+from tests.test_cli_bad_input import CROSS
+from tests.test_cli_ntp import I1
+from theorems.framework import cli
+from theorems.framework.instances import load_instance
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DOC = (REPO_ROOT / "docs" / "instances.md").read_text(encoding="utf-8")
+#: Every field name the page gives: `name`, or "name" inside a `{"a", "b"}` span.
+DOCUMENTED = {
+    name
+    for span in re.findall(r"`([^`]+)`", DOC)  # a span may wrap onto the next line
+    for name in re.findall(r'^([A-Za-z_]\w*)$|"([A-Za-z_]\w*)"', span.strip())
+    for name in name
+    if name
+}
+
+JOINT = {
+    "model": "cross", "train": "joint", "p": 2,
+    "X": [[[-2.7, 1.2], [1.4, 2.1], [1.3, -0.1]], [[0.4, -2.2], [-1.1, -0.4], [0.9, 0.1]]],
+    "Z": [[-2.7, 1.2], [0.4, -2.2]], "y": [1, -1],
+}  # fmt: skip
+LINEAR = {
+    "model": "ntp-linear",
+    "H": [[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+    "P": [[0.5, 0.5, 0.0, 0.0], [0.8, 0.2, 0.0, 0.0], [0.0, 0.0, 0.5, 0.5]],
+    "pi": [1 / 3, 1 / 3, 1 / 3],
+}
+INSTANCES = {
+    "prompt": PROMPT,
+    "embedding": EMBEDDING,
+    "cross W": CROSS,
+    "cross KQ": {**CROSS, "param": "KQ"},
+    "cross W, p": {**CROSS, "p": 2},
+    "joint": JOINT,
+    "ntp": I1,
+    "ntp-linear": LINEAR,
+}
+#: Fields whose inner keys are the same in every branch (each SVM's, the face fit's).
+NESTED = ("svm", "svm_global", "svm_selected", "svm_fro", "svm_nuc", "svm_lp", "v_svm",
+          "face_nuc", "ntp_svm", "graph_svm")  # fmt: skip
+
+_ANSWERS: dict[str, tuple[dict, dict]] = {}
+
+
+def answers(kind: str, tmp_path: Path) -> tuple[dict, dict]:
+    """(the computed answer, the answer past --timeout) for INSTANCES[kind], as check gives
+    them, in this process."""
+    if kind not in _ANSWERS:
+        path = tmp_path / "instance.json"
+        path.write_text(__import__("json").dumps(INSTANCES[kind]), encoding="utf-8")
+        model, fields = load_instance(path)
+        module_name, function, names = cli.PREDICTORS[model]
+        module = importlib.import_module(module_name)
+        computed = getattr(module, function)(**{n: fields[n] for n in names if n in fields})
+        timed_out = getattr(module, cli.INCONCLUSIVE_ANSWER)(model, fields, "budget: test", 0.0)
+        _ANSWERS[kind] = (computed, timed_out)
+    return _ANSWERS[kind]
+
+
+@pytest.mark.parametrize("kind", list(INSTANCES))
+def test_an_answer_past_the_budget_names_the_computed_answers_fields(kind, tmp_path):
+    computed, timed_out = answers(kind, tmp_path)
+    # The same fields in the same order; an answer with no status of its own (cross) gains one
+    # ("status", "reason": what stopped it).
+    said = ("status", "reason")
+    assert [k for k in timed_out if k not in said] == [k for k in computed if k not in said], kind
+    for name in NESTED:
+        if isinstance(computed.get(name), dict) and isinstance(timed_out.get(name), dict):
+            assert set(timed_out[name]) <= set(computed[name]) | {"reason"}, (kind, name)
+    assert timed_out["status"] == "inconclusive" and timed_out["reason"] == "budget: test"
+
+
+@pytest.mark.parametrize("kind", list(INSTANCES))
+def test_every_field_of_an_answer_is_documented(kind, tmp_path):
+    computed, _ = answers(kind, tmp_path)
+    fields = set(computed)
+    for name in NESTED:
+        if isinstance(computed.get(name), dict):
+            fields |= set(computed[name])
+    if isinstance(computed.get("training"), dict):
+        fields |= set(computed["training"])
+    missing = sorted(fields - DOCUMENTED)
+    assert not missing, f"{kind}: fields not named in docs/instances.md: {missing}"
