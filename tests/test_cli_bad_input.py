@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from models import precision
@@ -296,3 +297,15 @@ def test_ordinary_instances_are_not_precision_problems():
         W = torch.randn(3, 3, generator=g, dtype=torch.float64)
         assert precision.prompt(X, v, W, torch.zeros(3)) is None
         assert precision.cross(X, Z.double(), v) is None
+
+
+def test_the_ntp_guard_reads_the_keys_against_each_sequences_query_its_last_token():
+    """2403.08081's keys are x_t x_kᵀ with x_k the LAST token: a query of norm 1e100 makes keys
+    of 1e200 (their squares overflow), a query of norm 1 keys of 1e100 (fine). (A mutant that
+    read the second token as the query survived every other test.)"""
+    E = np.eye(3)
+    E[2] *= 1e100
+    assert "sequence 0" in precision.ntp(E, [[0, 1, 2]])  # query x_2: keys reach 1e200
+    assert precision.ntp(E, [[0, 2, 1]]) is None  # query x_1: keys reach 1e100
+    assert precision.ntp(E, [[2, 1, 0, 1]]) is None
+    assert "sequence 1" in precision.ntp(E, [[2, 1, 0, 1], [1, 0, 1, 2]])
