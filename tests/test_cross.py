@@ -688,3 +688,16 @@ def test_bad_shapes_raise_naming_the_field():
     for field, call in cases:
         with pytest.raises(ValueError, match=rf"^{field}:"):
             call()
+
+
+@pytest.mark.parametrize("method", ["md", "polyak"])
+def test_a_run_that_starts_stationary_stops_at_once_and_records_where_it_stopped(method):
+    """Every input's tokens equal: attention changes nothing, the gradient is exactly zero at
+    W = 0, and the run stops before its first step. Its record ends at step 0 with W = 0 (a
+    sampled mutant recorded the stop as step 2, another dropped W: both survived)."""
+    X = np.array([[[1.0, -0.5], [1.0, -0.5]], [[0.3, 0.8], [0.3, 0.8]]])
+    problem = CrossProblem(X, [[1.0, 0.0], [0.0, 1.0]], [1.0, -1.0], [1.0, 2.0])
+    run = md(problem, p=2.0, steps=50) if method == "md" else polyak(problem, steps=50)
+    assert run.stop == "stationary point (gradient exactly zero)"
+    assert run.steps.max() == 0 and run.steps[-1] == 0
+    assert np.array_equal(run.Ws[-1], np.zeros((2, 2)))
