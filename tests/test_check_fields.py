@@ -12,6 +12,7 @@ so that a mutant of the answer builders is seen (mutmut's trampolines do not rea
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 
 from tests.test_cli import EMBEDDING, PROMPT
 from tests.test_cli_bad_input import CROSS
+from tests.test_cli_cross import cache_key
 from tests.test_cli_ntp import I1
 from theorems.framework import cli
 from theorems.framework.instances import load_instance
@@ -65,16 +67,17 @@ _ANSWERS: dict[str, tuple[dict, dict]] = {}
 def answers(kind: str, tmp_path: Path) -> tuple[dict, dict]:
     """(the computed answer, the answer past --timeout) for INSTANCES[kind], as check gives
     them, in this process."""
-    if kind not in _ANSWERS:
+    key = cache_key(kind)  # per mutant under mutmut (see cache_key)
+    if key not in _ANSWERS:
         path = tmp_path / "instance.json"
-        path.write_text(__import__("json").dumps(INSTANCES[kind]), encoding="utf-8")
+        path.write_text(json.dumps(INSTANCES[kind]), encoding="utf-8")
         model, fields = load_instance(path)
         module_name, function, names = cli.PREDICTORS[model]
         module = importlib.import_module(module_name)
         computed = getattr(module, function)(**{n: fields[n] for n in names if n in fields})
         timed_out = getattr(module, cli.INCONCLUSIVE_ANSWER)(model, fields, "budget: test", 0.0)
-        _ANSWERS[kind] = (computed, timed_out)
-    return _ANSWERS[kind]
+        _ANSWERS[key] = (computed, timed_out)
+    return _ANSWERS[key]
 
 
 @pytest.mark.parametrize("kind", list(INSTANCES))
