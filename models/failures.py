@@ -34,6 +34,7 @@ REG_PATH = "regularization path"
 NUMERICS = "numerics"
 SOLVER_EXCEPTION = "solver exception"
 MEMORY = "memory"
+SOURCES: tuple[str, ...] = (SVM_ORACLE, GRADIENT_FLOW, REG_PATH, NUMERICS, SOLVER_EXCEPTION, MEMORY)
 
 #: How torch says that an allocation failed (CPU allocator; CUDA's is torch.OutOfMemoryError,
 #: a RuntimeError whose text starts "CUDA out of memory").
@@ -80,7 +81,15 @@ _tolerated: list[frozenset[str]] = []
 
 
 def report(source: str, what: str, detail: str = "") -> None:
-    """Record a failure of the machinery with every open ``watch()`` (none: a no-op)."""
+    """Record a failure of the machinery with every open ``watch()`` (none: a no-op).
+
+    ``source`` is one of SOURCES and ``what`` a non-empty string, checked on every call, watched
+    or not: a report is how an example becomes inconclusive, and a malformed one would name
+    no reason (or a source no claim can tolerate) only where a claim happens to watch it."""
+    if source not in SOURCES:
+        raise ValueError(f"source: expected one of {SOURCES}, got {source!r}")
+    if not isinstance(what, str) or not what.strip():
+        raise ValueError(f"what: a failure needs its reason, got {what!r}")
     if not _watches:
         return
     failure = Failure(str(source), str(what), " ".join(str(detail).split()))

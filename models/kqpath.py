@@ -42,7 +42,7 @@ from models import failures
 from models.attention import PromptProblem
 from models.normsvm import cross_constraints, matrix_norm
 from models.regpath import objective_for, one_thread
-from models.svm import as_float_array, as_index_array, att_svm
+from models.svm import as_float_array, as_index_array, att_svm, checked_status
 
 Tensor = torch.Tensor
 DTYPE = torch.float64
@@ -327,6 +327,9 @@ class DiagSVM:
     duals: np.ndarray | None
     residuals: dict
     reason: str
+
+    def __post_init__(self):
+        checked_status(self.status)
 
     @property
     def ok(self) -> bool:

@@ -55,7 +55,7 @@ import numpy as np
 import torch
 
 from models.attention import TokenSizes
-from models.svm import SVMSolution, att_svm, solve_margin_qp
+from models.svm import SVMSolution, att_svm, checked_status, solve_margin_qp
 
 Tensor = torch.Tensor
 DTYPE = torch.float64
@@ -390,6 +390,9 @@ class SVMEq:
     R: float
     W: np.ndarray | None
     reason: str = ""
+
+    def __post_init__(self):
+        checked_status(self.status)
 
     @property
     def ok(self) -> bool:

@@ -40,11 +40,13 @@ import numpy as np
 from scipy.optimize import linprog, nnls
 
 from models import failures
-from models.svm import ACTIVE_TOL, as_float_array, as_index_array, att_svm
+from models.svm import ACTIVE_TOL, as_float_array, as_index_array, att_svm, checked_status
 
 NORMS: tuple[str, ...] = ("fro", "nuc", "lp")
 #: Statuses that are failures of the machinery (reported to models.failures), not answers.
 FAILED: frozenset[str] = frozenset({"inaccurate", "solver_error"})
+#: A face fit's outcomes (``FaceFit``): "bracketed" is an answer, certified but wide.
+FACE_STATUSES: tuple[str, ...] = ("optimal", "bracketed", "solver_error", "infeasible")
 #: Solver used when ``solver=None``: "fro" goes to the certified QP oracle of models/svm.py;
 #: the nuclear SDP and the ℓp power-cone program to Clarabel (spec §6 "Solver policy").
 DEFAULT_SOLVER = cp.CLARABEL
@@ -314,6 +316,9 @@ class NormSVM:
     A: np.ndarray = field(repr=False, default_factory=lambda: np.zeros((0, 0)))
     labels: tuple[tuple[int, int], ...] = field(repr=False, default=())
 
+    def __post_init__(self):
+        checked_status(self.status)
+
     @property
     def ok(self) -> bool:
         return self.status == "optimal"
@@ -535,6 +540,9 @@ class FaceFit:
     reason: str
     solver: str
     seconds: float
+
+    def __post_init__(self):
+        checked_status(self.status, FACE_STATUSES)
 
     @property
     def ok(self) -> bool:

@@ -176,7 +176,7 @@ def predict_embedding(sequences, y, E0, v, eta0, *, stage=_quiet) -> dict:
         "shift": step.shift.tolist(),
         "bound": float(step.paper_bound),
         # The paper-form error |⟨E¹_s, v⟩ − (η0/2)α_s| that `bound` is stated for.
-        "max_error": float(step.paper_error(problem.v).max()),
+        "max_error": float(step.paper_error.max()),
         "selected": selected.tolist(),
         "svm": _svm_json(svm),
         "status": _status(lim),

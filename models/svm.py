@@ -42,6 +42,8 @@ from scipy.optimize import linprog, nnls
 from models import failures
 
 Status = Literal["optimal", "infeasible", "inaccurate", "solver_error"]
+#: Every oracle's outcome is one of these (``checked_status``).
+ORACLE_STATUSES: tuple[str, ...] = ("optimal", "infeasible", "inaccurate", "solver_error")
 Method = Literal["auto", "reference"]
 #: "auto" tries the certified Lawson–Hanson fast path first; "reference" runs the LP + cvxpy
 #: pipeline alone (the tests and benchmarks/test_oracle.py compare the two).
@@ -67,6 +69,14 @@ SOLVER_PATH: tuple[tuple[str, dict], ...] = (
 
 class CertificateError(RuntimeError):
     """A KKT residual exceeds its tolerance, so the point is not a certified optimum."""
+
+
+def checked_status(status: str, allowed: tuple[str, ...] = ORACLE_STATUSES) -> str:
+    """``status`` if it is one of ``allowed``, else a ValueError: an outcome's status is read by
+    name (``ok``, reports, `check`), so a misspelt one would silently read as a failure."""
+    if status not in allowed:
+        raise ValueError(f"status: expected one of {allowed}, got {status!r}")
+    return status
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,6 +221,9 @@ class SVMSolution:
     solver: str
     reason: str
     rows: tuple | None = None
+
+    def __post_init__(self):
+        checked_status(self.status)
 
     @property
     def ok(self) -> bool:

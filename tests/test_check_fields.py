@@ -104,3 +104,28 @@ def test_every_field_of_an_answer_is_documented(kind, tmp_path):
         fields |= set(computed["training"])
     missing = sorted(fields - DOCUMENTED)
     assert not missing, f"{kind}: fields not named in docs/instances.md: {missing}"
+
+
+def _leaves(answer: dict, prefix: str = ""):
+    """(dotted name, value) of every leaf of an answer, nested blocks walked."""
+    for key, value in answer.items():
+        if isinstance(value, dict):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+@pytest.mark.parametrize("kind", list(INSTANCES))
+def test_an_answer_past_the_budget_says_so_in_every_block_and_keeps_the_datas_facts(kind, tmp_path):
+    computed, timed_out = answers(kind, tmp_path)
+    said = dict(_leaves(computed))
+    for name, value in _leaves(timed_out):
+        last = name.rsplit(".", 1)[-1]
+        if last == "status":
+            assert value == "inconclusive", (kind, name, value)
+        elif last == "reason":
+            assert value == "budget: test", (kind, name, value)
+        elif last != "seconds" and value is not None:
+            # What the answer gives without computing is a fact of the instance (its model,
+            # parametrisation, p): the same as in the computed answer.
+            assert name in said and said[name] == value, (kind, name, value, said.get(name))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models import failures
-from models.svm import Certificate, certify, solve_margin_qp
+from models.svm import Certificate, certify, checked_status, solve_margin_qp
 
 #: KKT tolerance the issue asks of the NTP oracles (issue 25: "certified KKT residuals ≤ 1e-8").
 KKT_TOL = 1e-8
@@ -48,6 +48,9 @@ class EqualityQPSolution:
     certificate: Certificate | None
     solver: str
     reason: str
+
+    def __post_init__(self):
+        checked_status(self.status)
 
     @property
     def ok(self) -> bool:

@@ -294,15 +294,16 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- predict.py
     {
         "id": "M27-predict-max-error-factor",
-        # The paper-form error had two implementations, the claims' and `check`'s (this mutant
-        # planted the fault in `check`'s, which no claim reads); now both read
-        # OneStep.paper_error, and the fault is planted there.
+        # The paper-form error once had a copy in `check` (the fault was planted there, where no
+        # claim reads it), then a method of its own beside R3's error (OneStep.paper_error, where
+        # Lemma 4.1's loose constant 11 cannot tell η0α from η0α/2). For ‖v‖ = 1 it is R3's
+        # left-hand side, so all now read r3_error, and the fault is planted in its target.
         "file": "models/embedding.py",
-        "old": "        return torch.abs(self.E1 @ v - self.eta0 / 2 * self.alpha)\n",
-        "new": "        return torch.abs(self.E1 @ v - self.eta0 * self.alpha)\n",
+        "old": "    r3_target = eta0 / 2 * v2 * alpha\n",
+        "new": "    r3_target = eta0 * v2 * alpha\n",
         "category": "dropped factor",
-        "fault": "The paper-form error |⟨E¹_s, v⟩ − (η0/2)α_s| (the claims' and `check`'s) is "
-        "computed against η0·α_s.",
+        "fault": "The paper-form error |⟨E¹_s, v⟩ − (η0/2)α_s| (R3's left-hand side at ‖v‖ = 1, "
+        "read by the claims and `check`) is computed against η0·α_s.",
     },
     {
         "id": "M28-predict-local-opt-of-global",

@@ -126,7 +126,7 @@ def test_n3_error_rate_one_over_d(inst):
     """(Wrong rate, N3) In the regime of Lemma 4.1 (‖v‖ = 1, d ≥ 1024, η0 ∈ [0.1, 100],
     |S| ≤ 40), |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ 11·η0·d^(−1) for every token."""
     step = one_step(problem_of(inst), inst.eta0)
-    error = float(step.paper_error(inst.v).max())
+    error = float(step.paper_error.max())
     bound = PAPER_CONSTANT * inst.eta0 / inst.d
     assert error <= bound, f"error {error:.3e} > 11η0/d = {bound:.3e}"
 
@@ -137,7 +137,7 @@ def test_n3_constant_one(inst):
     """(Wrong) Lemma 4.1 with the constant 1 in place of 11: in its regime (‖v‖ = 1, d ≥ 1024,
     η0 ∈ [0.1, 100], |S| ≤ 40), |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ η0·d^(−1/4) for every token."""
     step = one_step(problem_of(inst), inst.eta0)
-    error = float(step.paper_error(inst.v).max())
+    error = float(step.paper_error.max())
     bound = inst.eta0 * inst.d**-0.25
     assert error <= bound, f"error {error:.3e} > η0·d^(-1/4) = {bound:.3e}"
 

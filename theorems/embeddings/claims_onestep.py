@@ -169,10 +169,11 @@ REGIME_DATA = st.one_of(
 def test_paper_form_bound(inst):
     """Lemma 4.1: with ‖v‖ = 1, p⁰ = 0, d ≥ 1024, η0 ∈ [0.1, 100] and |S| ≤ 40, with high
     probability over E⁰, simultaneously for all tokens |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ 11·η0·d^(−1/4)."""
-    if not (inst.vocab_size <= 40 and inst.d >= 1024 and 0.1 <= inst.eta0 <= 100):
+    unit_v = abs(float(inst.v @ inst.v) - 1.0) <= 1e-12
+    if not (unit_v and inst.vocab_size <= 40 and inst.d >= 1024 and 0.1 <= inst.eta0 <= 100):
         raise RuntimeError(f"strategy left the regime of Lemma 4.1: {inst!r}")
     step = one_step(problem_of(inst), inst.eta0)
-    error = float(step.paper_error(inst.v).max())
+    error = float(step.paper_error.max())
     scale = inst.eta0 * inst.d**-0.25
     evidence.slack("lemma41_constant", error / scale, PAPER_CONSTANT)
     evidence.metric("init_term_m", step.m)
