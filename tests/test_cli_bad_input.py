@@ -309,3 +309,13 @@ def test_the_ntp_guard_reads_the_keys_against_each_sequences_query_its_last_toke
     assert precision.ntp(E, [[0, 2, 1]]) is None  # query x_1: keys reach 1e100
     assert precision.ntp(E, [[2, 1, 0, 1]]) is None
     assert "sequence 1" in precision.ntp(E, [[2, 1, 0, 1], [1, 0, 1, 2]])
+
+
+def test_an_exact_tie_does_not_hide_a_later_unresolved_difference():
+    """Tokens 0 and 1 score exactly alike under v = (1, 1e-20) (a tie in float64 too, skipped);
+    tokens 2 and 3 score 1e-20 apart at magnitude 1, below float64's resolution. The guard
+    must go on past the tie and name the second pair."""
+    X = [[[0.0, 1.0], [1e-20, 0.0], [1.0, 0.0], [1.0, 1.0]]]
+    reason = precision.prompt(X, [1.0, 1e-20], None, None)
+    assert reason is not None
+    assert reason.startswith("precision: the scores x·v of tokens 2 and 3 of input 0 differ by")

@@ -701,3 +701,17 @@ def test_a_run_that_starts_stationary_stops_at_once_and_records_where_it_stopped
     assert run.stop == "stationary point (gradient exactly zero)"
     assert run.steps.max() == 0 and run.steps[-1] == 0
     assert np.array_equal(run.Ws[-1], np.zeros((2, 2)))
+
+
+def test_random_factors_have_the_asked_shape_law_and_seed():
+    from models.cross import random_factors
+
+    K, Q = random_factors(5, 3, scale=0.5, seed=7)
+    assert K.shape == Q.shape == (5, 3) and K.dtype == Q.dtype == np.float64
+    K2, Q2 = random_factors(5, 3, scale=0.5, seed=7)
+    np.testing.assert_array_equal(K, K2)
+    np.testing.assert_array_equal(Q, Q2)
+    assert not np.array_equal(K, Q)
+    assert random_factors(4, scale=1.0, seed=0)[0].shape == (4, 4)  # m = d by default
+    big, _ = random_factors(200, 200, scale=0.5, seed=1)
+    assert abs(float(big.std()) - 0.5) < 0.01 and abs(float(big.mean())) < 0.01

@@ -347,6 +347,14 @@ def test_r2_and_r3_inequalities_hold_on_every_draw(seed, d, eta0, v_norm):
     assert torch.all(step.r3_error <= step.r3_tolerance + 1e-12)
     assert step.m == pytest.approx(float((problem.E @ problem.v).abs().max()))
     assert step.paper_bound == pytest.approx(11 * eta0 * d**-0.25)
+    # The statement's own quantities, from their formulas (‖v‖ ≠ 1 in some cases).
+    v2 = float(problem.v @ problem.v)
+    alpha_bar = average_frequency(problem.sequences, 14)
+    torch.testing.assert_close(step.r3_tolerance, step.m * (1 + eta0 * v2 * alpha_bar / 4))
+    target = eta0 / 2 * v2 * step.alpha
+    torch.testing.assert_close(step.r3_target, target)
+    torch.testing.assert_close(step.r3_error, (step.E1 @ problem.v - target).abs())
+    assert step.paper_error is step.r3_error
     torch.testing.assert_close(
         step.alpha, average_signed_frequency(problem.sequences, problem.y, 14)
     )
@@ -705,3 +713,33 @@ def test_orthonormal_complement_spans_the_orthogonal_complement_of_v():
     assert U.shape == (6, 5)
     assert torch.allclose(U.T @ U, torch.eye(5, dtype=torch.float64), atol=1e-12)
     assert torch.allclose(U.T @ v, torch.zeros(5, dtype=torch.float64), atol=1e-12)
+
+
+def test_sequences_become_int64_token_ids():
+    from models.embedding import check_sequences
+
+    ids = check_sequences(torch.tensor([[0, 3], [2, 1]], dtype=torch.int32), vocab_size=4)
+    assert ids.dtype == torch.int64 and ids.tolist() == [[0, 3], [2, 1]]
+
+
+def test_g2_fixed_data_depend_on_the_seed_and_embeddings_on_d():
+    """The G2 recipe with fixed seeds (spec §6): y uniform ±1, tokens of X_j from softmax(y_j b),
+    E⁰, v Gaussian; a d-sweep keeps the data and changes only the initialisation."""
+    from models.embedding import g2_fixed
+
+    a, b, c = g2_fixed(3, 16), g2_fixed(3, 32), g2_fixed(4, 16)
+    assert tuple(a.sequences.shape) == (200, 8) and tuple(a.E.shape) == (30, 16)
+    assert int(a.sequences.min()) >= 0 and int(a.sequences.max()) < 30
+    assert set(a.y.tolist()) == {-1.0, 1.0} and a.y.dtype == torch.float64
+    torch.testing.assert_close(a.sequences, b.sequences)
+    torch.testing.assert_close(a.y, b.y)
+    assert not torch.equal(a.sequences, c.sequences)
+    torch.testing.assert_close(g2_fixed(3, 16).E, a.E)
+    # softmax(y b): a token favoured by b is more frequent in positive than negative inputs.
+    alpha = average_signed_frequency(a.sequences, a.y, 30)
+    pos, neg = a.sequences[a.y > 0], a.sequences[a.y < 0]
+    top = int(torch.bincount(pos.reshape(-1), minlength=30).argmax())
+    assert float(alpha[top]) > 0
+    assert int(torch.bincount(neg.reshape(-1), minlength=30)[top]) < int(
+        torch.bincount(pos.reshape(-1), minlength=30)[top]
+    )

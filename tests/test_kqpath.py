@@ -11,6 +11,8 @@ W = diag(k ⊙ q).
 
 from __future__ import annotations
 
+import math
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -287,3 +289,22 @@ def test_diag_equal_init_locks_the_sign_and_q0_zero_moves_only_q():
     assert np.array_equal(first.ks[-1], k0)
     assert abs(np.linalg.norm(first.qs[-1]) - 0.1) <= 1e-15
     assert list(run.steps) == [0, 100, 200, 300]
+
+
+def test_a_failed_l1_lp_is_a_reported_solver_error(monkeypatch):
+    """HiGHS giving up (a status other than 0 or 2) is a failure of the machinery: status
+    "solver_error", reported, never a point."""
+    from types import SimpleNamespace
+
+    from models import failures, kqpath
+
+    X = np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 1.0]]])
+    Z = np.array([[1.0, 0.5], [0.5, 1.0]])
+    gave_up = SimpleNamespace(status=4, message="numerical difficulties", x=None)
+    monkeypatch.setattr(kqpath, "linprog", lambda *a, **k: gave_up)
+    with failures.watch() as seen:
+        sol = kqpath.diag_svm(X, Z, np.array([0, 0]), "l1")
+    assert sol.status == "solver_error" and sol.w is None and not sol.ok
+    assert sol.reason == "numerical difficulties" and math.isnan(sol.value)
+    assert [f.key for f in seen.failures] == ["SVM oracle: solver_error"]
+    assert seen.failures[0].detail == "diagonal ℓ1 LP: numerical difficulties"

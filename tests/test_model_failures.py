@@ -64,3 +64,9 @@ def test_an_uncertified_svm_answer_is_reported_and_a_certified_one_is_not(monkey
         # the reference pipeline: the default's fast path answers this without cvxpy
         assert solve_margin_qp(A, b, method="reference").status == "solver_error"
     assert [f.key for f in w.failures] == ["SVM oracle: solver_error"]
+
+
+def test_a_library_exception_without_a_message_has_an_empty_detail():
+    failure = failures.from_exception(np.linalg.LinAlgError())
+    assert failure == failures.Failure(failures.SOLVER_EXCEPTION, "LinAlgError", "")
+    assert str(failure) == "solver exception: LinAlgError"

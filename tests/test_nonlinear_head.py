@@ -354,3 +354,24 @@ def test_svmeq_reports_infeasible_w_dir():
     eq = svmeq(p, W, W)
     np.testing.assert_array_equal(eq.selected, [[True, True, False]] * 2)
     assert eq.status == "infeasible" and eq.W is None and not eq.ok
+
+
+def test_a_non_finite_lambda_is_refused_by_name():
+    p = _random_problem(0, head="lambda")
+    for lam in (math.nan, math.inf):
+        with pytest.raises(ValueError, match=r"^lam: expected a finite number, got (nan|inf)"):
+            NonlinearHeadProblem(X=p.X, Z=p.Z, y=p.y, V=p.V, head="lambda", lam=lam)
+
+
+def test_svmeq_at_uniform_attention_has_w_fin_but_no_direction():
+    """At W = 0 every token holds 1/T of the attention, so every token is selected: W_dir has
+    no margin to meet and is 0, which the notebook calls "no feasible svm solutions"; W_fin
+    (= 0, the logits being equal) is still given."""
+    p = _random_problem(1)
+    zero = np.zeros((p.d, p.d))
+    eq = svmeq(p, zero, zero)
+    assert bool(eq.selected.all())
+    assert eq.status == "infeasible" and eq.reason == "W_dir = 0" and not eq.ok
+    np.testing.assert_array_equal(eq.W_fin, zero)
+    np.testing.assert_array_equal(eq.W_dir, zero)
+    assert eq.W is None and math.isnan(eq.R)

@@ -17,6 +17,7 @@ from models import failures
 from models.normsvm import (
     FACE_SLACK,
     FACE_TOL,
+    FaceFit,
     certify,
     cross_constraints,
     norm_svm,
@@ -271,3 +272,10 @@ def test_face_fit_retries_with_scs_where_clarabel_gives_no_dual(monkeypatch):
     calls.clear()
     chosen = nuclear_face_fit(X, Z, alpha, opt, W, solver=cp.CLARABEL)
     assert calls == [cp.CLARABEL] and chosen.status == "solver_error"
+
+
+def test_a_bracket_decides_exactly_the_thresholds_outside_it():
+    fit = FaceFit("bracketed", math.nan, 0.6, 0.8, math.nan, math.nan, None, "", "none", 0.0)
+    assert fit.decides(0.6) is True and fit.decides(0.5) is True  # lower bound reaches it
+    assert fit.decides(0.80000001) is False  # upper bound below it
+    assert fit.decides(0.8) is None and fit.decides(0.7) is None  # the bracket cannot say

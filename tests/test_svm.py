@@ -717,3 +717,9 @@ def test_free_tokens_drop_exactly_their_rows():
     assert {(0, 2), (1, 0)}.isdisjoint(dropped.rows)
     with pytest.raises(ValueError, match="free"):
         att_svm(keys, [1, 3], free=np.zeros((2, 3), dtype=bool))
+
+
+def test_v_svm_rows_name_the_inputs():
+    Z = np.array([[1.0, 0.0], [0.0, -1.0], [0.5, 0.5]])
+    sol = svm.v_svm(Z, np.array([1.0, -1.0, 1.0]))
+    assert sol.ok and sol.rows == (0, 1, 2)

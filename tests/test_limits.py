@@ -1,0 +1,108 @@
+"""models.limits: the certified Limit that the claims and `check` read, its messages and the
+slack it records, against quantities computed here independently (the selection from the
+softmax, the loss gap from the engine's log-space formula)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from models.limits import (
+    DERIVATIONS,
+    DIRECTION_TOL,
+    LOSS_GAP_TOL,
+    SELECT_TOL,
+    Limit,
+    bounded_message,
+    follow,
+    limit_name,
+)
+from tests.test_dynamics import _tug_of_war, figure2
+
+DTYPE = torch.float64
+
+
+@dataclasses.dataclass
+class Recording(Limit):
+    """A Limit that keeps the slack it is told (the claims' subclass records it as evidence)."""
+
+    heard: list[tuple] = dataclasses.field(default_factory=list)
+
+    def slack(self, name, observed, bound, derivation):
+        self.heard.append((name, observed, bound, derivation))
+
+
+@pytest.fixture(scope="module")
+def converged():
+    problem = figure2()
+    lim = follow(problem, torch.tensor([0.5, 0.0], dtype=DTYPE), cls=Recording)
+    assert lim.kind == "converged" and lim.diverges
+    return problem, lim
+
+
+def test_a_converged_limit_is_the_selection_its_end_point_attends_to(converged):
+    problem, lim = converged
+    out = lim.outcome
+    probs = problem.softmax(out.p)
+    np.testing.assert_array_equal(out.selected, probs.argmax(-1).numpy())
+    assert out.selected.tolist() == [0, 0, 0]
+    assert lim.describe() == "converged to p^mm([0, 0, 0])"
+    assert limit_name(out, "W^mm") == "W^mm([0, 0, 0])"
+
+
+def test_converged_to_its_selection_records_both_margins_as_slack(converged):
+    _, lim = converged
+    lim.heard.clear()
+    assert lim.converged_to([0, 0, 0])
+    (direction, mass) = lim.heard
+    assert direction[0] == "1 − cos(p, p^mm(α))" and direction[2] == DIRECTION_TOL
+    assert direction[1] == lim.outcome.one_minus_cos <= DIRECTION_TOL
+    assert direction[3] == DERIVATIONS["DIRECTION_TOL"]
+    assert mass[0] == "max softmax mass off α" and mass[2] == SELECT_TOL
+    assert mass[1] == lim.outcome.max_other_prob <= SELECT_TOL
+    assert mass[3] == DERIVATIONS["SELECT_TOL"]
+
+
+def test_another_selection_is_not_reached_and_the_message_says_where_it_went(converged):
+    _, lim = converged
+    lim.heard.clear()
+    assert not lim.converged_to([1, 0, 0])
+    assert lim.heard == []  # slack is recorded only against the reached selection
+    why = lim.why_not([1, 0, 0])
+    assert why.startswith("converged to p^mm([0, 0, 0]) (1 − cos = ")
+    assert "not to p^mm([1, 0, 0]); the reached selection is locally optimal" in why
+
+
+def test_the_loss_gap_at_the_limit_is_below_its_tolerance_and_recorded(converged):
+    problem, lim = converged
+    lim.heard.clear()
+    gap = lim.loss_gap([0, 0, 0])
+    expected = math.exp(problem.log_loss_gap(lim.outcome.p, np.array([0, 0, 0])))
+    assert gap == expected and 0 <= gap <= LOSS_GAP_TOL
+    assert lim.heard == [("L(p) − loss floor", gap, LOSS_GAP_TOL, DERIVATIONS["LOSS_GAP_TOL"])]
+    # Token 1 scores 0.5 < 1: no floor of that selection is the top-score one.
+    assert lim.loss_gap([1, 0, 0]) is None
+
+
+def test_a_bounded_limit_says_where_the_flow_stops():
+    lim = follow(_tug_of_war(), [2.0, 1.0])
+    assert lim.kind == "bounded" and not lim.diverges
+    message = bounded_message(lim)
+    norm = float(torch.linalg.vector_norm(lim.outcome.p))
+    assert message.startswith(f"the flow stops at ‖p‖ = {norm:.4g}, ")
+    assert "from a strict local minimiser of L" in message
+    assert message.endswith("‖p(t)‖ stays bounded")
+    assert lim.describe() == message == lim.why_not([0])
+    assert not lim.converged_to(lim.outcome.selected)
+
+
+def test_an_undecided_limit_names_its_reason():
+    lim = follow(_tug_of_war(), [2.0, 1.0])
+    undecided = Limit("undecided", lim.outcome, lim.transient)
+    assert undecided.describe() == f"undecided ({lim.outcome.reason})"
+    assert undecided.why_not([0]) == f"undecided ({lim.outcome.reason})"
+    assert undecided.reason == lim.outcome.reason
