@@ -42,7 +42,7 @@ from models import failures
 from models.attention import PromptProblem
 from models.normsvm import cross_constraints, matrix_norm
 from models.regpath import objective_for, one_thread
-from models.svm import as_float_array, as_index_array, att_svm, checked_status
+from models.svm import as_float_array, as_index_array, att_svm, checked_outcome
 
 Tensor = torch.Tensor
 DTYPE = torch.float64
@@ -329,7 +329,7 @@ class DiagSVM:
     reason: str
 
     def __post_init__(self):
-        checked_status(self.status)
+        checked_outcome(self.status, self.reason)
 
     @property
     def ok(self) -> bool:

@@ -55,7 +55,7 @@ import numpy as np
 import torch
 
 from models.attention import TokenSizes
-from models.svm import SVMSolution, att_svm, checked_status, solve_margin_qp
+from models.svm import SVMSolution, att_svm, checked_outcome, solve_margin_qp
 
 Tensor = torch.Tensor
 DTYPE = torch.float64
@@ -392,7 +392,7 @@ class SVMEq:
     reason: str = ""
 
     def __post_init__(self):
-        checked_status(self.status)
+        checked_outcome(self.status, self.reason)
 
     @property
     def ok(self) -> bool:

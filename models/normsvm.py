@@ -40,7 +40,7 @@ import numpy as np
 from scipy.optimize import linprog, nnls
 
 from models import failures
-from models.svm import ACTIVE_TOL, as_float_array, as_index_array, att_svm, checked_status
+from models.svm import ACTIVE_TOL, as_float_array, as_index_array, att_svm, checked_outcome
 
 NORMS: tuple[str, ...] = ("fro", "nuc", "lp")
 #: Statuses that are failures of the machinery (reported to models.failures), not answers.
@@ -317,7 +317,7 @@ class NormSVM:
     labels: tuple[tuple[int, int], ...] = field(repr=False, default=())
 
     def __post_init__(self):
-        checked_status(self.status)
+        checked_outcome(self.status, self.reason)
 
     @property
     def ok(self) -> bool:
@@ -542,7 +542,7 @@ class FaceFit:
     seconds: float
 
     def __post_init__(self):
-        checked_status(self.status, FACE_STATUSES)
+        checked_outcome(self.status, self.reason, FACE_STATUSES)
 
     @property
     def ok(self) -> bool:

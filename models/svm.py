@@ -79,6 +79,14 @@ def checked_status(status: str, allowed: tuple[str, ...] = ORACLE_STATUSES) -> s
     return status
 
 
+def checked_outcome(status: str, reason: str, allowed: tuple[str, ...] = ORACLE_STATUSES) -> None:
+    """An outcome's status (``checked_status``) and its reason, a string (an answer's
+    "reason" field; `check` prints it): the contract every oracle outcome meets."""
+    checked_status(status, allowed)
+    if not isinstance(reason, str):
+        raise ValueError(f"reason: expected a string, got {reason!r}")
+
+
 # --------------------------------------------------------------------------------------------
 # Input conversion
 # --------------------------------------------------------------------------------------------
@@ -223,7 +231,7 @@ class SVMSolution:
     rows: tuple | None = None
 
     def __post_init__(self):
-        checked_status(self.status)
+        checked_outcome(self.status, self.reason)
 
     @property
     def ok(self) -> bool:

@@ -129,3 +129,12 @@ def test_an_answer_past_the_budget_says_so_in_every_block_and_keeps_the_datas_fa
             # What the answer gives without computing is a fact of the instance (its model,
             # parametrisation, p): the same as in the computed answer.
             assert name in said and said[name] == value, (kind, name, value, said.get(name))
+
+
+@pytest.mark.parametrize("kind", list(INSTANCES))
+def test_every_status_an_answer_gives_is_a_documented_word(kind, tmp_path):
+    computed, _ = answers(kind, tmp_path)
+    statuses = {v for name, v in _leaves(computed) if name.rsplit(".", 1)[-1] == "status"}
+    assert statuses, kind
+    undocumented = sorted(str(s) for s in statuses if s not in DOCUMENTED)
+    assert not undocumented, f"{kind}: statuses not named in docs/instances.md: {undocumented}"

@@ -333,3 +333,18 @@ def test_limiting_shares_on_i2():
         assert sample[1] == pytest.approx(2 / 3, abs=1e-12)
         assert sample[2] == pytest.approx(1 / 3, abs=1e-12)
     assert shares[3:] == [{3: 1.0}, {3: 1.0}, {2: 1.0}, {2: 1.0}]
+
+
+def test_an_unrealizable_label_is_refused_by_its_index_and_reason():
+    from models.ntp.data import ntp_data
+
+    with pytest.raises(ValueError) as err:
+        ntp_data(np.eye(3), [[0, 1], [1, 2]], [1, 0])
+    assert str(err.value) == (
+        "labels[1]: token 0 does not occur in sequence 1 [1, 2] "
+        "(the attention model needs realizable labels, spec §1.1)"
+    )
+    assert ntp_data(np.eye(3), [[0, 1], [1, 2]], [1, 0], require_realizable=False).realizable == (
+        True,
+        False,
+    )

@@ -11,7 +11,7 @@ from models.kqpath import DiagSVM
 from models.nonlinear_head import SVMEq
 from models.normsvm import FACE_STATUSES, FaceFit, NormSVM
 from models.ntp.qp import EqualityQPSolution
-from models.svm import ORACLE_STATUSES, SVMSolution, checked_status
+from models.svm import ORACLE_STATUSES, SVMSolution, checked_outcome, checked_status
 
 
 def test_report_accepts_every_known_source_and_records_it():
@@ -52,16 +52,17 @@ def test_checked_status_names_the_allowed_words():
     assert checked_status("bracketed", FACE_STATUSES) == "bracketed"
 
 
-def _outcomes(status):
-    """One of each oracle outcome with this status (the other fields do not matter here)."""
+def _outcomes(status, why="why"):
+    """One of each oracle outcome with this status and reason (the other fields do not matter
+    here)."""
     nan = float("nan")
     return [
-        lambda: SVMSolution(status, None, None, None, "none", "why"),
-        lambda: SVMEq(status, np.zeros(1), None, nan, None, None, nan, None, "why"),
-        lambda: DiagSVM("l1", status, None, nan, None, {}, "why"),
-        lambda: EqualityQPSolution(status, None, None, None, None, "none", "why"),
-        lambda: NormSVM("fro", None, status, None, nan, None, {}, "why", "none", 0.0),
-        lambda: FaceFit(status, nan, 0.0, 1.0, nan, nan, None, "why", "none", 0.0),
+        lambda: SVMSolution(status, None, None, None, "none", why),
+        lambda: SVMEq(status, np.zeros(1), None, nan, None, None, nan, None, why),
+        lambda: DiagSVM("l1", status, None, nan, None, {}, why),
+        lambda: EqualityQPSolution(status, None, None, None, None, "none", why),
+        lambda: NormSVM("fro", None, status, None, nan, None, {}, why, "none", 0.0),
+        lambda: FaceFit(status, nan, 0.0, 1.0, nan, nan, None, why, "none", 0.0),
     ]
 
 
@@ -85,3 +86,14 @@ def test_only_a_face_fit_may_be_bracketed():
     for make in outcomes[:-1]:
         with pytest.raises(ValueError, match="^status:"):
             make()
+
+
+@pytest.mark.parametrize("why", [None, 3, b"bytes"])
+def test_every_outcome_refuses_a_reason_that_is_not_text(why):
+    with pytest.raises(ValueError, match="^reason: expected a string"):
+        checked_outcome("optimal", why)
+    for make in _outcomes("infeasible", why):
+        with pytest.raises(ValueError, match="^reason: expected a string"):
+            make()
+    for make in _outcomes("infeasible", ""):
+        assert make().reason == ""

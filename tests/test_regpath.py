@@ -435,3 +435,32 @@ def test_rank_orders_negative_gaps_below_a_zero_gap_below_positive_ones():
     sign = torch.tensor([-1.0, -1.0, 0.0, 1.0, 1.0], dtype=F64)
     ranks = _rank(log_abs, sign)
     assert torch.all(ranks[1:] > ranks[:-1]), ranks
+
+
+def test_cap_projection_puts_each_row_on_the_sphere_inside_its_cap():
+    """Rows inside the cap are only rescaled to ‖p‖ = R; rows outside land on the cap's edge
+    (cos = 1 − eps) in the plane of the centre and the row, each by its own norms."""
+    from models.regpath import cap_projection
+
+    c, R, eps = torch.tensor([1.0, 0.0, 0.0], dtype=F64), 3.0, 0.02
+    P = torch.tensor(
+        [[5.0, 0.1, 0.0], [0.0, 1.0, 0.0], [1.0, -4.0, 2.0], [-1.0, 0.0, 1e-3]], dtype=F64
+    )
+    out = cap_projection(R, c, eps)(P)
+    torch.testing.assert_close(torch.linalg.vector_norm(out, dim=-1), torch.full((4,), R))
+    cos = out @ c / R
+    torch.testing.assert_close(out[0], R * P[0] / torch.linalg.vector_norm(P[0]))
+    torch.testing.assert_close(cos[1:], torch.full((3,), 1.0 - eps))
+    for k in (1, 2, 3):  # the same direction off the centre as the row had
+        off, row_off = out[k, 1:], P[k, 1:]
+        torch.testing.assert_close(off / off.norm(), row_off / row_off.norm())
+
+
+def test_no_feasible_selection_gives_no_restart_direction():
+    """Two equal tokens: no ATT-SVM of any selection is feasible, so no direction is seeded."""
+    from models.regpath import svm_directions
+
+    keys = torch.tensor([[[1.0, 0.5], [1.0, 0.5]]], dtype=F64)
+    problem = PromptProblem(keys, torch.tensor([[1.0, 0.0]], dtype=F64), "logistic")
+    dirs = svm_directions(problem)
+    assert tuple(dirs.shape) == (0, 2) and dirs.dtype == F64

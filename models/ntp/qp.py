@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models import failures
-from models.svm import Certificate, certify, checked_status, solve_margin_qp
+from models.svm import Certificate, certify, checked_outcome, solve_margin_qp
 
 #: KKT tolerance the issue asks of the NTP oracles (issue 25: "certified KKT residuals ≤ 1e-8").
 KKT_TOL = 1e-8
@@ -50,7 +50,7 @@ class EqualityQPSolution:
     reason: str
 
     def __post_init__(self):
-        checked_status(self.status)
+        checked_outcome(self.status, self.reason)
 
     @property
     def ok(self) -> bool:
