@@ -669,3 +669,30 @@ def test_selection_kernel_reads_the_top_token_and_its_lead_over_the_runner_up(se
     r1 = np.empty(1, dtype=np.int64)
     assert kernels.selection(tie, p2, r1) == 0.0 and r1.tolist() == [1]
     assert kernels.selection(np.ones((2, 1, 1)), p2, np.empty(2, dtype=np.int64)) == math.inf
+
+
+def test_the_uncompiled_flow_field_is_the_compiled_one_and_zero_at_a_stationary_point():
+    """A loss the kernels do not know (kernel_code None) takes the numpy path of
+    flow_field_np: the same unit direction and log-norm as the compiled one, and at a
+    stationary point (equal keys: ∇L = 0 exactly) zeros with log‖∇L‖ = −inf, never NaN."""
+    import dataclasses
+
+    logistic = get_loss("logistic")
+
+    class Uncompiled(type(logistic)):
+        kernel_code = None
+
+        def log_neg_deriv_np(self, x):
+            return -np.logaddexp(0.0, x)
+
+    slow = Uncompiled(**{f.name: getattr(logistic, f.name) for f in dataclasses.fields(logistic)})
+    keys = torch.tensor([[[1.0, 0.5], [0.0, 1.0], [-1.0, 0.5]]], dtype=torch.float64)
+    scores = torch.tensor([[1.0, 0.0, 0.5]], dtype=torch.float64)
+    p = np.array([0.3, 0.2])
+    u, log_norm = PromptProblem(keys, scores, slow).flow_field_np(p)
+    u_c, log_norm_c = PromptProblem(keys, scores, logistic).flow_field_np(p)
+    np.testing.assert_allclose(u, u_c, rtol=1e-13, atol=1e-15)
+    assert log_norm == pytest.approx(log_norm_c, rel=1e-13)
+    flat = PromptProblem(keys[:, [0, 0, 0]], scores, slow)
+    u, log_norm = flat.flow_field_np(p)
+    assert log_norm == -math.inf and np.array_equal(u, np.zeros(2))

@@ -63,3 +63,30 @@ def test_prompt_local_optimality_is_that_of_the_selection_not_the_global_optimum
     assert out["locally_optimal"] is True
     assert out["locally_optimal_reason"] == of_selection.reason
     assert out["locally_optimal_reason"] == "every support token scores strictly below α_i"
+
+
+def test_prompt_svm_global_names_its_support_tokens_per_input():
+    """When ATT-SVM(opt) is solved, the answer lists each input's support tokens (those at
+    margin 1), the ones Def. 2 reads; here computed again from the solution itself."""
+    from models.selection import support_sets
+    from models.svm import att_svm
+
+    keys = [[[1.0, 0.0], [0.0, 1.0], [-1.0, 0.2]], [[1.0, 1.0], [0.0, -1.0], [-1.0, 0.5]]]
+    gammas = [[1.0, 0.0, 0.2], [0.9, 0.0, 0.1]]
+    X = torch.tensor(
+        [
+            [[*k, g] for k, g in zip(ks, gs, strict=True)]
+            for ks, gs in zip(keys, gammas, strict=True)
+        ],
+        dtype=F64,
+    )
+    y = torch.ones(2, dtype=F64)
+    W = torch.diag(torch.tensor([1.0, 1.0, 0.0], dtype=F64))
+    v = torch.tensor([0.0, 0.0, 1.0], dtype=F64)
+    out = predict_prompt(X, y, v, W, "logistic", torch.zeros(3, dtype=F64))
+    assert out["opt"] == [0, 0] and out["svm_global"]["status"] == "optimal"
+    problem = PromptProblem.from_data(X, y, v, W, "logistic")
+    sol = att_svm(problem.keys, [0, 0])
+    expected = [s.tolist() for s in support_sets(problem.keys, [0, 0], sol)]
+    assert out["svm_global"]["support"] == expected
+    assert all(len(s) >= 1 for s in expected)
