@@ -267,6 +267,12 @@ EXEMPT = {
 }
 
 
+#: mutmut runs the tests on a copy of models/ whose source holds every mutant's variant of each
+#: function (renamed, behind a trampoline): a static reading of it means nothing there.
+MUTMUT_COPY = "_mutmut_mutated" in (REPO_ROOT / "models" / "svm.py").read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(MUTMUT_COPY, reason="a static check of models/; this is mutmut's copy")
 def test_the_table_covers_every_validated_argument():
     rows = {(where, name) for where, name, _ in ROWS}
     missing = _validated_arguments() - rows - set(EXEMPT)
