@@ -95,13 +95,15 @@ def _svm(X, Z, alpha, norm: str, p: float | None = None):
         return ("solver_error", f"{type(exc).__name__}: {exc}")
 
 
-def _svm_json(sol, alpha, *, rank: bool = True) -> dict:
-    """{"W", "norm", "rank", "status", "alpha"} (+ "p", + "reason" unless optimal)."""
+def _svm_json(sol, alpha, *, rank: bool = True, p: float | None = None) -> dict:
+    """{"W", "norm", "rank", "status", "alpha"} (+ "p", + "reason" unless optimal); a block with
+    no solution (``sol`` a (status, reason) pair) gives the ℓp SVM's exponent ``p``."""
     alpha = np.asarray(alpha).tolist()
     if isinstance(sol, tuple):
         status, reason = sol
         out = {"W": None, "norm": None} | ({"rank": None} if rank else {})
-        return out | {"status": status, "alpha": alpha, "reason": reason}
+        out |= {"status": status, "alpha": alpha}
+        return out | ({"p": float(p)} if p is not None else {}) | {"reason": reason}
     out = {
         "W": None if sol.W is None else sol.W.tolist(),
         "norm": _finite(sol.value) if sol.ok else None,
@@ -307,7 +309,7 @@ def _imprecise(param: str, p, reason: str, t0: float) -> dict:
         out["face_nuc"]["reason"] = reason
     if p is not None:
         out["training_lp"] = {"status": "inconclusive", "reason": reason, "W": None}
-        out["svm_lp"] = _svm_json(none, None, rank=False)
+        out["svm_lp"] = _svm_json(none, None, rank=False, p=p)
         out["corr_lp"] = None
     return out | {"status": "inconclusive", "reason": reason, "seconds": time.perf_counter() - t0}
 
@@ -373,7 +375,7 @@ def predict_cross(
         out["training_lp"]["W"] = W_md.tolist()
         selected_md = problem.selected(torch.as_tensor(W_md))
         lp = svms("lp", selected_md)
-        out["svm_lp"] = _svm_json(lp, selected_md, rank=False)
+        out["svm_lp"] = _svm_json(lp, selected_md, rank=False, p=p)
         out["corr_lp"] = _corr(W_md, lp)
     out["seconds"] = time.perf_counter() - t0
     return out

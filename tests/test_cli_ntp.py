@@ -155,3 +155,26 @@ def test_a_linear_context_too_large_is_inconclusive(tmp_path, monkeypatch):
     answer = _check(tmp_path, doc)
     assert answer["status"] == "inconclusive" and "context 0 reaches 1.0e+200" in answer["reason"]
     assert answer["ntp_svm"] is None and answer["separable"] is None
+
+
+def test_an_ntp_instance_whose_graph_svm_has_no_solution_is_infeasible():
+    """Tokens 0 and 1 share an embedding, but the label 0 must out-score token 1 for the query
+    2: (x_0 − x_1)ᵀW x_2 = 0 ≥ 1 has no solution, a certified fact, not a failure."""
+    from models.ntp.predict import predict_ntp
+
+    out = predict_ntp([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], [[0, 1, 2]], [0])
+    assert out["graph_svm"]["status"] == "infeasible"
+    assert out["status"] == "infeasible" and "Farkas" in out["reason"]
+
+
+def test_a_compatible_separable_linear_instance_measures_gds_direction():
+    """Compatible and separable: GD's W − W* is measured against W^mm (1 − corr small after
+    10 000 steps), and P_F W against W*."""
+    from models.ntp.predict import predict_ntp_linear
+
+    out = predict_ntp_linear(
+        [[1.0, 0.0], [0.0, 1.0]], [[0.5, 0.5, 0.0, 0.0], [0.0, 0.0, 0.3, 0.7]], [0.5, 0.5]
+    )
+    assert out["compatible"] and out["separable"] and not out["ntp_svm"]["vacuous"]
+    assert out["status"] == "ok" and out["reason"].startswith("compatible and separable")
+    assert 0 <= out["gd"]["one_minus_corr"] < 1e-3 and out["gd"]["fin_error"] < 1e-2

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from models.attention import one_minus_cos
 from models.limits import (
     DERIVATIONS,
     DIRECTION_TOL,
@@ -47,6 +48,8 @@ def converged():
 def test_a_converged_limit_is_the_selection_its_end_point_attends_to(converged):
     problem, lim = converged
     out = lim.outcome
+    # reported at the confirming point: its 1 − cos is that of the returned p
+    assert out.one_minus_cos == one_minus_cos(out.p, out.svm.x)
     probs = problem.softmax(out.p)
     np.testing.assert_array_equal(out.selected, probs.argmax(-1).numpy())
     assert out.selected.tolist() == [0, 0, 0]

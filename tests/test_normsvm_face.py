@@ -279,3 +279,10 @@ def test_a_bracket_decides_exactly_the_thresholds_outside_it():
     assert fit.decides(0.6) is True and fit.decides(0.5) is True  # lower bound reaches it
     assert fit.decides(0.80000001) is False  # upper bound below it
     assert fit.decides(0.8) is None and fit.decides(0.7) is None  # the bracket cannot say
+
+
+def test_a_face_fit_without_constraints_is_refused_with_its_reason():
+    X = np.ones((2, 1, 2))
+    with pytest.raises(ValueError) as err:
+        nuclear_face_fit(X, np.ones((2, 2)), [0, 0], 1.0, np.eye(2))
+    assert str(err.value) == "alpha: no constraints (T = 1): the nuclear SVM is 0 and has no face"

@@ -295,3 +295,18 @@ def test_batched_gd_steps_are_the_models_gradient_steps():
                 step = G / np.linalg.norm(G) if normalized else G
                 W = W - 0.5 * step
                 assert np.abs(run.iterates[k][b] - W).max() <= 1e-12 * max(1.0, np.abs(W).max())
+
+
+def test_gd_keeps_exactly_the_iterates_it_was_asked_for_and_the_last():
+    model = linear_ntp(np.eye(2), [[0.5, 0.5], [1.0, 0.0]], [0.5, 0.5])
+    W0 = np.zeros((2, 2))
+    run = gd(model, W0, lr=0.5, steps=5, record=[0, 2, 9])
+    assert sorted(run.iterates) == [0, 2, 5] and run.steps == 5 and run.stopped == ""
+    np.testing.assert_array_equal(run.iterates[0], W0)
+    W = W0.copy()
+    for k in range(1, 6):
+        W = W - 0.5 * model.gradient(W)
+        if k == 2:
+            np.testing.assert_allclose(run.iterates[2], W, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(run.iterates[5], W, rtol=0, atol=1e-15)
+    assert sorted(gd(model, W0, lr=0.5, steps=3).iterates) == [3]

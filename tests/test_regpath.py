@@ -464,3 +464,9 @@ def test_no_feasible_selection_gives_no_restart_direction():
     problem = PromptProblem(keys, torch.tensor([[1.0, 0.0]], dtype=F64), "logistic")
     dirs = svm_directions(problem)
     assert tuple(dirs.shape) == (0, 2) and dirs.dtype == F64
+
+
+def test_a_grid_point_counts_the_grid_minima_it_compared():
+    pt = reg_path_point(toy("logistic"), 5.0)
+    assert pt.method == "grid" and isinstance(pt.n_local_minima, int)
+    assert pt.n_local_minima >= 1 and pt.details["rival_minima"] == 0
