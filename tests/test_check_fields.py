@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.mutmut_aware import cache_key, cached
 from tests.test_cli import EMBEDDING, PROMPT
 from tests.test_cli_bad_input import CROSS
-from tests.test_cli_cross import cache_key
 from tests.test_cli_ntp import I1
 from theorems.framework import cli
 from theorems.framework.instances import load_instance
@@ -67,8 +67,8 @@ _ANSWERS: dict[str, tuple[dict, dict]] = {}
 def answers(kind: str, tmp_path: Path) -> tuple[dict, dict]:
     """(the computed answer, the answer past --timeout) for INSTANCES[kind], as check gives
     them, in this process."""
-    key = cache_key(kind)  # per mutant under mutmut (see cache_key)
-    if key not in _ANSWERS:
+
+    def compute():
         path = tmp_path / "instance.json"
         path.write_text(json.dumps(INSTANCES[kind]), encoding="utf-8")
         model, fields = load_instance(path)
@@ -76,8 +76,9 @@ def answers(kind: str, tmp_path: Path) -> tuple[dict, dict]:
         module = importlib.import_module(module_name)
         computed = getattr(module, function)(**{n: fields[n] for n in names if n in fields})
         timed_out = getattr(module, cli.INCONCLUSIVE_ANSWER)(model, fields, "budget: test", 0.0)
-        _ANSWERS[key] = (computed, timed_out)
-    return _ANSWERS[key]
+        return computed, timed_out
+
+    return cached(cache_key(kind), compute, _ANSWERS)  # no cache under mutmut (cache_key)
 
 
 @pytest.mark.parametrize("kind", list(INSTANCES))

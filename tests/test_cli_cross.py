@@ -7,7 +7,6 @@ beating the other in its own norm, the correlations recomputed from the printed 
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ import torch
 
 from models import cross_predict
 from strategies.instances import CrossInstance
+from tests.mutmut_aware import cache_key, cached
 from tests.test_cli import changed
 from theorems.framework import cli, instances
 
@@ -55,15 +55,6 @@ def run_check(tmp_path, capsys, doc) -> tuple[int, dict | None, str]:
 _CACHE: dict[str, dict] = {}
 
 
-def cache_key(*parts) -> str:
-    """A key of ``_CACHE``: the document and settings, and the mutant under test. mutmut runs
-    each mutant's tests in a process forked after the clean run, where this module (and its
-    cache of the unmutated code's answers) is already imported: without the mutant in the key
-    every test of check's answers read the clean answers, and a seeded sample of mutants of
-    models/joint_predict.py survived 17 of 17."""
-    return json.dumps([*parts, os.environ.get("MUTANT_UNDER_TEST", "")], sort_keys=True)
-
-
 @pytest.fixture
 def answer(tmp_path, capsys):
     """The CLI's answer for a document (each document is checked once per session and per
@@ -71,12 +62,13 @@ def answer(tmp_path, capsys):
 
     def get(doc):
         settings = (cross_predict.MAX_STEPS, cross_predict.SETTLE_TOL)
-        key = cache_key(doc, settings)
-        if key not in _CACHE:
+
+        def compute():
             code, out, err = run_check(tmp_path, capsys, doc)
             assert code == 0, err
-            _CACHE[key] = out
-        return _CACHE[key]
+            return out
+
+        return cached(cache_key(doc, settings), compute, _CACHE)
 
     return get
 

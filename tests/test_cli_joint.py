@@ -14,7 +14,8 @@ import pytest
 
 from models.mirror_joint import JOINT_PRINTED_ALPHA, official_joint_data
 from strategies.mirror import joint_data
-from tests.test_cli_cross import cache_key, run_check
+from tests.mutmut_aware import cache_key, cached
+from tests.test_cli_cross import run_check
 from theorems.framework import cli, instances
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -40,12 +41,12 @@ _CACHE: dict[str, dict] = {}
 @pytest.fixture
 def answer(tmp_path, capsys):
     def get(doc):
-        key = cache_key(doc)
-        if key not in _CACHE:
+        def compute():
             code, out, err = run_check(tmp_path, capsys, doc)
             assert code == 0, err
-            _CACHE[key] = out
-        return _CACHE[key]
+            return out
+
+        return cached(cache_key(doc), compute, _CACHE)
 
     return get
 

@@ -19,6 +19,7 @@ from models.attention import PromptProblem, one_minus_cos
 from models.dynamics import Trajectory, converge, gd, ngd, trace_flow
 from models.losses import square
 from models.svm import att_svm
+from tests.mutmut_aware import per_mutant_scope
 
 DTYPE = torch.float64
 NAMED_STOPS = (
@@ -215,7 +216,7 @@ def _basin(problem, x0: float, rtol: float) -> int:
     return int(out.selected[0])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=per_mutant_scope)
 def ridge():
     """The ridge's x0, by bisection with a tracer 1e4 times tighter than any tested."""
     problem = ridge_problem()
@@ -247,7 +248,7 @@ def test_below_that_line_a_loose_tracer_jumps_basins(ridge):
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=per_mutant_scope)
 def fig2_outcomes():
     problem = figure2()
     return problem, {a: converge(problem, torch.tensor([a, 0.0], dtype=DTYPE)) for a in FIG2_INITS}

@@ -15,6 +15,7 @@ from models.joint import (
     joint_reg_path_point,
     relaxed_svm_for,
 )
+from tests.mutmut_aware import per_mutant_scope
 
 F64 = torch.float64
 Y = torch.tensor([1.0, -1.0, 1.0], dtype=F64)
@@ -30,7 +31,7 @@ def fig3(third=(0.5, 1.0)) -> JointProblem:
 TIGHT, NONTIGHT = (0.5, 1.0), (0.5, 1.5)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=per_mutant_scope)
 def nontight_run():
     problem = fig3(NONTIGHT)
     return problem, joint_ngd(problem, [-1.0, 0.0], [0.0, -1.0], lr=0.1, steps=1000)

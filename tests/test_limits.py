@@ -22,6 +22,7 @@ from models.limits import (
     follow,
     limit_name,
 )
+from tests.mutmut_aware import per_mutant_scope
 from tests.test_dynamics import _tug_of_war, figure2
 
 DTYPE = torch.float64
@@ -37,7 +38,7 @@ class Recording(Limit):
         self.heard.append((name, observed, bound, derivation))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=per_mutant_scope)
 def converged():
     problem = figure2()
     lim = follow(problem, torch.tensor([0.5, 0.0], dtype=DTYPE), cls=Recording)

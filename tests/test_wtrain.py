@@ -7,6 +7,7 @@ import torch
 from models.dynamics import ngd
 from models.svm import w_svm_closed_form
 from models.wtrain import WProblem, correlation, singular_ratio, w_ngd
+from tests.mutmut_aware import per_mutant_scope
 
 F64 = torch.float64
 
@@ -27,7 +28,7 @@ def decoupled(seed: int, n: int = 3, T: int = 3, dk: int = 5):
     return WProblem(X, y, v, p), 0.01 * rng.normal(size=(dk + 1, dk + 1))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=per_mutant_scope)
 def run():
     problem, W0 = decoupled(0)
     return problem, W0, w_ngd(problem, W0, lr=0.1, steps=1000)
