@@ -470,3 +470,48 @@ def test_a_grid_point_counts_the_grid_minima_it_compared():
     pt = reg_path_point(toy("logistic"), 5.0)
     assert pt.method == "grid" and isinstance(pt.n_local_minima, int)
     assert pt.n_local_minima >= 1 and pt.details["rival_minima"] == 0
+
+
+@pytest.mark.parametrize("d", [2, 3, 5])
+def test_fibonacci_directions_are_unit_and_spread_as_documented(d):
+    """d = 2: the k angles 2π(i + ½)/k; d = 3: the Fibonacci sphere (heights 1 − 2(i + ½)/k,
+    azimuths stepping by the golden angle π(3 − √5)); d ≥ 4: seeded Gaussian directions."""
+    from models.regpath import fibonacci_directions
+
+    k = 12
+    U = fibonacci_directions(k, d, seed=3)
+    assert tuple(U.shape) == (k, d) and U.dtype == F64
+    torch.testing.assert_close(torch.linalg.vector_norm(U, dim=-1), torch.ones(k, dtype=F64))
+    if d == 2:
+        angles = torch.remainder(torch.atan2(U[:, 1], U[:, 0]), 2 * math.pi)
+        torch.testing.assert_close(angles, 2 * math.pi * (torch.arange(k, dtype=F64) + 0.5) / k)
+    elif d == 3:
+        i = torch.arange(k, dtype=F64) + 0.5
+        torch.testing.assert_close(U[:, 2], 1 - 2 * i / k)
+        step = torch.remainder(torch.diff(torch.atan2(U[:, 1], U[:, 0])), 2 * math.pi)
+        golden = math.pi * (3 - math.sqrt(5))
+        torch.testing.assert_close(step, torch.full((k - 1,), golden, dtype=F64))
+    else:
+        torch.testing.assert_close(U, fibonacci_directions(k, d, seed=3))
+        assert not torch.equal(U, fibonacci_directions(k, d, seed=4))
+
+
+def test_the_tangent_hessian_sends_the_radial_direction_to_itself():
+    """P_T(∇²f − (∇f·p̂/R) I)P_T + p̂p̂ᵀ: p̂ is an eigenvector of eigenvalue 1, and on tangent
+    vectors it acts as the projected Hessian shifted by the radial gradient over R."""
+    from models.regpath import _tangent_hessian
+
+    gen = torch.Generator().manual_seed(0)
+    P = torch.randn(3, 4, generator=gen, dtype=F64) * 2
+    g = torch.randn(3, 4, generator=gen, dtype=F64)
+    A = torch.randn(3, 4, 4, generator=gen, dtype=F64)
+    H = A + A.transpose(1, 2)
+    out = _tangent_hessian(g, H, P)
+    u = P / torch.linalg.vector_norm(P, dim=-1, keepdim=True)
+    torch.testing.assert_close((out @ u[:, :, None])[..., 0], u)
+    t = torch.randn(3, 4, generator=gen, dtype=F64)
+    t = t - (t * u).sum(-1, keepdim=True) * u  # tangent
+    radial = (g * u).sum(-1) / torch.linalg.vector_norm(P, dim=-1)
+    expected = (H @ t[:, :, None])[..., 0] - radial[:, None] * t
+    expected = expected - (expected * u).sum(-1, keepdim=True) * u
+    torch.testing.assert_close((out @ t[:, :, None])[..., 0], expected)
