@@ -150,6 +150,10 @@ def test_three_dimensional_keys_use_restarts():
     assert gaps[0] < 1e-4 and gaps[2] < 1e-7
     assert all(b < a for a, b in zip(gaps, gaps[1:], strict=False))
     assert all(pt.certified and pt.method == "restarts" and pt.n_local_minima == 1 for pt in path)
+    # every start is counted: the 32 Fibonacci points and one per feasible selection's SVM
+    from models.regpath import svm_directions
+
+    assert all(pt.details["restarts"] == 32 + svm_directions(problem).shape[0] for pt in path)
 
 
 # ------------------------------------------------------------- Theorem RP-loc (§2.5) and F6
