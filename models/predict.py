@@ -175,7 +175,8 @@ def predict_embedding(sequences, y, E0, v, eta0, *, stage=_quiet) -> dict:
         "alpha": step.alpha.tolist(),
         "shift": step.shift.tolist(),
         "bound": float(step.paper_bound),
-        # The paper-form error |⟨E¹_s, v⟩ − (η0/2)α_s| that `bound` is stated for.
+        # Lemma 4.1's error |⟨E¹_s, v⟩ − (η0/2)α_s| that `bound` is stated for (‖v‖ = 1; R3's
+        # form, with ‖v‖², for another v).
         "max_error": float(step.paper_error.max()),
         "selected": selected.tolist(),
         "svm": _svm_json(svm),
