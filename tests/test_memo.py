@@ -40,3 +40,26 @@ def test_functools_cache_computes_it_again():
     run("two", 0, False)
     run("two", seed=0)
     assert len(calls) == 3
+
+
+def test_clear_all_empties_every_shared_cache():
+    from theorems.framework import memo
+
+    calls = []
+
+    @memo.shared
+    def one(x):
+        calls.append(("one", x))
+        return x
+
+    @memo.shared
+    def two(x, y=1):
+        calls.append(("two", x))
+        return x + y
+
+    one(1), two(2), one(1), two(2, 1)
+    assert calls == [("one", 1), ("two", 2)]
+    memo.clear_all()
+    assert one.cache_info().currsize == two.cache_info().currsize == 0
+    one(1), two(2)
+    assert calls == [("one", 1), ("two", 2), ("one", 1), ("two", 2)]

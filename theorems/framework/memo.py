@@ -17,6 +17,16 @@ from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Every ``shared`` function, for ``clear_all``.
+_SHARED: list[Callable[..., Any]] = []
+
+
+def clear_all() -> None:
+    """Empty every ``shared`` cache (the unit tests do, before each test, under mutmut:
+    tests/conftest.py)."""
+    for fn in _SHARED:
+        fn.cache_clear()  # type: ignore[attr-defined]
+
 
 def shared(fn: F) -> F:
     """``functools.cache`` keyed on the bound arguments with their defaults applied (every
@@ -35,4 +45,5 @@ def shared(fn: F) -> F:
 
     wrapper.cache_clear = keyed.cache_clear  # type: ignore[attr-defined]
     wrapper.cache_info = keyed.cache_info  # type: ignore[attr-defined]
+    _SHARED.append(wrapper)
     return wrapper  # type: ignore[return-value]
