@@ -377,7 +377,10 @@ def _line_search(obj, P, f, g, direction, rows, project, radius, max_step, round
     where a Newton step is only ~1/R long. Returns the new points and values, the rows that
     moved, and the rows whose new point left the ball.
     """
-    length = torch.linalg.vector_norm(direction, dim=-1).clamp_min(1e-300)
+    # ‖direction‖ scaled by its largest entry: a Newton step across a zero curvature is ~‖g‖/1e-300
+    # long, and the plain norm would square it into inf (then t = 0 and the step is lost).
+    big = direction.abs().amax(-1, keepdim=True).clamp_min(1e-300)
+    length = (big[:, 0] * torch.linalg.vector_norm(direction / big, dim=-1)).clamp_min(1e-300)
     t = (max_step / length).clamp(max=1.0)
     pending = rows.clone()
     P_new, f_new = P.clone(), f.clone()
