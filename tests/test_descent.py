@@ -171,7 +171,10 @@ def test_an_equal_value_is_no_decrease():
 
 def test_a_point_that_reaches_the_radius_has_exited():
     _, _, ok, out = _search(
-        lambda P: -P[:, 0], [[0.0, 0.0], [0.0, 0.0]], [[0.2, 0.0], [1.0, 0.0]], radius=1.0,
+        lambda P: -P[:, 0],
+        [[0.0, 0.0], [0.0, 0.0]],
+        [[0.2, 0.0], [1.0, 0.0]],
+        radius=1.0,
         max_step=1.0,
     )  # 0.2 doubles to 0.8 (1.6 would pass the cap); 1.0 reaches the radius
     assert ok.tolist() == [True, True] and out.tolist() == [False, True]
