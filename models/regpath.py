@@ -114,7 +114,8 @@ class Objective:
         """Values on many points without autograd, in chunks; NaN is reported as +inf."""
         with torch.no_grad():
             vals = torch.cat([self.fn(P[k : k + CHUNK]) for k in range(0, P.shape[0], CHUNK)])
-        return torch.nan_to_num(vals, nan=math.inf)
+        # NaN → +inf, and ±inf kept (nan_to_num's default would turn them into ±1.8e308)
+        return torch.nan_to_num(vals, nan=math.inf, posinf=math.inf, neginf=-math.inf)
 
 
 def _masked_lse(x: Tensor, mask: Tensor) -> Tensor:
@@ -599,6 +600,11 @@ def circle_search(
     finite = vals[np.isfinite(vals)]
     noise = NOISE * max(1.0, float(np.abs(finite).max())) if finite.size else 0.0
     minima = grid_minima(vals, periodic, noise)
+    if minima.size == 0:  # constant in float64, or nowhere finite: no grid minimum stands out
+        best = int(np.argmin(vals))
+        p = _circle(R, thetas[best : best + 1])[0]
+        details = {"grid": grid, "h": h, "rival_minima": grid}  # any grid point could hide one
+        return _Found(p, float(vals[best]), 0, 0.0, False, details)
     minima = minima[np.argsort(vals[minima], kind="stable")]
     bounds = (-math.inf, math.inf) if periodic else (lo, hi)
     angles, values = _refine_angles(obj, R, thetas[minima[:refine]], h, bounds)
