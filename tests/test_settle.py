@@ -170,3 +170,119 @@ def test_a_restart_that_stops_short_is_returned_with_the_passes_counted(real, mo
     _install(monkeypatch, engine)
     got, transient = limits.settle(problem, out.p)
     assert got is infeasible and transient == 1
+
+
+# ------------------------------------------------------------- Limit's decision, branch by branch
+
+
+@pytest.mark.parametrize(
+    ("changes", "reached"),
+    [
+        ({}, True),
+        ({"one_minus_cos": limits.DIRECTION_TOL}, True),  # the thresholds are inclusive
+        ({"max_other_prob": limits.SELECT_TOL}, True),
+        ({"one_minus_cos": 2 * limits.DIRECTION_TOL}, False),
+        ({"max_other_prob": 2 * limits.SELECT_TOL}, False),
+    ],
+)
+def test_converged_to_needs_the_direction_and_the_selection_within_their_tolerances(
+    real, changes, reached
+):
+    _, out = real
+    out = dataclasses.replace(out, one_minus_cos=0.0, max_other_prob=0.0) if changes else out
+    lim = limits.Limit("converged", dataclasses.replace(out, **changes), 0)
+    assert lim.converged_to([0]) is reached
+    assert not lim.converged_to([1])
+    assert not limits.Limit("bounded", out, 0).converged_to([0])
+
+
+def test_a_tie_sharing_limit_is_not_the_svm_of_its_selection(real, monkeypatch):
+    _, out = real
+    monkeypatch.setattr(
+        type(out),
+        "tied_margins",
+        lambda self: (np.array([0]), np.array([2]), np.array([0.25])),
+    )
+    lim = limits.Limit("converged", out, 0)
+    assert out.tie_sharing and not lim.converged_to([0])
+    why = lim.why_not([0], "the top-score")
+    assert why == (
+        f"gradient flow converged to the tie-sharing SVM of [0] (1 − cos = "
+        f"{out.one_minus_cos:.1e}): token 2 of input 0, tied in score with the selected token, "
+        "stays at margin 0.25 < 1 (equal scores exert no force on each other), so not to "
+        "the top-score p^mm([0])"
+    )
+    assert limits.limit_name(out, "p^mm") == "the tie-sharing SVM of [0]"
+
+
+def test_a_reached_selection_too_far_in_direction_or_mass_says_both_numbers(real):
+    _, out = real
+    far = dataclasses.replace(out, one_minus_cos=3e-5, max_other_prob=2e-7)
+    lim = limits.Limit("converged", far, 0, symbol="W^mm")
+    assert lim.why_not([0]) == (
+        "selection [0] reached, but 1 − cos = 3e-05 (≤ 1e-06 asked) and softmax mass off α = "
+        "2e-07 (≤ 1e-06 asked)"
+    )
+    assert lim.describe() == "converged to W^mm([0])" and lim._var == "W"
+
+
+def test_a_selection_that_is_not_locally_optimal_is_named_so(real):
+    problem, out = real
+    elsewhere = dataclasses.replace(out, selected=np.array([1]))  # token 0 scores higher
+    why = limits.Limit("converged", elsewhere, 0).why_not([0], "the")
+    assert why.startswith("converged to p^mm([1]) (1 − cos = ")
+    assert "not to the p^mm([0]); the reached selection is NOT locally optimal (" in why
+    assert why.endswith("; inputs with no support token: [])")
+
+
+def _scripted_follow(monkeypatch, out, minimiser):
+    calls = []
+    monkeypatch.setattr(limits, "settle", lambda problem, p0: (out, 2))
+
+    def finite(problem, p):
+        calls.append(p)
+        return minimiser
+
+    monkeypatch.setattr(limits, "finite_minimiser", finite)
+    return calls
+
+
+def test_follow_names_what_the_engine_established(real, monkeypatch):
+    problem, out = real
+    calls = _scripted_follow(monkeypatch, out, "a minimiser")
+    lim = limits.follow(problem, out.p)
+    assert (lim.kind, lim.transient, lim.minimiser) == ("converged", 2, None) and calls == []
+
+    stalled = dataclasses.replace(
+        out,
+        status="inconclusive",
+        trajectory=dataclasses.replace(out.trajectory, stop="stalled"),
+    )
+    calls = _scripted_follow(monkeypatch, stalled, "a minimiser")
+    lim = limits.follow(problem, out.p)
+    assert (lim.kind, lim.minimiser) == ("bounded", "a minimiser") and calls == [stalled.p]
+
+    calls = _scripted_follow(monkeypatch, stalled, None)
+    assert limits.follow(problem, out.p).kind == "undecided" and len(calls) == 1
+
+    away = dataclasses.replace(  # ran to max_norm, undecided
+        stalled, trajectory=dataclasses.replace(out.trajectory, stop="reached max_norm")
+    )
+    calls = _scripted_follow(monkeypatch, away, "a minimiser")
+    assert limits.follow(problem, out.p).kind == "undecided" and calls == []
+
+
+def test_follow_tolerates_the_flows_own_failures_and_no_other(real, monkeypatch):
+    from models import failures
+
+    problem, out = real
+
+    def settle(problem, p0, source):
+        failures.report(source, "scripted failure")
+        return out, 0
+
+    for source, counted in ((failures.GRADIENT_FLOW, 0), (failures.SVM_ORACLE, 1)):
+        monkeypatch.setattr(limits, "settle", lambda p, p0, s=source: settle(p, p0, s))
+        with failures.watch() as w:
+            limits.follow(problem, out.p, cls=limits.Limit)
+        assert len(w.failures) == counted
