@@ -426,3 +426,29 @@ def test_an_uncertified_winner_is_reported_as_a_failure_of_the_search():
     (only,) = w.failures
     assert only.source == failures.REG_PATH and only.what == "point not certified"
     assert only.detail == "R=3, grid"
+
+
+# ----------------------------------------------------------------------------------- threads
+
+
+def test_the_searches_run_on_one_thread_and_restore_the_count_after():
+    from models.regpath import one_thread, single_thread
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError, match="inside"):
+            with single_thread():
+                assert torch.get_num_threads() == 1
+                raise RuntimeError("inside")
+        assert torch.get_num_threads() == 2
+
+        @one_thread
+        def threads(a, *, b):
+            """Its own doc."""
+            return torch.get_num_threads(), a, b
+
+        assert threads(3, b=4) == (1, 3, 4) and torch.get_num_threads() == 2
+        assert threads.__name__ == "threads" and threads.__doc__ == "Its own doc."
+    finally:
+        torch.set_num_threads(before)
