@@ -376,7 +376,8 @@ def diag_svm(X, Z, alpha, norm: str = "l1", *, tol: float = DIAG_TOL) -> DiagSVM
         w = sol.x
         active = A @ w <= 1.0 + 1e-6 * max(1.0, float(np.linalg.norm(w)))
         lam = np.zeros(m)
-        lam[active] = nnls(A[active].T, w)[0] / float(np.linalg.norm(w))
+        if active.any():  # scipy's nnls aborts the interpreter on a matrix with no column
+            lam[active] = nnls(A[active].T, w)[0] / float(np.linalg.norm(w))
         why = f"oracle ({sol.solver})"
     else:
         # w = w⁺ − w⁻ ≥ 0 parts: min 1ᵀ(w⁺ + w⁻) s.t. A(w⁺ − w⁻) ≥ 1.

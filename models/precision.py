@@ -155,10 +155,12 @@ def cross(X, Z, v) -> str | None:
     return _linear(X, v[:, None], "scores x·v", squared=False)
 
 
-def _outer_keys(X: np.ndarray, z: np.ndarray, where: str) -> str | None:
+def _outer_keys(X: np.ndarray, z: np.ndarray, where: str, names=None) -> str | None:
     """The keys vec(x_t zᵀ) of one input's tokens X (T, d) with query z: finite, their
-    nonzero differences resolved, and their squares inside float64 (module docstring)."""
+    nonzero differences resolved, and their squares inside float64 (module docstring).
+    ``names``: what the reason calls row t (default: t, its position in the input)."""
     T, d = X.shape
+    names = list(range(T)) if names is None else list(names)
     top_z = np.abs(z).max()
     if top_z == 0:  # every key of the input is 0: exact ties, nothing to resolve
         return None
@@ -177,8 +179,8 @@ def _outer_keys(X: np.ndarray, z: np.ndarray, where: str) -> str | None:
         resolution = RESOLUTION * EPS * np.maximum(token_scale[rows], token_scale[cols])
         for k in np.flatnonzero((diff > 0) & (diff <= resolution)):
             return (
-                f"precision: the keys x·zᵀ of tokens {rows[k]} and {cols[k]} of {where} "
-                f"differ by {diff[k] * top_z:.1e}, below float64's resolution "
+                f"precision: the keys x·zᵀ of tokens {names[rows[k]]} and {names[cols[k]]} of "
+                f"{where} differ by {diff[k] * top_z:.1e}, below float64's resolution "
                 f"{resolution[k] * top_z:.1e} ({_UNIT} of their magnitude "
                 f"{resolution[k] * top_z / (RESOLUTION * EPS):.1e})"
             )
@@ -186,8 +188,8 @@ def _outer_keys(X: np.ndarray, z: np.ndarray, where: str) -> str | None:
             gap = diff * top_z
         for k in np.flatnonzero((diff > 0) & (gap < SMALLEST))[:1]:
             return (
-                f"precision: the keys x·zᵀ of tokens {rows[k]} and {cols[k]} of {where} "
-                f"differ by only {gap[k]:.1e} (< {SMALLEST:.0e}): the squared norm of an "
+                f"precision: the keys x·zᵀ of tokens {names[rows[k]]} and {names[cols[k]]} of "
+                f"{where} differ by only {gap[k]:.1e} (< {SMALLEST:.0e}): the squared norm of an "
                 "SVM solution separating them overflows float64"
             )
     return None
@@ -200,7 +202,7 @@ def ntp(embeddings, sequences) -> str | None:
     E = _np(embeddings)
     for i, seq in enumerate(sequences):
         tokens = sorted({int(t) for t in seq})
-        reason = _outer_keys(E[tokens], E[int(seq[-1])], f"sequence {i}")
+        reason = _outer_keys(E[tokens], E[int(seq[-1])], f"sequence {i}", tokens)
         if reason:
             return reason
     return None

@@ -720,16 +720,10 @@ def test_an_uncertified_l2_answer_is_inaccurate_and_names_the_oracle(monkeypatch
     assert seen.failures[0].detail == f"diagonal l2: {reason}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="diag_svm's l2 branch calls scipy's nnls on A[active].T with no column when no row "
-    "of the oracle's answer is within 1e-6 of tight, and scipy 1.17's nnls aborts the "
-    "interpreter on an empty matrix (double free) instead of the answer being 'inaccurate'",
-)
 def test_an_l2_answer_with_no_tight_row_is_inaccurate_not_a_crash(monkeypatch):
     """w = 2·(1, −½) leaves every row slack: no dual can be formed, the gap is 1, the answer is
     "inaccurate". nnls is wrapped so that the zero-column call raises here instead of aborting
-    the test run (scipy.optimize.nnls(np.zeros((2, 0)), b) ends the process today)."""
+    the test run (scipy 1.17: scipy.optimize.nnls(np.zeros((2, 0)), b) ends the process)."""
     real_nnls = kqpath.nnls
 
     def guarded(A, b):
