@@ -198,6 +198,7 @@ def joint_ngd(
     p = as_float_tensor(p0, "p0", 1).detach().numpy().copy()
     rec_k, rec_v, rec_p = [0], [v.copy()], [p.copy()]
     stop = "step budget"
+    k = 0  # steps = 0: the start is the whole trajectory
     for k in range(1, steps + 1):
         # v and p are the loop's own finite float64 arrays: the unchecked gradients
         v_t, p_t = torch.from_numpy(v), torch.from_numpy(p)

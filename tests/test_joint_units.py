@@ -272,12 +272,8 @@ def test_ngd_at_a_point_where_both_gradients_vanish_stops_there():
     assert torch.equal(run.vs, t([[1.0, 0.0]] * 2)) and torch.equal(run.ps, t([[0.0, 1.0]] * 2))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="joint_ngd reads the loop variable k after a loop that never ran: steps=0 raises "
-    "UnboundLocalError, where joint_md (k = 0 before its loop) returns the start",
-)
 def test_ngd_with_no_steps_returns_the_start():
+    """(joint_ngd once read its loop variable after a loop that never ran: UnboundLocalError.)"""
     run = joint_ngd(hand(), HV, HP, steps=0)
     assert run.steps.tolist() == [0] and torch.equal(run.v, t(HV))
 
@@ -587,6 +583,46 @@ def test_the_dual_norm_and_the_official_loss_are_their_formulas():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # exp(800) overflows quietly
         assert _official_loss(np.array([-800.0, 0.0])) == math.inf
+
+
+def _cj() -> CrossJointProblem:
+    return CrossJointProblem(t(CX), t(CZ), t(CY))
+
+
+V2, M2D = [1.0, -2.0], [[1.0, 2.0], [0.0, -1.0]]
+BAD_SHAPES = [
+    (lambda: JointProblem(t(HX)[0], t(HY)), "X", 3, (2, 2)),
+    (lambda: JointProblem(t(HX), t([HY])), "y", 1, (1, 2)),
+    (lambda: JointProblem(t(HX), t(HY), t([1.0, 0.0])), "W", 2, (2,)),
+    (lambda: hand().scores([HV]), "v", 1, (1, 2)),
+    (lambda: hand().gradient_p_log([HV], HP), "v", 1, (1, 2)),
+    (lambda: hand().gradient_p_log(HV, [HP]), "p", 1, (1, 3)),
+    (lambda: hand().gradient_v_log([HV], HP), "v", 1, (1, 2)),
+    (lambda: hand().gradient_v_log(HV, [HP]), "p", 1, (1, 3)),
+    (lambda: hand().selected_mass(HV, [HP]), "p", 1, (1, 3)),
+    (lambda: joint_ngd(hand(), [HV], HP, steps=1), "v0", 1, (1, 2)),
+    (lambda: joint_ngd(hand(), HV, [HP], steps=1), "p0", 1, (1, 3)),
+    (lambda: CrossJointProblem(t(CX), t(CZ)[0], t(CY)), "Z", 2, (2,)),
+    (lambda: _cj().cross([V2]), "v", 1, (1, 2)),
+    (lambda: _cj().logits(V2), "W", 2, (2,)),
+    (lambda: _cj().joint_margins(V2, V2), "W", 2, (2,)),
+    (lambda: _cj().joint_margins(M2D, [V2]), "v", 1, (1, 2)),
+    (lambda: _cj().gradient_W_log(M2D, [V2]), "v", 1, (1, 2)),
+    (lambda: _cj().gradient_W_log(V2, V2), "W", 2, (2,)),
+    (lambda: _cj().gradient_v_log_at(V2, V2), "W", 2, (2,)),
+    (lambda: _cj().gradient_v_log_at(M2D, [V2]), "v", 1, (1, 2)),
+    (lambda: joint_md(_cj(), V2, p=2.0, steps=1), "W0", 2, (2,)),
+    (lambda: joint_md(_cj(), None, [V2], p=2.0, steps=1), "v0", 1, (1, 2)),
+    (lambda: lp_v_svm(t(CX)[0], t(CY), [0, 1], 2.0), "X", 3, (2, 3)),
+    (lambda: lp_v_svm(t(CX), t([CY]), [0, 1], 2.0), "y", 1, (1, 2)),
+]
+
+
+@pytest.mark.parametrize(("call", "name", "ndim", "shape"), BAD_SHAPES)
+def test_every_entry_point_names_the_argument_of_the_wrong_dimension(call, name, ndim, shape):
+    with pytest.raises(ValueError) as err:
+        call()
+    assert str(err.value) == f"{name}: expected {ndim} dimensions, got shape {shape}"
 
 
 # ------------------------------------------------------------------------------- joint MD
