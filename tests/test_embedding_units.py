@@ -78,7 +78,7 @@ def test_check_sequences_refuses_each_bad_input_with_its_own_message(sequences, 
 def test_check_sequences_accepts_the_whole_id_range_and_returns_int64():
     out = emb.check_sequences(np.array([[0, 3], [3, 0]], dtype=np.int16), 4)
     assert out.dtype == torch.int64 and out.tolist() == [[0, 3], [3, 0]]
-    # without a vocabulary size any non-negative or negative id passes
+    # without a vocabulary size every integer id passes
     assert emb.check_sequences([[-5, 100]]).tolist() == [[-5, 100]]
 
 
@@ -237,6 +237,10 @@ def test_grad_e_is_the_autograd_gradient_at_a_nonzero_p():
     (auto,) = torch.autograd.grad(problem.loss_value(E, p), E)
     torch.testing.assert_close(problem.grad_E(p), auto, rtol=1e-13, atol=1e-16)
     torch.testing.assert_close(problem.grad_E([0.3, -0.7]), auto, rtol=1e-13, atol=1e-16)
+    with pytest.raises(ValueError, match=r"^p: expected 1 dimensions, got shape \(1, 2\)$"):
+        problem.grad_E([[0.3, -0.7]])
+    with pytest.raises(ValueError, match=r"^p: contains NaN or infinity$"):
+        problem.grad_E([0.3, math.nan])
 
 
 # =============================================================================================
@@ -280,6 +284,30 @@ def test_g2_fixed_embeddings_are_the_protocol_draw_and_differ_across_seeds():
     assert tuple(a.sequences.shape) == (10, 3) and tuple(a.E.shape) == (6, 8)
     assert float(a.v.norm()) == pytest.approx(1.0, abs=1e-15)
     assert not torch.equal(a.E, emb.g2_fixed(3, 8, S=6, T=3, n=10).E)
+    # the fixed seeds of the recorded runs: E⁰, v from seed 1 000 003·seed + d
+    E0, v = emb.gaussian_init(torch.Generator().manual_seed(1_000_003 * 2 + 8), 6, 8)
+    assert torch.equal(a.E, E0) and torch.equal(a.v, v)
+
+
+def test_g2_fixed_does_not_depend_on_the_default_dtype():
+    before = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float32)
+        a = emb.g2_fixed(1, 4, S=5, T=3, n=40)
+        torch.set_default_dtype(torch.float64)
+        b = emb.g2_fixed(1, 4, S=5, T=3, n=40)
+    finally:
+        torch.set_default_dtype(before)
+    for name in ("sequences", "y", "E", "v"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+
+
+def test_g2_fixed_tokens_are_drawn_with_replacement():
+    """Tokens of a sequence are i.i.d.: with T = 8 draws over |S| = 30 tokens nearly every other
+    sequence repeats one (not a sample without replacement)."""
+    seqs = emb.g2_fixed(0, 4).sequences
+    repeats = sum(len(set(row.tolist())) < 8 for row in seqs)
+    assert repeats > 50
 
 
 # =============================================================================================
@@ -302,11 +330,13 @@ def test_frequencies_by_hand_with_n_different_from_t():
 
 
 def test_complete_tokens_occur_and_occur_in_one_class_only():
-    assert emb.completely_positive(FREQ_SEQ, FREQ_Y, 5).tolist() == [True, False, False] + [
-        False,
-        False,
-    ]
+    positive = emb.completely_positive(FREQ_SEQ, FREQ_Y, 5)
+    assert positive.tolist() == [True, False, False, False, False]
     assert emb.completely_negative(FREQ_SEQ, FREQ_Y, 5).tolist() == [False] * 3 + [True, False]
+    # one occurrence is enough: tokens 2 (positive) and 0 (negative) occur once each
+    once_seq, once_y = [[2, 1], [0, 1]], [1.0, -1.0]
+    assert emb.completely_positive(once_seq, once_y, 3).tolist() == [False, False, True]
+    assert emb.completely_negative(once_seq, once_y, 3).tolist() == [True, False, False]
 
 
 def test_posterior_difference_masks_rare_tokens_at_exactly_min_count():
@@ -369,6 +399,11 @@ def test_one_step_from_p0_zero_returns_every_field_of_r1_to_r3():
     gap = [abs(b - a / 2) for b, a in zip(beta, alpha, strict=True)]
     torch.testing.assert_close(step.r2_gap, _t(gap), rtol=1e-15, atol=0)
     assert step.paper_error is step.r3_error
+    # with 3E⁰: f⁰ = (1.5, 3), so the R2 bound is (3/4)·ᾱ and m = 6
+    tripled = emb.one_step(problem.with_embeddings(3 * problem.E), eta0)
+    torch.testing.assert_close(tripled.f0, _t([1.5, 3.0]), rtol=0, atol=0)
+    torch.testing.assert_close(tripled.r2_bound, 0.75 * _t(alpha_bar), rtol=1e-15, atol=0)
+    assert tripled.m == 6.0
 
 
 def test_one_step_from_a_nonzero_p0_is_the_autograd_step_and_not_rank_one():
@@ -392,6 +427,23 @@ def test_one_step_refuses_a_non_finite_step_and_a_p0_of_the_wrong_size():
             emb.one_step(problem, eta0)
     with pytest.raises(ValueError, match=r"^p0: expected dimension 2, got 3$"):
         emb.one_step(problem, 1.0, [0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"^p0: expected 1 dimensions, got shape \(1, 2\)$"):
+        emb.one_step(problem, 1.0, [[0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"^p0: contains NaN or infinity$"):
+        emb.one_step(problem, 1.0, [0.0, math.inf])
+
+
+def test_one_step_runs_the_gradient_on_the_device_it_is_given(monkeypatch):
+    """``device`` is handed to models.device: a name that is no device is refused, and an
+    explicit "cpu" is used whatever $ATTN_DEVICE says."""
+    problem = _hand_problem()
+    with pytest.raises(ValueError, match=r"^ATTN_DEVICE='nowhere' is not a torch device"):
+        emb.one_step(problem, 1.0, device="nowhere")
+    monkeypatch.setenv("ATTN_DEVICE", "nowhere")
+    step = emb.one_step(problem, 1.0, device="cpu")
+    assert step.E1.device.type == "cpu"
+    with pytest.raises(ValueError, match=r"^ATTN_DEVICE='nowhere'"):
+        emb.one_step(problem, 1.0)  # no device: the setting decides
 
 
 def test_rank_one_residual_is_the_relative_distance_to_rows_along_v():
@@ -445,6 +497,14 @@ def test_cls_loss_floor_is_the_logistic_loss_of_the_selected_scores():
         emb.cls_loss_floor(HAND_E, HAND_SEQ, HAND_Y, HAND_V, [0, 3])
     with pytest.raises(ValueError, match="^y:"):
         emb.cls_loss_floor(HAND_E, HAND_SEQ, [1.0], HAND_V, [0, 2])
+    with pytest.raises(ValueError, match=r"^sequences: token ids must lie in \[0, 3\)"):
+        emb.cls_loss_floor(HAND_E, [[0, 3], [1, 1]], HAND_Y, HAND_V, [0, 1])
+    # n = 3 sequences of T = 2 tokens (n ≠ T): one selected token per sequence
+    floor3 = emb.cls_loss_floor(
+        HAND_E, [[0, 1], [2, 2], [1, 0]], [1.0, -1.0, -1.0], HAND_V, [0, 2, 1]
+    )
+    expected = (math.log1p(math.exp(-2.0)) + math.log1p(math.e) + math.log1p(math.exp(-1.0))) / 3
+    assert floor3 == pytest.approx(expected, rel=1e-15)
 
 
 def test_max_margin_feasible_point_gives_logit_one_to_relevant_tokens():
@@ -453,9 +513,13 @@ def test_max_margin_feasible_point_gives_logit_one_to_relevant_tokens():
     torch.testing.assert_close(p, _t([0.5, 0.0, 0.0]), rtol=0, atol=1e-16)
     with pytest.raises(ValueError, match=r"^relevant_mask: expected shape \(2,\), got \(3,\)$"):
         emb.max_margin_feasible_point(E1, [True, False, True])
+    with pytest.raises(ValueError, match=r"^E1: expected 2 dimensions, got shape \(3,\)$"):
+        emb.max_margin_feasible_point([1.0, 2.0, 3.0], [True])
+    with pytest.raises(ValueError, match=r"^E1: contains NaN or infinity$"):
+        emb.max_margin_feasible_point([[math.nan, 0.0]], [True])
 
 
-DD_E = [[2.0, 0.0, 0.0], [0.0, 4.0, 0.0]]  # |S| = 2 = d − 1; v = e₃: q = e_s / E_ss
+DD_E = [[2.0, 0.0, 0.0], [0.0, 4.0, 0.0]]  # |S| = 2 = d − 1; v ∥ e₃: q = e_s / E_ss
 DD_V = [0.0, 0.0, 3.0]
 
 
@@ -492,7 +556,7 @@ def test_orthonormal_complement_of_a_general_v():
 def test_directional_derivative_is_the_autograd_slope_and_zero_when_flat():
     problem = _hand_problem()
     prompt = problem.prompt_problem()
-    p, q = _t([0.4, -0.3]), _t([1.0, 2.0])
+    p, q = _t([0.4, -0.3]), _t([1.0, 3.0])
     pp = p.clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(prompt.loss_value(pp), pp)
     value = float(grad @ q)
@@ -502,6 +566,14 @@ def test_directional_derivative_is_the_autograd_slope_and_zero_when_flat():
     )
     assert emb.directional_derivative(prompt, p, -q) == pytest.approx((log_abs, -sign), rel=1e-15)
     assert emb.directional_derivative(prompt, p, _t([0.0, 0.0])) == (-math.inf, 0.0)
+    for bad_p, bad_q, message in (
+        ([[0.4, -0.3]], q, r"^p: expected 1 dimensions"),
+        ([0.4, math.nan], q, r"^p: contains NaN"),
+        (p, [[1.0, 3.0]], r"^q: expected 1 dimensions"),
+        (p, [1.0, math.inf], r"^q: contains NaN"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            emb.directional_derivative(prompt, bad_p, bad_q)
     # all scores equal: the loss does not depend on p, the gradient is exactly zero
     flat = EmbeddingProblem([[0, 1]], [1.0], [[1.0, 0.0], [0.0, 1.0]], [1.0, 1.0])
     assert emb.directional_derivative(flat.prompt_problem(), p, q) == (-math.inf, 0.0)
@@ -525,6 +597,15 @@ def test_descent_slope_is_the_autograd_slope_along_q_and_zero_off_every_position
     assert emb.descent_slope(prompt, p, nowhere) == (-math.inf, 0.0)
     with pytest.raises(ValueError, match=r"^positions: expected shape \(2, 2\), got \(2, 3\)$"):
         emb.descent_slope(prompt, p, torch.zeros(2, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"^p: expected 1 dimensions, got shape \(1, 3\)$"):
+        emb.descent_slope(prompt, p[None], nowhere)
+    with pytest.raises(ValueError, match=r"^p: contains NaN or infinity$"):
+        emb.descent_slope(prompt, _t([0.0, math.nan, 0.0]), nowhere)
+    square = type(prompt)(keys=prompt.keys, scores=prompt.scores, loss="square")
+    with pytest.raises(
+        ValueError, match=r"^prompt: descent_slope needs ℓ' < 0, not the square loss$"
+    ):
+        emb.descent_slope(square, p, nowhere)
 
 
 # =============================================================================================
@@ -588,6 +669,18 @@ def test_exact_descent_direction_on_hand_cases():
     assert -20 - 30 < exact.log10_residual <= -20
     assert exact.q.tolist() == pytest.approx([1 / 3, 0.0, 0.0], abs=1e-16)
     assert exact.v_dot_q_num == 0
+    # entries with a power of two in the denominator (E¹ = 1.5e₁ᵀ, v = e₃/2): q = e₁/1.5
+    exact = emb.exact_descent_direction(_t([[1.5, 0.0, 0.0]]), _t([0.0, 0.0, 0.5]), 0)
+    assert exact.q.tolist() == pytest.approx([2 / 3, 0.0, 0.0], abs=1e-16)
+
+
+def test_exact_descent_direction_defaults_to_sixty_digits():
+    E1, v = _t([[3.0, 1.0, 0.0], [0.0, 1.0, 1.0]]), _t([1.0, 1.0, 1.0])
+    default = emb.exact_descent_direction(E1, v, 1)
+    sixty = emb.exact_descent_direction(E1, v, 1, digits=60)
+    assert default.c_num == sixty.c_num and default.den == sixty.den
+    assert -60 - 30 < default.log10_residual <= -60
+    assert emb.exact_descent_direction(E1, v, 1, digits=61).den != default.den
 
 
 def test_exact_descent_direction_refuses_what_has_no_solution():
@@ -641,6 +734,16 @@ def test_pair_tables_are_the_exact_pairwise_differences_and_are_cached():
     assert len(emb._PAIR_TABLES) == 1
 
 
+def test_pair_tables_sign_of_the_smallest_representable_difference():
+    """E¹ = (e₁/2, 0), v = e₁/2: u = (1/4, 0), one unit of the exact scale 2^(−2K), K = 1."""
+    E1, v = _t([[0.5, 0.0], [0.0, 0.0]]), _t([0.5, 0.0])
+    log_dc, sg_dc, log_du, sg_du = emb._pair_tables(E1, v, _direction((1, 0), 4))
+    assert sg_du.tolist() == [[0.0, 1.0], [-1.0, 0.0]]
+    assert log_du[0, 1] == log_du[1, 0] == pytest.approx(math.log(0.25), abs=1e-15)
+    assert sg_dc.tolist() == [[0.0, 1.0], [-1.0, 0.0]]
+    assert log_dc[0, 1] == pytest.approx(math.log(0.25), abs=1e-15)  # c = (1/4, 0)
+
+
 def test_pair_tables_cache_keeps_at_most_sixteen_entries():
     E1, v = _t(PT_E), _t(PT_V)
     for k in range(16):
@@ -680,6 +783,25 @@ def test_derivative_along_is_the_hand_slope_with_its_total_and_residual_bound():
     assert both.log_abs == pytest.approx(one.log_abs, abs=1e-14)
 
 
+def test_derivative_along_matches_autograd_on_inputs_with_different_logit_ranges():
+    """Three tokens (E¹ = (e₁, e₂, e₃) in d = 4), two inputs whose logits peak at 0.3 and 2,
+    q = e₁ (c = (1, 0, 0)): the slope is d/dε L(E¹, p + εq), by autograd."""
+    E1 = torch.eye(4, dtype=F64)[:3]
+    v, p, q = _t([0.5, -0.25, 1.0, 0.0]), _t([0.3, -0.2, 2.0, 0.0]), _t([1.0, 0.0, 0.0, 0.0])
+    seq, y = [[0, 1], [2, 0]], [1.0, -1.0]
+    eps = torch.zeros((), dtype=F64, requires_grad=True)
+    problem = EmbeddingProblem(seq, y, E1, v)
+    (auto,) = torch.autograd.grad(problem.loss_value(E1, p + eps * q), eps)
+    slope = emb.derivative_along(E1, seq, y, v, p, _direction((1, 0, 0), 1))
+    assert slope.sign * math.exp(slope.log_abs) == pytest.approx(float(auto), rel=1e-13)
+    with pytest.raises(ValueError, match=r"^sequences: token ids must lie in \[0, 3\)"):
+        emb.derivative_along(E1, [[0, 3]], [1.0], v, p, _direction((1, 0, 0), 1))
+    with pytest.raises(ValueError, match=r"^p: expected 1 dimensions, got shape \(1, 4\)$"):
+        emb.derivative_along(E1, seq, y, v, p[None], _direction((1, 0, 0), 1))
+    with pytest.raises(ValueError, match=r"^p: contains NaN or infinity$"):
+        emb.derivative_along(E1, seq, y, v, p * math.inf, _direction((1, 0, 0), 1))
+
+
 def test_derivative_along_a_direction_that_moves_no_logit_difference_is_zero():
     E1, v = _t([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]), _t([0.5, -0.25, 1.0])
     slope = emb.derivative_along(
@@ -715,6 +837,30 @@ def test_one_layer_model_initialisation_law_and_parameters():
     E0, v = emb.gaussian_init(torch.Generator().manual_seed(5), 3000, 4, unit_head=False)
     torch.testing.assert_close(model.E.detach(), E0, rtol=1e-15, atol=0)
     torch.testing.assert_close(frozen.v, v, rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("cls", [OneLayerModel, TwoLayerModel])
+def test_models_are_float64_whatever_the_default_dtype(cls):
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        model = cls(5, 4, train_v=False, seed=1)
+    finally:
+        torch.set_default_dtype(before)
+    tensors = dict(model.named_parameters()) | dict(model.named_buffers())
+    assert tensors and all(t.dtype == F64 for t in tensors.values()), {
+        k: t.dtype for k, t in tensors.items()
+    }
+    same = dict(cls(5, 4, train_v=False, seed=1).state_dict())
+    assert all(torch.equal(t, same[k]) for k, t in model.state_dict().items())  # the same draws
+    if cls is TwoLayerModel:
+        assert set(model.W.keys()) == {"q", "k", "v"}
+
+
+def test_one_layer_model_defaults_to_seed_zero_and_a_trained_head():
+    model, zero = OneLayerModel(6, 3), OneLayerModel(6, 3, train_v=True, seed=0)
+    assert isinstance(model.v, torch.nn.Parameter)
+    assert torch.equal(model.E, zero.E) and torch.equal(model.v, zero.v)
 
 
 def test_one_layer_model_refuses_token_ids_outside_its_vocabulary():
@@ -765,21 +911,24 @@ def test_two_layer_model_initialisation_and_layernorm_output():
 
 
 def test_two_layer_hidden_uses_the_scaled_dot_product_attention():
-    """E = (e₁, e₂) in d = 4, Wq = Wk = Wv = I: the attention logits are ⟨e_a, e_b⟩/√d, and with
-    the norm replaced by the identity H1 = H0 + softmax(logits) H0, the skip connection plus
-    the mixture."""
+    """E = (e₁, e₂) in d = 4, Wq = Wv = I and Wk mapping e₂ to e₂ + 2e₁: queries (e₁, e₂), keys
+    (e₁, 2e₁ + e₂), so the logits ⟨q_a, k_b⟩/√d are [[1/2, 1], [0, 1/2]] (not symmetric: each
+    row is one query's softmax). With the norm replaced by the identity,
+    H1_a = H0_a + Σ_b w_ab H0_b, the skip connection plus the mixture."""
     model = TwoLayerModel(2, 4, seed=0)
+    Wk = torch.eye(4, dtype=F64)
+    Wk[1, 0] = 2.0
     with torch.no_grad():
         model.E.copy_(_t([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]))
-        for k in "qkv":
-            model.W[k].copy_(torch.eye(4, dtype=F64))
+        model.W["q"].copy_(torch.eye(4, dtype=F64))
+        model.W["k"].copy_(Wk)
+        model.W["v"].copy_(torch.eye(4, dtype=F64))
     model.norm = torch.nn.Identity()
     H = model.hidden(torch.tensor([[0, 1]])).detach()[0]
-    # logits: ⟨e_a, e_b⟩/√4 → row 0: (1/2, 0); softmax weights w = e^{1/2}/(e^{1/2} + 1)
-    w = math.exp(0.5) / (math.exp(0.5) + 1)
-    torch.testing.assert_close(
-        H, _t([[1 + w, 1 - w, 0, 0], [1 - w, 1 + w, 0, 0]]), rtol=1e-15, atol=0
-    )
+    w0 = math.exp(0.5) / (math.exp(0.5) + math.exp(1.0))  # row 0: logits (1/2, 1)
+    w1 = 1 / (1 + math.exp(0.5))  # row 1: logits (0, 1/2)
+    expected = _t([[1 + w0, 1 - w0, 0, 0], [w1, 2 - w1, 0, 0]])
+    torch.testing.assert_close(H, expected, rtol=1e-15, atol=1e-16)
 
 
 def test_train_full_batch_takes_adam_steps_of_size_lr_and_records_the_losses():
@@ -846,11 +995,11 @@ def test_tokenize_drops_every_spelling_of_a_line_break():
 
 
 def test_build_vocab_ranks_by_count_then_spelling_within_max_size():
-    docs = ["b a", "c", ["a"]]
-    assert emb.build_vocab(docs, max_size=10) == {"<pad>": 0, "<unk>": 1, "a": 2, "b": 3, "c": 4}
-    assert emb.build_vocab(docs, max_size=3) == {"<pad>": 0, "<unk>": 1, "a": 2}
+    docs = ["y x", "w", ["x"]]  # x twice, then w and y once each
+    assert emb.build_vocab(docs, max_size=10) == {"<pad>": 0, "<unk>": 1, "x": 2, "w": 3, "y": 4}
+    assert emb.build_vocab(docs, max_size=3) == {"<pad>": 0, "<unk>": 1, "x": 2}
     assert emb.build_vocab(docs, max_size=2) == {"<pad>": PAD_ID, "<unk>": UNK_ID}
-    assert emb.build_vocab(docs, max_size=10, min_count=2) == {"<pad>": 0, "<unk>": 1, "a": 2}
+    assert emb.build_vocab(docs, max_size=10, min_count=2) == {"<pad>": 0, "<unk>": 1, "x": 2}
     with pytest.raises(ValueError, match=r"^max_size: must be ≥ 2 \(the pad and unknown tokens\)"):
         emb.build_vocab(docs, max_size=1)
 
@@ -900,11 +1049,20 @@ def test_load_imdb_messages_name_what_is_missing_or_unreadable(tmp_path):
 
 
 def test_load_imdb_with_one_class_only_and_a_prefix(tmp_path):
-    _imdb(tmp_path, ["x", "y", "z"], [])
-    texts, labels = emb.load_imdb(tmp_path, max_docs=2)
+    _imdb(tmp_path / "p", ["x", "y", "z"], [])
+    texts, labels = emb.load_imdb(tmp_path / "p", max_docs=2)
     assert texts == ["x", "y"] and labels.tolist() == [1.0, 1.0] and labels.dtype == F64
-    texts, labels = emb.load_imdb(tmp_path, max_docs=1)
+    texts, labels = emb.load_imdb(tmp_path / "p", max_docs=1)
     assert texts == ["x"]
+    _imdb(tmp_path / "n", [], ["u", "w"])
+    texts, labels = emb.load_imdb(tmp_path / "n")
+    assert texts == ["u", "w"] and labels.tolist() == [-1.0, -1.0]
+
+
+def test_load_imdb_names_a_missing_positive_folder(tmp_path):
+    (tmp_path / "train" / "neg").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"^IMDB folder not found: .*pos$"):
+        emb.load_imdb(tmp_path)
 
 
 def test_load_yelp_polarity_rows_labels_and_the_prefix(tmp_path):
@@ -924,6 +1082,15 @@ def test_load_yelp_polarity_rows_labels_and_the_prefix(tmp_path):
         emb.load_yelp_polarity(short)
     with pytest.raises(FileNotFoundError, match=r"^Yelp CSV not found: "):
         emb.load_yelp_polarity(tmp_path / "missing.csv")
+
+
+def test_load_yelp_polarity_keeps_a_quoted_line_break_as_written(tmp_path):
+    """The file is opened with newline="" (as the csv module requires): a CR LF inside a quoted
+    review reaches the text unchanged."""
+    path = tmp_path / "crlf.csv"
+    path.write_bytes(b'"2","first\r\nsecond"\r\n"1","x"\r\n')
+    texts, labels = emb.load_yelp_polarity(path)
+    assert texts == ["first\r\nsecond", "x"] and labels.tolist() == [1.0, -1.0]
 
 
 # =============================================================================================
@@ -1120,6 +1287,13 @@ def test_official_init_is_uniform_on_the_nn_linear_interval():
     assert W.min() < -0.99 * bound and W.max() > 0.99 * bound
     assert float((W**2).mean()) == pytest.approx(bound**2 / 3, rel=0.1)  # uniform variance
     assert abs(float(W.mean())) < 0.1 * bound
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        again = nh.official_init(40, 3)
+    finally:
+        torch.set_default_dtype(before)
+    assert again.dtype == np.float64 and np.array_equal(again, W)
 
 
 def _ngd_problem():
@@ -1135,9 +1309,37 @@ def test_ngd_step_is_lr_times_the_unit_gradient():
         assert set(run.Ws) == {1} and run.Ws[1].shape == (1, 2, 2)
         np.testing.assert_allclose(run.Ws[1][0], W0 - 0.25 * g / np.linalg.norm(g), atol=1e-14)
         assert run.broken.tolist() == [False] and run.why == [""]
-        assert run.seconds >= 0.0
+        assert 0.0 <= run.seconds < 60.0
     default = nh.ngd_runs([p], W0[None], steps=1)  # lr = 0.1
     assert np.linalg.norm(default.Ws[1][0] - W0) == pytest.approx(0.1, rel=1e-12)
+
+
+def test_ngd_with_the_lambda_head_and_integer_starts():
+    p = NonlinearHeadProblem(
+        X=[[[1.0, 0.5], [-0.5, 1.0]]],
+        Z=[[0.5, -1.0]],
+        y=[1.0],
+        V=[0.7, -0.4],
+        head="lambda",
+        lam=0.3,
+    )
+    g = p.gradient(np.zeros((2, 2)))
+    for exact in (True, False):
+        run = nh.ngd_runs([p], [[[0, 0], [0, 0]]], lr=0.5, steps=1, exact=exact)
+        np.testing.assert_allclose(run.Ws[1][0], -0.5 * g / np.linalg.norm(g), atol=1e-14)
+
+
+def test_ngd_takes_the_exact_direction_by_default():
+    """At saturation (second probabilities ≤ 1e-16, tests/test_nonlinear_head.py) the exact and
+    the autograd directions differ: the default step is the exact one."""
+    p = nh.official_relu_problem(3, 4, 3, 18)
+    W = np.random.default_rng(3).normal(size=(3, 3))
+    W *= 150.0 / np.linalg.norm(W)
+    default = nh.ngd_runs([p], W[None], steps=1).Ws[1]
+    exact = nh.ngd_runs([p], W[None], steps=1, exact=True).Ws[1]
+    naive = nh.ngd_runs([p], W[None], steps=1, exact=False).Ws[1]
+    assert np.array_equal(default, exact)
+    assert np.abs(naive - exact).max() > 1e-6
 
 
 def test_ngd_records_the_requested_steps_the_start_and_the_last():
@@ -1193,6 +1395,10 @@ def test_inactive_inputs_include_the_boundary_u_v_equal_zero():
     lam = _nh("lambda")
     out = nh.inactive_inputs(lam, NH_W)
     assert out.dtype == bool and out.tolist() == [False]
+    # T = 3 tokens in d = 2, two inputs: u_i is the attention mixture of input i's tokens
+    X = [[[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]], [[-1.0, 0.0], [-1.0, 0.0], [-1.0, 0.0]]]
+    p3 = NonlinearHeadProblem(X=X, Z=[[1.0, 0.0], [1.0, 0.0]], y=[1.0, -1.0], V=np.eye(2))
+    assert nh.inactive_inputs(p3, np.eye(2)).tolist() == [False, True]
 
 
 # =============================================================================================
@@ -1294,6 +1500,20 @@ def test_svmeq_reports_the_w_dir_oracle_and_its_reason():
     assert eq.reason == f"W_dir: {eq.dir_solution.reason}" and eq.dir_solution.reason
     assert eq.W_fin is None and eq.W_dir is None and eq.W is None and math.isnan(eq.R)
     assert eq.fin_residual <= 1e-14
+    assert eq.selected.tolist() == [[True, True, False], [True, True, False]]
+
+
+def test_svmeq_with_every_token_selected_has_no_direction():
+    """At W = 0 the attention is uniform (1/3 each): every token is selected, W_dir has no
+    margin to meet and is 0; W_fin (= 0, the logits being equal) is still given."""
+    p, _ = _svmeq_case()
+    zero = np.zeros((2, 2))
+    eq = nh.svmeq(p, zero, np.ones((2, 2)))
+    assert eq.status == "infeasible" and eq.reason == "W_dir = 0" and not eq.ok
+    assert eq.selected.tolist() == [[True, True, True]]
+    assert np.array_equal(eq.W_fin, zero) and np.array_equal(eq.W_dir, zero)
+    assert eq.dir_solution.ok and eq.fin_residual == 0.0
+    assert eq.W is None and math.isnan(eq.R)
 
 
 def test_svmeq_refuses_an_outcome_without_a_string_reason():

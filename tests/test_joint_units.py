@@ -525,6 +525,14 @@ def test_cross_joint_refuses_a_bad_query_shape_and_a_loss_that_is_not_decreasing
         CrossJointProblem(X, Z, y, loss="square")
 
 
+def test_the_official_instance_is_the_float32_script_data_with_the_first_token_as_query():
+    X, y, Z = official_joint_data()
+    assert X.dtype == F64 and y.dtype == F64 and X.shape == (2, 3, 2)
+    assert float(X[0, 0, 0]) == float(np.float32(-2.7)) != -2.7
+    assert float(X[1, 2, 1]) == float(np.float32(0.1))
+    assert torch.equal(Z, X[:, 0]) and y.tolist() == [1.0, -1.0]
+
+
 # logits a_it = x_itᵀ W z_i: with W = [[1, 2], [0, −1]] and z = (1, 1), W z = (3, −1).
 CX = [[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], [[0.0, 2.0], [1.0, 0.0], [0.0, 0.0]]]
 CZ = [[1.0, 1.0], [0.0, 1.0]]
@@ -561,6 +569,19 @@ def test_the_w_and_v_gradients_are_autograds_and_vanish_exactly_where_they_shoul
     np.testing.assert_allclose(math.exp(fW) * fGW.reshape(2, 2), gW.numpy(), rtol=1e-13)
     np.testing.assert_allclose(math.exp(fv) * fGv, gv.numpy(), rtol=1e-13)
     assert float(np.abs(fGv).max()) == 1.0
+    # logits 800 and 1 on the two inputs: each input's softmax is shifted by its own maximum
+    far = CrossJointProblem(
+        t([[[1.0, 0.0], [0.0, 0.0]], [[0.0, 1.0], [0.0, 0.0]]]), t([[1.0, 0.0], [0.0, 1.0]]), t(CY)
+    )
+    w, v2 = np.array([800.0, 0.0, 0.0, 1.0]), np.array([1.0, 2.0])
+    (fW, fGW), (fv, fGv) = far._gradients_np(w, v2)
+    rW, rv = far.gradient_p_log(v2, w), far.gradient_v_log(v2, w)
+    assert fv == pytest.approx(rv[0], rel=1e-13) and np.allclose(fGv, rv[1], rtol=0, atol=1e-14)
+    assert fW == pytest.approx(rW[0], rel=1e-13) and np.allclose(fGW, rW[1], rtol=0, atol=1e-14)
+    # ∇_v = ½[ℓ'(1)·(1, 0) − ℓ'(−2σ(1))·σ(1)·(0, 1)] (input 0 attends to its token 0 alone)
+    top = sigmoid(2 * sigmoid(1.0)) * sigmoid(1.0)
+    np.testing.assert_allclose(fGv, [-sigmoid(-1.0) / top, 1.0], rtol=1e-14)
+    assert fv == pytest.approx(math.log(top / 2), rel=1e-14)
     # v = 0: every score is 0, the W-gradient is exactly zero
     assert problem.gradient_W_log(CW, [0.0, 0.0])[0] == -math.inf
     # the same input with opposite labels: the v-gradients cancel exactly at W = 0
@@ -613,7 +634,7 @@ BAD_SHAPES = [
     (lambda: _cj().gradient_v_log_at(M2D, [V2]), "v", 1, (1, 2)),
     (lambda: joint_md(_cj(), V2, p=2.0, steps=1), "W0", 2, (2,)),
     (lambda: joint_md(_cj(), None, [V2], p=2.0, steps=1), "v0", 1, (1, 2)),
-    (lambda: lp_v_svm(t(CX)[0], t(CY), [0, 1], 2.0), "X", 3, (2, 3)),
+    (lambda: lp_v_svm(t(CX)[0], t(CY), [0, 1], 2.0), "X", 3, (3, 2)),
     (lambda: lp_v_svm(t(CX), t([CY]), [0, 1], 2.0), "y", 1, (1, 2)),
 ]
 
@@ -654,6 +675,20 @@ def test_the_first_md_step_from_zero_moves_v_alone_by_the_closed_form(p):
     assert np.array_equal(explicit.v, joint_md(problem, p=p, steps=1).v)
 
 
+def test_an_md_step_from_a_nonzero_start_is_the_mirror_formula_on_both_parameters():
+    """p = 3 (q = 3/2): θ = sign(P)|P|² − 0.1·∇_P/‖∇_P‖_{3/2}, P⁺ = sign(θ)|θ|^{1/2}, with the
+    gradients from autograd."""
+    problem = CrossJointProblem(t(CX), t(CZ), t(CY))
+    W0, v0 = t(CW), t([1.0, -2.0])
+    Wg, vg = W0.clone().requires_grad_(True), v0.clone().requires_grad_(True)
+    gW, gv = torch.autograd.grad(problem.loss_value(vg, Wg.reshape(-1)), (Wg, vg))
+    run = joint_md(problem, W0, v0, p=3.0, steps=1)
+    for P0, G, got in ((W0.numpy(), gW.numpy(), run.W), (v0.numpy(), gv.numpy(), run.v)):
+        theta = np.sign(P0) * P0**2 - 0.1 * G / (np.abs(G) ** 1.5).sum() ** (2 / 3)
+        np.testing.assert_allclose(got, np.sign(theta) * np.sqrt(np.abs(theta)), rtol=1e-12)
+    assert run.moved == [(True, True)]
+
+
 def test_md_records_every_kth_step_margins_losses_and_the_first_moves():
     X, y, Z = official_joint_data()
     problem = CrossJointProblem(X, Z, y)
@@ -678,6 +713,20 @@ def test_md_records_every_kth_step_margins_losses_and_the_first_moves():
     assert naive.steps.tolist() == [0, 2, 4, 5] and naive.stop == "step budget"
     assert naive.moved == [(False, True)] + [(True, True)] * 4
     assert naive_joint_md(problem, p=2.0, steps=4, record_every=2).steps.tolist() == [0, 2, 4]
+    assert naive_joint_md(problem, p=2.0, steps=3).steps.tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("p", [1.75, 3.0])
+def test_the_naive_run_is_the_log_space_run_while_nothing_underflows(p):
+    """The official arithmetic (autograd, ‖∇‖ + eps) and the log-space run agree step by step
+    while the margins are small (eps is 1e-16 of the gradient's norm)."""
+    X, y, Z = official_joint_data()
+    problem = CrossJointProblem(X, Z, y)
+    naive, exact = naive_joint_md(problem, p=p, steps=6), joint_md(problem, p=p, steps=6)
+    np.testing.assert_allclose(naive.Ws, exact.Ws, rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(naive.vs, exact.vs, rtol=1e-9, atol=1e-13)
+    np.testing.assert_allclose(naive.losses, exact.losses, rtol=1e-12)
+    assert naive.moved == exact.moved
 
 
 def test_md_at_a_stationary_start_stops_without_counting_a_step():
@@ -724,6 +773,7 @@ def test_the_lp_v_svm_of_two_orthogonal_tokens_is_the_all_ones_head(p):
     assert sol.svm.W.shape == (2, 2) and np.abs(sol.svm.W[:, 1]).max() <= 1e-8
     assert np.array_equal(sol.v, sol.svm.W[:, 0])
     assert lp_v_svm(t(VX), t(VY), np.array([[0], [1]]), p).ok  # any shape of n indices
+    assert np.array_equal(lp_v_svm(VX, VY, [0.0, 1.0], p).v, sol.v)  # indices as floats
 
 
 def test_an_lp_v_svm_that_is_not_certified_has_no_head():
@@ -871,6 +921,19 @@ def test_the_verdict_names_every_loose_input_and_every_slow_direction():
         "1 − corr(W) shrank 1.00-fold < 2.00; 1 − corr(v) shrank 1.20-fold < 2.00"
         " over the second half of the budget"
     )
+    at = SimpleNamespace(**{**vars(good), "duals": np.array([4.0, 4e-4])})  # λ = 1e-4·max
+    assert jp._verdict(alpha, alpha, good, at, fast, small, 2.0)[:2] == (
+        "inconclusive",
+        "input(s) [1]: the selected token is not a support vector of the ℓp v-SVM, so the joint "
+        "theorem's limit of W is a relaxed SVM, not W^mm_α̂(ℓp) (theorems/mirror/findings.md, "
+        "MD-JOINT)",
+    )
+    floor = {"W": jp.CORR_FLOOR, "v": jp.CORR_FLOOR}
+    assert jp._verdict(alpha, alpha, good, good, {"W": 1.0, "v": 1.0}, floor, 2.0)[0] == (
+        "certified"
+    )
+    edge = {"W": jp.rate(3.0), "v": jp.rate(3.0)}
+    assert jp._verdict(alpha, alpha, good, good, edge, small, 3.0)[0] == "certified"
     assert jp._verdict(alpha, alpha, good, good, fast, small, 3.0) == (
         "certified",
         "selection settled over the second half, both SVMs certified and tight, and 1 − corr of "
@@ -1014,14 +1077,65 @@ def test_a_certified_answer_is_every_documented_quantity_of_the_run(monkeypatch)
     assert 0.0 < out["seconds"] <= wall
 
 
-def test_the_official_budget_at_p_2_is_2000_steps_read_at_1000(monkeypatch):
+def test_the_official_budget_at_p_2_is_2000_steps_read_at_1000():
+    """The defaults: p = 2, the logistic loss, the official budget."""
     X, y, Z = official_joint_data()
-    out, stages, _ = _predict(monkeypatch, None, X, Z, y)
+    stages: list[str] = []
+    out = jp.predict_joint(X, Z, y, stage=stages.append)
+    assert out["p"] == 2.0 and out["rate"] == 2.0
     assert stages == ["joint ℓ2 mirror descent, steps 1–2000", SOLVING]
     assert out["training"]["steps"] == 2000 and out["status"] == "certified"
     (entry,) = out["training"]["history"]
     assert (entry["steps"], entry["half"]) == (2000, 1000)
     assert out["training"]["W"] == joint_md(CrossJointProblem(X, Z, y), p=2.0).W.tolist()
+
+
+def test_the_loss_reaches_the_run(monkeypatch):
+    X, y, Z = official_joint_data()
+    out, _, _ = _predict(monkeypatch, 10, X, Z, y, loss="exponential")
+    run = joint_md(CrossJointProblem(X, Z, y, "exponential"), p=2.0, steps=10)
+    assert out["training"]["W"] == run.W.tolist() and out["training"]["v"] == run.v.tolist()
+    logistic = joint_md(CrossJointProblem(X, Z, y), p=2.0, steps=10)
+    assert not np.array_equal(run.W, logistic.W)
+
+
+def test_a_selected_token_off_the_v_svms_support_is_reported_and_not_rerun(monkeypatch):
+    """A scripted v-SVM v = (1, 1) whose second dual is 1e-4 of the largest: the token of input
+    1 is no support vector (λ ≤ 1e-4·max), the answer says which, with no doubling."""
+    scripted = SimpleNamespace(
+        ok=True,
+        status="optimal",
+        reason="scripted",
+        value=2.0,
+        W=np.array([[1.0, 0.0], [1.0, 0.0]]),
+        duals=np.array([4.0, 4e-4]),
+    )
+    calls = []
+
+    def fake(X, y, alpha, p):
+        calls.append((np.asarray(alpha).tolist(), p))
+        return SimpleNamespace(svm=scripted)
+
+    monkeypatch.setattr(jp, "lp_v_svm", fake)
+    X, y, Z = official_joint_data()
+    out, stages, _ = _predict(monkeypatch, 10, X, Z, y)
+    assert calls == [([1, 0], 2.0)] and len(stages) == 2
+    assert out["v_svm"] == {
+        "v": [1.0, 1.0],
+        "norm": 2.0,
+        "status": "optimal",
+        "alpha": [1, 0],
+        "p": 2.0,
+        "support": [True, False],
+    }
+    assert out["status"] == "inconclusive" and out["training"]["steps"] == 10
+    assert out["reason"] == (
+        "input(s) [1]: the selected token is not a support vector of the ℓp v-SVM, so the joint "
+        "theorem's limit of W is a relaxed SVM, not W^mm_α̂(ℓp) (theorems/mirror/findings.md, "
+        "MD-JOINT)"
+    )
+    v = np.array(out["training"]["v"])
+    assert out["corr_v"] == pytest.approx(_cos([1.0, 1.0], v), abs=1e-13)
 
 
 def test_a_run_that_does_not_certify_is_doubled_twice_and_says_so(monkeypatch):

@@ -5,7 +5,8 @@ L-BFGS refinement on objectives with a known minimiser, the argument checks and 
 nuclear norm is √(‖W‖²_F + 2|det W|)), and the diagonal model: its keys and constraint rows,
 the duality certificate on an LP solved by hand, and every branch of ``diag_svm`` (the solvers
 replaced by scripts where a branch needs an answer no real solver gives), and per-factor NGD on
-a problem whose gradient is a fixed 3-4-5 vector.
+a scripted problem with a constant gradient g = (1, 2), chosen so that g ⊙ q and g ⊙ k are
+3-4-5 vectors.
 
 The hand-solved diagonal SVM: rows (1, 0), (0, −2), (2, 1) of (x_iα − x_it) ⊙ z_i. Both SVMs
 have w = (1, −½) (w₁ ≥ 1, w₂ ≤ −½; the third row has slack ½); ‖w‖₁ = 3/2 with duals (1, ½, 0),

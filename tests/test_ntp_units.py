@@ -459,13 +459,31 @@ def test_equality_qp_solution_returns_w_its_multipliers_and_the_reason(monkeypat
 
     monkeypatch.setattr(qp, "solve_margin_qp", spy)
     with failures.watch() as watched:
-        sol = solve_equality_qp([[1.0, 0.0], [0.0, 2.0]], [[1.0, -1.0]], tol=0.125)
-    np.testing.assert_allclose(seen["A"], [[0.5, 0.5], [1.0, 1.0]], atol=1e-15)
-    assert seen["b"].tolist() == [1.0, 1.0] and seen["tol"] == 0.125
+        sol = solve_equality_qp([[1.0, 0.0], [0.0, 2.0], [3.0, 1.0]], [[1.0, -1.0]], tol=0.125)
+    np.testing.assert_allclose(seen["A"], [[0.5, 0.5], [1.0, 1.0], [2.0, 2.0]], atol=1e-15)
+    assert seen["b"].tolist() == [1.0, 1.0, 1.0] and seen["tol"] == 0.125
     assert (sol.status, sol.w, sol.ineq_duals, sol.eq_duals) == ("solver_error", None, None, None)
     assert sol.certificate is None and sol.solver == "spy" and not sol.ok
-    assert sol.reason == "projected QP (2 rows): every solver raised"
+    assert sol.reason == "projected QP (3 rows): every solver raised"
     assert not watched  # models.svm reports its own failure; this layer does not repeat it
+
+
+def test_an_inner_optimum_is_mapped_back_with_float_multipliers_and_the_inner_solver(monkeypatch):
+    """The inner answer (w = (1, 1), λ = [2] as a list of ints) is certified in the original
+    coordinates, ν = −1 recovered from stationarity; an inner "inaccurate" is passed on even
+    when it carries a point that would certify."""
+    good = SVMSolution("optimal", np.array([1.0, 1.0]), [2], None, "spy", "inner fine")
+    monkeypatch.setattr(qp, "solve_margin_qp", lambda A, b, tol: good)
+    sol = solve_equality_qp([[1.0, 0.0]], [[1.0, -1.0]])
+    assert sol.status == "optimal" and sol.solver == "spy" and sol.certificate.ok
+    assert sol.ineq_duals.dtype == np.float64 and sol.ineq_duals.tolist() == [2.0]
+    np.testing.assert_allclose(sol.eq_duals, [-1.0], atol=1e-15)
+    assert sol.reason == "1 equality rows projected out; inner fine"
+    unsure = SVMSolution("inaccurate", np.array([1.0, 1.0]), [2.0], None, "spy", "unsure")
+    monkeypatch.setattr(qp, "solve_margin_qp", lambda A, b, tol: unsure)
+    sol = solve_equality_qp([[1.0, 0.0]], [[1.0, -1.0]])
+    assert (sol.status, sol.w, sol.certificate) == ("inaccurate", None, None)
+    assert sol.reason == "projected QP (1 rows): unsure"
 
 
 def test_an_optimum_the_full_kkt_rejects_is_inaccurate_and_reported(monkeypatch):
@@ -540,6 +558,8 @@ def test_farkas_residual_of_a_claimed_certificate():
         np.inf,
     )
     assert farkas_residual([[1.0], [-1.0]], np.zeros((0, 1)), [0.0, 0.0], []) == (0.0, 0.0)
+    # no rows at all: an empty y is not negative (its minimum starts at 0)
+    assert farkas_residual(np.zeros((0, 1)), np.zeros((0, 1)), [], []) == (0.0, 0.0)
 
 
 def test_bad_rows_are_refused_by_name():
@@ -614,6 +634,10 @@ def test_graph_svm_of_the_chain_i1_and_each_property_of_its_outcome():
     assert sol.certificate is sol.solution.certificate and sol.certificate.tol == 1e-8
     assert sol.reason == sol.solution.reason and "equality rows projected out" in sol.reason
     assert graph_svm(i1(), tol=1e-3).certificate.tol == 1e-3
+    # graphs passed in are the ones used: one SCC {0, 1, 2, 3} makes every row an equality
+    merged = {0: PriorityGraph(0, 4, frozenset({(0, 1), (1, 2), (2, 3), (3, 0)}))}
+    one = graph_svm(i1(), graphs=merged)
+    assert one.ok and one.vacuous and not one.W.any() and one.rows.A_in.shape == (0, 16)
     via = graph_svm_of(np.eye(4), *I1, tol=1e-4)
     np.testing.assert_allclose(via.W, expected, atol=1e-12)
     assert via.certificate.tol == 1e-4 and graph_svm_of(np.eye(4), *I1).certificate.tol == 1e-8
@@ -775,8 +799,10 @@ def test_the_gradient_tolerance_is_inclusive_and_decides_convergence():
     assert start.steps == 0 and not start.W.any() and start.converged
     assert start.gradient_norm == pytest.approx(math.sqrt(2) / 6, rel=1e-15)
     assert start.loss == pytest.approx(LOG2, rel=1e-15)
-    at = finite_component(data, tol=start.gradient_norm)
+    with failures.watch() as watched:
+        at = finite_component(data, tol=start.gradient_norm)
     assert at.steps == 0 and at.converged and at.reason == "gradient norm reached"
+    assert not watched  # norm = tol is converged, not a failure
     below = finite_component(data, tol=np.nextafter(start.gradient_norm, 0))
     assert below.steps >= 1 and below.W.any() and below.converged
     assert finite.GRADIENT_TOL == 1e-12 and finite.MAX_NEWTON_STEPS == 100
@@ -795,6 +821,13 @@ def test_newton_out_of_steps_is_not_converged_and_reported(monkeypatch):
     assert fin.loss == pytest.approx(reduced_model(two_token_cycle(2, 1)).loss(fin.W), rel=1e-15)
 
 
+def test_no_newton_step_allowed_leaves_w_fin_at_zero(monkeypatch):
+    monkeypatch.setattr(finite, "MAX_NEWTON_STEPS", 0)
+    fin = finite_component(two_token_cycle(2, 1))
+    assert (fin.steps, fin.converged, fin.reason) == (0, False, "no convergence in 0 Newton steps")
+    assert not fin.W.any() and fin.gradient_norm == pytest.approx(math.sqrt(2) / 6, rel=1e-15)
+
+
 def test_a_stalled_line_search_ends_newton_with_its_reason(monkeypatch):
     monkeypatch.setattr(
         finite,
@@ -809,10 +842,10 @@ def test_a_stalled_line_search_ends_newton_with_its_reason(monkeypatch):
     assert watched.first.detail == f"line search stalled (rounding floor), {fin.gradient_norm:.2e}"
 
 
-def _line_search(u0, du):
-    """_backtrack on the 2 : 1 cycle from u = u0 along a step that moves u by du; returns the
+def _line_search(u0, du, a=2, b=1):
+    """_backtrack on the a : b cycle from u = u0 along a step that moves u by du; returns the
     u it lands on (None if it gave up) and its other outputs."""
-    data = two_token_cycle(2, 1)
+    data = two_token_cycle(a, b)
     basis = cyclic_subspace(data)
     c = _theta_to_u(basis)
     model = reduced_model(data)
@@ -838,6 +871,23 @@ def test_backtracking_takes_the_first_halving_that_satisfies_armijo_or_shrinks_t
     assert _line_search(10.0, -40.0)[0] == pytest.approx(0.0, abs=1e-13)
     u, out, (_, _, theta, value, grad) = _line_search(0.5, 0.0)
     assert u == pytest.approx(0.5, abs=1e-15) and out[1] == value and out[4]
+
+
+def test_armijo_asks_for_a_decrease_and_the_gradient_test_for_a_strict_one():
+    """- From u = 3 to the u₁ < 0 where f(u₁) = f(3): no decrease (Armijo fails) and
+      |f'(u₁)| = 0.43 > |f'(3)| = 0.29; t = 1/2 lands at (3 + u₁)/2.
+    - The 1 : 1 cycle is symmetric: from u = 1 (or 2) to −1 (−2) f and |f'| are exactly
+      equal, so neither test passes; t = 1/2 lands at 0."""
+    f = lambda u: (2 * sp(-u) + sp(u)) / 3  # noqa: E731
+    lo, hi = -3.0, 0.0  # bisection for f(u₁) = f(3) on the decreasing branch
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) > f(3.0) else (lo, mid)
+    u1 = (lo + hi) / 2
+    assert -1.2 < u1 < -1.1
+    assert _line_search(3.0, u1 - 3.0)[0] == pytest.approx((3.0 + u1) / 2, abs=1e-13)
+    for u0 in (1.0, 2.0):
+        assert _line_search(u0, -2 * u0, a=1, b=1)[0] == pytest.approx(0.0, abs=1e-13)
 
 
 def test_backtracking_gives_up_after_sixty_halvings_and_returns_its_input():
@@ -876,8 +926,23 @@ def test_log_odds_system_rows_and_targets_of_i2():
 
 def test_log_odds_check_on_an_acyclic_instance():
     check = log_odds_check(i1())
-    assert check.applies and check.W.shape == (4, 4) and not check.W.any()
+    assert check.applies is True and check.W.shape == (4, 4) and not check.W.any()
     assert check.residual == 0.0 and check.reason == "acyclic: no equations, W_fin = 0"
+    # singleton SCCs ask nothing, even when the label token's multiplicity varies
+    A, r = log_odds_system(ntp_data(np.eye(3), [[1, 0], [1, 1, 0]], [1, 1]))
+    assert A.shape == (0, 9) and r.shape == (0,)
+
+
+def test_log_odds_equations_come_ordered_by_query_then_smallest_member():
+    """Query 0 has two cycles, {3, 4} (labels 3, 4, 4) and {1, 2} (labels 1, 2), listed in
+    that order; the {1, 2} equation comes first."""
+    data = ntp_data(np.eye(5), [[3, 4, 0]] * 3 + [[1, 2, 0]] * 2, [3, 4, 4, 1, 2])
+    A, r = log_odds_system(data)
+    rows = np.zeros((2, 5, 5))
+    rows[0, 2, 0], rows[0, 1, 0] = 1.0, -1.0
+    rows[1, 4, 0], rows[1, 3, 0] = 1.0, -1.0
+    np.testing.assert_array_equal(A, rows.reshape(2, 25))
+    np.testing.assert_allclose(r, [0.0, LOG2], rtol=1e-15, atol=0)
 
 
 def test_the_log_odds_bridge_with_a_repeated_token_and_its_multiplicity():
@@ -893,6 +958,10 @@ def test_the_log_odds_bridge_with_a_repeated_token_and_its_multiplicity():
     np.testing.assert_allclose(check.W, expected, atol=1e-15)
     assert check.reason == f"log-odds system solved (residual {check.residual:.2e})"
     np.testing.assert_allclose(finite_component(data).W, expected, atol=1e-15)
+    # the smaller token repeated instead: ([0,1,0], ·) gives log(1/1) − log(1/2) = log 2
+    data = ntp_data(np.eye(2), [[0, 1, 0], [0, 1, 0]], [1, 0])
+    np.testing.assert_allclose(log_odds_system(data)[1], [LOG2], rtol=1e-15)
+    np.testing.assert_allclose(log_odds_check(data).W, -expected, atol=1e-15)
 
 
 def test_the_log_odds_bridge_needs_one_multiset_of_the_scc_per_sample():
@@ -901,6 +970,7 @@ def test_the_log_odds_bridge_needs_one_multiset_of_the_scc_per_sample():
     assert log_odds_system(c6) == reason
     check = log_odds_check(c6)
     assert (check.applies, check.W, check.reason) == (False, None, reason)
+    assert check.applies is False
     assert math.isnan(check.residual)
     # the first sample holds all of {0, 1}, the second holds token 1 twice
     counts = ntp_data(np.eye(2), [[1, 0], [1, 1, 0]], [1, 0])
@@ -929,7 +999,7 @@ def test_an_inconsistent_log_odds_system_says_so_with_its_residual(monkeypatch):
     np.testing.assert_array_equal(A, [[-1.0, 0.0, 1.0, 0.0], [1.0, 0.0, -1.0, 0.0]])
     np.testing.assert_allclose(r, [LOG2, 0.0], rtol=1e-15)
     check = log_odds_check(_clash())
-    assert not check.applies and check.W is None
+    assert check.applies is False and check.W is None
     assert check.residual == pytest.approx(LOG2 / 2, rel=1e-14)
     assert check.reason == f"log-odds system inconsistent on S_cyc (residual {check.residual:.2e})"
     assert check.reason.endswith("(residual 3.47e-01)") and finite.LOG_ODDS_TOL == 1e-9
@@ -1208,7 +1278,7 @@ def test_gd_refuses_a_bad_step_or_step_count():
 def test_batched_linear_gd_matches_gd_records_only_what_was_asked_and_flags_overflow():
     problems = [_l1(), linear_ntp([[1.0], [2.0]], [[1.0, 0.0]], [1.0])]
     W0s = [np.zeros((3, 1)), np.array([[0.5, -0.5], [0.0, 1.0]])]
-    run = batched_linear_gd(problems, W0s, eta=0.5, steps=3, record=(0, 1, 3, 5))
+    run = batched_linear_gd(problems, W0s, eta=0.5, steps=3, record=(0, 1, 3, 4, 5))
     assert run.finite and sorted(run.iterates) == [1, 3]
     for b, (problem, W0) in enumerate(zip(problems, W0s, strict=True)):
         reference = gd(problem, W0, lr=0.5, steps=3, record=[1])
@@ -1228,30 +1298,31 @@ def test_batched_linear_gd_matches_gd_records_only_what_was_asked_and_flags_over
 
 
 def test_batch_pads_every_field_to_one_shape():
-    """Draw 0: E = I₂, ([1,0],1) and ([1,1,0],0) (token 1 twice); draw 1: E = I₃, ([2,1,0],2)
-    and a padded sample (a lone label: logc 0 in slot 0, weight 0)."""
-    d1 = ntp_data(np.eye(2), [[1, 0], [1, 1, 0]], [1, 0])
+    """K = 3 (the larger draw). Draw 0: E = I₂, query 1: ([0,1],0) and ([0,0,1],1) (token 0
+    twice); its logits sit at v·K + 1. Draw 1: E = I₃, ([2,1,0],2) and a padded sample (a lone
+    label: logc 0 in slot 0, weight 0)."""
+    d1 = ntp_data(np.eye(2), [[0, 1], [0, 0, 1]], [0, 1])
     d2 = ntp_data(np.eye(3), [[2, 1, 0]], [2])
     bt = batch([d1, d2])
     assert bt.datas == (d1, d2)
     np.testing.assert_array_equal(bt.G, [np.diag([1.0, 1.0, 0.0]), np.eye(3)])
-    np.testing.assert_array_equal(bt.idx, [[0, 3, 0, 0, 3, 0], [0, 3, 6, 0, 0, 0]])
+    np.testing.assert_array_equal(bt.idx, [[1, 4, 0, 1, 4, 0], [0, 3, 6, 0, 0, 0]])
     inf = -np.inf
     np.testing.assert_array_equal(
-        bt.logc, [[[0, 0, inf], [0, LOG2, inf]], [[0, 0, 0], [0, inf, inf]]]
+        bt.logc, [[[0, 0, inf], [LOG2, 0, inf]], [[0, 0, 0], [0, inf, inf]]]
     )
-    lab = [[[0, 1, 0], [1, 0, 0]], [[0, 0, 1], [1, 0, 0]]]
-    off = [[[1, 0, 0], [0, 1, 0]], [[1, 1, 0], [0, 0, 0]]]
+    lab = [[[1, 0, 0], [0, 1, 0]], [[0, 0, 1], [1, 0, 0]]]
+    off = [[[0, 1, 0], [1, 0, 0]], [[1, 1, 0], [0, 0, 0]]]
     np.testing.assert_array_equal(bt.lab, np.array(lab, dtype=bool))
     np.testing.assert_array_equal(bt.off, np.array(off, dtype=bool))
     assert bt.labf.dtype == np.float64 and bt.offf.dtype == np.float64
     np.testing.assert_array_equal(bt.labf, lab)
     np.testing.assert_array_equal(bt.offf, off)
     np.testing.assert_array_equal(bt.w, [[0.5, 0.5], [1.0, 0.0]])
-    np.testing.assert_array_equal(bt.flat, [[[0, 3, 0], [0, 3, 0]], [[9, 12, 15], [9, 9, 9]]])
+    np.testing.assert_array_equal(bt.flat, [[[1, 4, 0], [1, 4, 0]], [[9, 12, 15], [9, 9, 9]]])
     assert bt.scatter.shape == (2, 6, 9)
     hot = [np.flatnonzero(row).tolist() for row in bt.scatter.reshape(12, 9)]
-    assert hot == [[0], [3], [], [0], [3], [], [0], [3], [6], [0], [], []]
+    assert hot == [[1], [4], [], [1], [4], [], [0], [3], [6], [0], [], []]
     assert set(np.unique(bt.scatter)) == {0.0, 1.0}
 
 
@@ -1272,11 +1343,17 @@ def test_batched_attention_gd_is_gd_with_its_default_step_and_logs_the_loss():
         assert run.losses[row, 0] == pytest.approx(model.loss(reference.iterates[k]), rel=1e-13)
     default = batched_attention_gd([data], steps=250, record=())
     assert default.W == {} and default.loss_steps.tolist() == [0, 100, 200]
-    W0 = np.array([[0.5, -1.0], [0.25, 2.0]])
-    fixed = batched_attention_gd([data], steps=3, record=(0, 3), lr=0.3, W0=[W0])
-    np.testing.assert_array_equal(fixed.W[0][0], W0)
-    expected = gd(model, W0, lr=0.3, steps=3).last
-    np.testing.assert_allclose(fixed.W[3][0], expected, atol=1e-14)
+    # K ≠ d both ways, in one padded batch, from a given W0 with a given step
+    wide = ntp_data([[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]], data.sequences, data.labels)  # K=2, d=3
+    tall = ntp_data([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]], [[2, 1, 0], [1, 2, 0]], [2, 1])
+    W0s = [np.arange(9.0).reshape(3, 3) / 10, np.array([[0.5, -1.0], [0.25, 2.0]])]
+    fixed = batched_attention_gd([wide, tall], steps=3, record=(0, 3), lr=0.3, W0=W0s)
+    for b, (d, W0) in enumerate(zip((wide, tall), W0s, strict=True)):
+        np.testing.assert_allclose(fixed.W[0][b], W0, atol=1e-15)
+        expected = gd(ntp_attention(d), W0, lr=0.3, steps=3).last
+        np.testing.assert_allclose(fixed.W[3][b], expected, atol=1e-14)
+    with pytest.raises(ValueError):  # one W0 per draw, strictly
+        batched_attention_gd([wide], steps=1, record=(), W0=W0s)
 
 
 def test_batched_normalised_methods_need_a_step_and_move_by_it():
