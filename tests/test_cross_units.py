@@ -321,6 +321,7 @@ def test_rescaled_divides_by_the_largest_absolute_entry_and_leaves_zero_alone():
     assert zero.tolist() == [[0.0, 0.0], [0.0, 0.0]]  # no 0/0
     assert _rescaled(np.zeros((0, 3))).shape == (0, 3)
     assert _rescaled([[1, 2]]).dtype == np.float64
+    assert _rescaled([[0, 0]]).dtype == np.float64  # even an integer zero comes back float
 
 
 def test_a_record_keeps_every_kth_step_the_last_and_what_is_forced():
@@ -368,6 +369,7 @@ def test_w_ngd_defaults_are_2000_unit_steps_of_length_0_1_all_recorded():
     run = w_ngd(line_problem())
     assert run.stop == "step budget"
     assert run.steps.tolist() == list(range(2001)) and run.Ws.shape == (2001, 1, 1)
+    assert run.steps.dtype.kind == "i"  # step indices, rounded from NGD's arc length lr·k
     np.testing.assert_allclose(run.Ws[:, 0, 0], 0.1 * np.arange(2001), rtol=TIGHT, atol=1e-15)
     assert run.seconds >= 0.0
     # from a given start, lr and record_every, the same line with other labels
@@ -1409,3 +1411,36 @@ def test_predict_cross_with_p_adds_mirror_descent_and_the_lp_svm_at_its_selectio
     assert lp["norm"] == pytest.approx(4.0 ** (1 / 3) / 4.0, rel=1e-7)  # ‖±1/4 · 1‖_3
     assert out["corr_lp"] == pytest.approx(0.5, abs=1e-8)
     assert out["selected"] == [0]  # the W training (the real flow) selects the top token
+
+
+def test_predict_cross_reports_a_failing_lp_solver_in_its_block_with_the_exponent(monkeypatch):
+    """The ℓp SVM raises: its block has no solution, says why and which exponent it was for,
+    and the ℓp correlation is null; the Frobenius and nuclear SVMs are untouched."""
+    real = normsvm.norm_svm
+
+    def norm_svm(X, Z, alpha, norm="fro", **kwargs):
+        if norm == "lp":
+            raise RuntimeError("the ℓp solver is down")
+        return real(X, Z, alpha, norm, **kwargs)
+
+    monkeypatch.setattr(normsvm, "norm_svm", norm_svm)
+    monkeypatch.setattr(
+        cross_predict,
+        "_train_md",
+        lambda problem, p, svms: (np.array([[-3.0, 0.0], [0.0, 0.0]]), {"status": "scripted"}),
+    )
+    monkeypatch.setattr(cross_predict, "_train_w", scripted_training([[1.0, 0.0], [0.0, 0.0]], []))
+    out = cross_predict.predict_cross(PAIR_X, PAIR_Z, [1.0], [1.0, -1.0], "W", p=3)
+    assert out["svm_lp"] == {
+        "W": None,
+        "norm": None,
+        "status": "solver_error",
+        "alpha": [1],
+        "p": 3.0,
+        "reason": "RuntimeError: the ℓp solver is down",
+    }
+    assert list(out["svm_lp"]) == ["W", "norm", "status", "alpha", "p", "reason"]
+    assert out["corr_lp"] is None
+    check_pair_svm(out["svm_fro"], 1.0, [0])
+    check_pair_svm(out["svm_nuc"], 1.0, [0])
+    assert out["corr_fro"] == pytest.approx(0.5, abs=TIGHT)  # ⟨e1e1ᵀ, W*⟩/‖W*‖ = 0.25/0.5

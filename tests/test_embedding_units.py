@@ -460,6 +460,13 @@ def test_r1_coefficients_are_beta_and_the_mean_token_scores():
     expected_beta, _, _, expected_f0 = _hand_one_step_expectations(1.0)
     torch.testing.assert_close(beta, _t(expected_beta), rtol=1e-15, atol=0)
     assert f0.tolist() == expected_f0
+    # n = 3 sequences of T = 2 (n·T = 6): f⁰ = (0.5, 1, −1)
+    three = EmbeddingProblem([[0, 1], [2, 2], [1, 1]], [1.0, -1.0, -1.0], HAND_E, HAND_V)
+    beta, f0 = emb.r1_coefficients(three)
+    h = [1 / (1 + math.exp(0.5)), 1 / (1 + math.exp(-1.0)), 1 / (1 + math.exp(1.0))]
+    expected = [h[0] / 6, (h[0] - 2 * h[2]) / 6, -2 * h[1] / 6]
+    torch.testing.assert_close(beta, _t(expected), rtol=1e-14, atol=0)
+    assert f0.tolist() == [0.5, 1.0, -1.0]
 
 
 # =============================================================================================
@@ -910,7 +917,7 @@ def test_two_layer_model_initialisation_and_layernorm_output():
     )
 
 
-def test_two_layer_hidden_uses_the_scaled_dot_product_attention():
+def test_two_layer_hidden_and_read_out_by_hand():
     """E = (e₁, e₂) in d = 4, Wq = Wv = I and Wk mapping e₂ to e₂ + 2e₁: queries (e₁, e₂), keys
     (e₁, 2e₁ + e₂), so the logits ⟨q_a, k_b⟩/√d are [[1/2, 1], [0, 1/2]] (not symmetric: each
     row is one query's softmax). With the norm replaced by the identity,
@@ -929,6 +936,14 @@ def test_two_layer_hidden_uses_the_scaled_dot_product_attention():
     w1 = 1 / (1 + math.exp(0.5))  # row 1: logits (0, 1/2)
     expected = _t([[1 + w0, 1 - w0, 0, 0], [w1, 2 - w1, 0, 0]])
     torch.testing.assert_close(H, expected, rtol=1e-15, atol=1e-16)
+    # the read-out: f = softmax(H1 p)ᵀ (H1 v); with p = e₁ and v = e₂ − e₁
+    with torch.no_grad():
+        model.p.copy_(_t([1.0, 0.0, 0.0, 0.0]))
+        model.v.copy_(_t([-1.0, 1.0, 0.0, 0.0]))
+    h = expected.tolist()
+    a = [math.exp(h[0][0]), math.exp(h[1][0])]
+    f = (a[0] * (h[0][1] - h[0][0]) + a[1] * (h[1][1] - h[1][0])) / (a[0] + a[1])
+    assert float(model(torch.tensor([[0, 1]]))[0].detach()) == pytest.approx(f, rel=1e-14)
 
 
 def test_train_full_batch_takes_adam_steps_of_size_lr_and_records_the_losses():

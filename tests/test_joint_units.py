@@ -646,6 +646,22 @@ def test_every_entry_point_names_the_argument_of_the_wrong_dimension(call, name,
     assert str(err.value) == f"{name}: expected {ndim} dimensions, got shape {shape}"
 
 
+NAN = [math.nan, 0.0]
+NOT_FINITE = [
+    (lambda: _cj().cross(NAN), "v"),
+    (lambda: _cj().logits([NAN, V2]), "W"),
+    (lambda: hand().scores(NAN), "v"),
+    (lambda: JointProblem(t(HX), t(HY), t([NAN, NAN])), "W"),
+]
+
+
+@pytest.mark.parametrize(("call", "name"), NOT_FINITE)
+def test_a_non_finite_argument_is_refused_by_name(call, name):
+    with pytest.raises(ValueError) as err:
+        call()
+    assert str(err.value) == f"{name}: contains NaN or infinity"
+
+
 # ------------------------------------------------------------------------------- joint MD
 
 
@@ -911,6 +927,11 @@ def test_the_verdict_names_every_loose_input_and_every_slow_direction():
     loose = SimpleNamespace(**{**vars(good), "duals": np.array([0.0, 2.0, 1e-5])})
     alpha = np.array([0, 1])
     fast, small = {"W": 10.0, "v": 10.0}, {"W": 1e-3, "v": 1e-3}
+    assert jp._verdict(np.array([1, 1]), alpha, good, good, fast, small, 2.0) == (
+        "inconclusive",
+        "the selection at half the budget is not the final one",
+        True,
+    )
     status, reason, more = jp._verdict(alpha, alpha, good, loose, fast, small, 2.0)
     assert (status, more) == ("inconclusive", False) and reason.startswith("input(s) [0, 2]: ")
     status, reason, more = jp._verdict(alpha, alpha, good, good, {"W": 1.0, "v": 1.5}, small, 3.0)

@@ -1203,6 +1203,8 @@ def test_linear_ntp_refuses_each_bad_field_by_name():
         (np.eye(2), ok_P, [1.0, 0.0], "pi: context weights must be > 0"),
         (np.eye(2), ok_P, [[0.5, 0.5]], "pi: expected 1 dimensions, got shape (1, 2)"),
         (np.eye(2), [0.5, 0.5], [0.5, 0.5], "P: expected 2 dimensions, got shape (2,)"),
+        ([1.0, 2.0], ok_P, [0.5, 0.5], "H: expected 2 dimensions, got shape (2,)"),
+        ([[1.0, np.nan], [0.0, 1.0]], ok_P, [0.5, 0.5], "H: contains NaN or infinity"),
     ]
     for H, P, pi, text in cases:
         with pytest.raises(ValueError) as err:
@@ -1279,7 +1281,7 @@ def test_batched_linear_gd_matches_gd_records_only_what_was_asked_and_flags_over
     problems = [_l1(), linear_ntp([[1.0], [2.0]], [[1.0, 0.0]], [1.0])]
     W0s = [np.zeros((3, 1)), np.array([[0.5, -0.5], [0.0, 1.0]])]
     run = batched_linear_gd(problems, W0s, eta=0.5, steps=3, record=(0, 1, 3, 4, 5))
-    assert run.finite and sorted(run.iterates) == [1, 3]
+    assert run.finite is True and sorted(run.iterates) == [1, 3]
     for b, (problem, W0) in enumerate(zip(problems, W0s, strict=True)):
         reference = gd(problem, W0, lr=0.5, steps=3, record=[1])
         for k in (1, 3):
@@ -1293,8 +1295,21 @@ def test_batched_linear_gd_matches_gd_records_only_what_was_asked_and_flags_over
         np.testing.assert_allclose(step, -0.25 * G / np.linalg.norm(G), atol=1e-15)
     with np.errstate(all="ignore"):
         blown = batched_linear_gd(problems[:1], W0s[:1], eta=1e200, steps=4, record=(1, 2, 3, 4))
-    assert not blown.finite and sorted(blown.iterates) == [1]
+    assert blown.finite is False and sorted(blown.iterates) == [1]
     assert np.isfinite(blown.iterates[1][0]).all()
+    with pytest.raises(ValueError):  # one W0 per problem, strictly
+        batched_linear_gd(problems[:1], W0s, eta=0.5, steps=1, record=(1,))
+
+
+def test_batched_linear_gd_shifts_each_context_by_its_own_in_support_anchor():
+    """Context 0 has every logit at 800, context 1 has token 0 (off its support {1, 2}) at
+    −800: shifting each context by the logit of the first token of its own support keeps
+    e^{ℓ − ℓ_anchor} in range, so the step is LinearNTP's log-space one."""
+    problem = linear_ntp(np.eye(2), [[0.5, 0.5, 0.0], [0.0, 0.25, 0.75]], [0.5, 0.5])
+    W0 = np.array([[800.0, -800.0], [800.0, 0.0], [800.0, 0.0]])
+    run = batched_linear_gd([problem], [W0], eta=0.5, steps=1, record=(1,))
+    assert run.finite is True
+    np.testing.assert_allclose(run.iterates[1][0], W0 - 0.5 * problem.gradient(W0), atol=1e-12)
 
 
 def test_batch_pads_every_field_to_one_shape():
