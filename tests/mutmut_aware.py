@@ -47,3 +47,13 @@ def cached(key: str | None, compute, cache: dict):
 def per_mutant_scope(fixture_name: str, config) -> str:
     """A fixture's scope: "module" (computed once per test module), "function" under mutmut."""
     return "function" if under_mutmut() else "module"
+
+
+def mutmut_trampoline_file() -> str | None:
+    """The file of mutmut's trampoline, whose frame sits between a test and every function of
+    mutmut's copy of models/ (None where mutmut is not installed)."""
+    try:
+        from mutmut.mutation import trampoline
+    except ImportError:
+        return None
+    return trampoline.__file__
