@@ -756,6 +756,16 @@ def test_md_at_a_stationary_start_stops_without_counting_a_step():
     assert joint_md(problem, p=2.0, steps=0).steps.tolist() == [0]
 
 
+def test_a_parameter_whose_gradient_is_exactly_zero_does_not_move():
+    """One input with tokens (1, 0) and (−1, 0), W = 0, v = (1, 0): the attention is uniform, so
+    Σ_t s_t x_t = 0 and ∇_v L = 0 exactly, while ∇_W L = ℓ'(0)·x·v·vec(x zᵀ) ≠ 0: W moves alone."""
+    problem = CrossJointProblem(t([[[1.0, 0.0], [-1.0, 0.0]]]), t([[1.0, 0.0]]), t([1.0]))
+    run = joint_md(problem, None, [1.0, 0.0], p=2.0, steps=1)
+    assert run.moved == [(True, False)] and run.stop == "step budget"
+    assert run.v.tolist() == [1.0, 0.0]
+    np.testing.assert_allclose(run.W, [[0.1, 0.0], [0.0, 0.0]], rtol=1e-15, atol=0)
+
+
 def test_md_refuses_an_exponent_outside_one_to_infinity_and_wrong_shapes():
     X, y, Z = official_joint_data()
     problem = CrossJointProblem(X, Z, y)

@@ -808,6 +808,14 @@ def test_one_ngd_step_moves_each_factor_by_lr_along_its_normalised_gradient():
     assert np.allclose(run.w, [1.3, -0.17], rtol=0, atol=1e-15)
 
 
+def test_an_ngd_step_has_length_lr_however_small_the_gradient():
+    """k = (0.08, 0.03), q = (0.3, 0.2): g ⊙ q = (0.3, 0.4) has norm ½ and g ⊙ k = (0.08, 0.06)
+    norm 1/10, yet each factor still moves by exactly lr along the unit directions."""
+    run = diag_kq_ngd(Linear(), [0.08, 0.03], [0.3, 0.2], lr=0.5, steps=1)
+    assert np.allclose(run.ks[-1], [0.08 - 0.3, 0.03 - 0.4], rtol=0, atol=1e-15)
+    assert np.allclose(run.qs[-1], [0.3 - 0.4, 0.2 - 0.3], rtol=0, atol=1e-15)
+
+
 def test_ngd_defaults_are_lr_0_1_for_8000_steps_keeping_first_and_last():
     first = diag_kq_ngd(Linear(), K0, Q0, steps=1)
     assert np.allclose(first.ks[-1], [0.74, 0.22], rtol=0, atol=1e-15)
