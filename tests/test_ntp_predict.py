@@ -37,6 +37,15 @@ def _timed(fn, *args):
     return out, stages, time.perf_counter() - t0
 
 
+def _assert_null_answer(out, model, fields, wall):
+    """The answer that was not computed: exactly ``fields``, status "inconclusive", every
+    computed field null, and the time it took."""
+    assert tuple(out) == fields
+    assert out["model"] == model and out["status"] == "inconclusive"
+    assert all(out[k] is None for k in fields if k not in ("model", "status", "reason", "seconds"))
+    assert 0.0 <= out["seconds"] <= wall
+
+
 # ----------------------------------------------------------------------- the linear decoder
 
 COMPATIBLE_SEPARABLE = (
@@ -157,15 +166,8 @@ def test_a_linear_instance_float64_does_not_represent_is_answered_null():
     P = [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]]
     out, stages, wall = _timed(predict.predict_ntp_linear, H, P, [0.5, 0.5])
     assert stages == []
-    assert tuple(out) == predict.LINEAR_FIELDS
-    assert out["model"] == "ntp-linear" and out["status"] == "inconclusive"
+    _assert_null_answer(out, "ntp-linear", predict.LINEAR_FIELDS, wall)
     assert out["reason"].startswith("precision: context 0 reaches 1.0e+200")
-    assert all(
-        out[k] is None
-        for k in predict.LINEAR_FIELDS
-        if k not in ("model", "status", "reason", "seconds")
-    )
-    assert 0.0 <= out["seconds"] <= wall
 
 
 # ------------------------------------------------------------------------ self-attention NTP
@@ -289,15 +291,9 @@ def test_an_unconverged_finite_part_is_inconclusive(monkeypatch):
 def test_an_attention_instance_float64_does_not_represent_is_answered_null():
     E = (1e300 * np.eye(4)).tolist()
     out, stages, wall = _timed(predict.predict_ntp, E, I1[1], I1[2])
-    assert stages == [] and tuple(out) == predict.NTP_FIELDS
-    assert out["model"] == "ntp" and out["status"] == "inconclusive"
+    assert stages == []
+    _assert_null_answer(out, "ntp", predict.NTP_FIELDS, wall)
     assert out["reason"].startswith("precision:")
-    assert all(
-        out[k] is None
-        for k in predict.NTP_FIELDS
-        if k not in ("model", "status", "reason", "seconds")
-    )
-    assert 0.0 <= out["seconds"] <= wall
 
 
 def test_one_minus_corr_is_undefined_at_zero():
