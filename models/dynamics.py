@@ -356,6 +356,10 @@ class Outcome:
     #: (``models.svm.tied_tokens``); ``svm`` is then the tie-sharing SVM, which has no row
     #: for them. None when no selected token ties.
     tied: np.ndarray | None = None
+    #: 1 − cos(−∇L, p^mm) once the offset from the ray has relaxed to its certified
+    #: equilibrium (``models.offset``), where the heading at p itself did not pass; None when
+    #: that was not needed or not possible.
+    relaxed_heading: float | None = None
 
     @property
     def converged(self) -> bool:
@@ -471,6 +475,7 @@ def converge(
     probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
     probs[np.arange(problem.n), sel] = 0.0
     max_other = float(probs.max()) if problem.T > 1 else 0.0
+    relaxed = None  # (1 − cos at the relaxed offset, why), where that test was needed
     if svm.status == "infeasible":
         status, reason = "infeasible", f"ATT-SVM of the selected tokens is infeasible ({traj.stop})"
     elif not svm.ok:
@@ -480,6 +485,21 @@ def converge(
         reason = f"ambiguous selection: a non-selected token keeps softmax mass {max_other:.2e}"
     elif omc <= target and flow_omc <= target:
         status, reason = "converged", traj.stop
+    elif omc <= target and tied is None and (relaxed := _relaxed(problem, sel, svm, p)):
+        relaxed_omc, why = relaxed
+        if relaxed_omc <= target:
+            status = "converged"
+            reason = (
+                f"{traj.stop} at ‖p‖={float(torch.linalg.vector_norm(p)):.3g}, 1−cos={omc:.2e}; "
+                f"flow heading 1−cos={flow_omc:.2e} at p, {relaxed_omc:.2e} once the offset "
+                f"from the ray relaxes to its equilibrium ({why})"
+            )
+        else:
+            status = "inconclusive"
+            reason = (
+                f"{traj.stop} at ‖p‖={float(torch.linalg.vector_norm(p)):.3g}, 1−cos={omc:.2e}, "
+                f"flow heading 1−cos={flow_omc:.2e}, {relaxed_omc:.2e} at the relaxed offset"
+            )
     else:
         status = "inconclusive"
         reason = (
@@ -489,7 +509,29 @@ def converge(
     if status == "inconclusive":  # a flow left undecided is never evidence either way
         failures.report(failures.GRADIENT_FLOW, "undecided", reason)
     seconds = time.perf_counter() - t0
-    return Outcome(status, reason, p, sel, omc, svm, traj, max_other, seconds, tied)
+    relaxed_omc = relaxed[0] if relaxed is not None else None
+    return Outcome(status, reason, p, sel, omc, svm, traj, max_other, seconds, tied, relaxed_omc)
+
+
+def _relaxed(problem: PromptProblem, sel: np.ndarray, svm, p: Tensor) -> tuple | None:
+    """(1 − cos of the flow at p with its offset relaxed, what certified the offset), or None
+    where the offset has no certified equilibrium (``models.offset``: an unstable ray, a
+    support token without pull, Newton not converged).
+
+    Why: far out (‖p‖ ≳ 1e6) the heading test needs the offset ρ of p from the ray to ~1e-5
+    while the ODE solver controls p to rtol·‖p‖; the offset's equilibrium is a strictly convex
+    problem instead (docs/performance.md, "Limits found")."""
+    from models.offset import equilibrium, relaxed_heading
+
+    if not svm.ok or not svm.norm > 0:
+        return None
+    x = np.asarray(svm.x, dtype=np.float64)
+    q = p.detach().cpu().numpy()
+    eq = equilibrium(problem, sel, x, float(q @ x) / float(np.linalg.norm(x)))
+    if not eq.ok:
+        return None
+    _, omc = relaxed_heading(problem, eq, x, q)
+    return omc, f"{eq.reason}, {eq.steps} Newton steps, ‖∇‖ {eq.grad_norm:.1e}"
 
 
 @dataclass
