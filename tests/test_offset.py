@@ -157,3 +157,16 @@ def test_converge_does_not_relax_when_the_heading_passed():
     out = converge(_problem(*FAN), target=1e-6)
     assert out.status == "converged" and out.relaxed_heading is None
     assert out.reason == "direction reached the SVM of the selection and stayed"
+
+
+def test_support_weights_carry_their_own_margin_residual_at_lambda():
+    """δ_2ᵀp^mm = 1 + 1e-7 (a support token to the oracle's tolerance, not exactly): at λ = 1e7
+    its pull is e^{−λ·1e-7} = e^{−1} weaker, so ρ* = ½(log(w_1/w_2) + 1); at λ = 0 the
+    residual is ignored."""
+    eps = 1e-7
+    problem = _problem([[[0.0, 0.0], [-1.0, -1.0], [-(1.0 + eps), 1.0]]], FAN[1])
+    at_zero = equilibrium(problem, [0], P_MM)
+    far = equilibrium(problem, [0], P_MM, lam=1e7)
+    assert at_zero.ok and far.ok
+    np.testing.assert_allclose(at_zero.rho, [0.0, 0.5 * math.log(2.0)], atol=1e-12)
+    np.testing.assert_allclose(far.rho, [0.0, 0.5 * (math.log(2.0) + 1.0)], atol=1e-8)

@@ -41,6 +41,7 @@ MODULES = (
     "mirror_joint.py",
     "nonlinear_head.py",
     "kernels.py",
+    "offset.py",
 )
 
 MUTANTS: list[dict[str, str]] = [
@@ -483,5 +484,16 @@ MUTANTS: list[dict[str, str]] = [
         "category": "dropped sign",
         "fault": "The label's coefficient in the NTP gradient, −(mass off the label), loses its "
         "sign: GD pushes attention away from the label.",
+    },
+    # ---------------------------------------------------------------- offset.py
+    {
+        "id": "M46-offset-margin-residual-sign",
+        "file": "models/offset.py",
+        "old": "    logw = np.log(weights[support]) - lam * (D @ u - 1.0 / norm)\n",
+        "new": "    logw = np.log(weights[support]) + lam * (D @ u - 1.0 / norm)\n",
+        "category": "wrong sign",
+        "fault": "A support token whose margin exceeds 1 by ε pulls the offset e^{+λε} harder "
+        "instead of e^{−λε} weaker: far out (λε ≳ 1) the equilibrium ρ*, and the heading "
+        "the engine certifies there, balance the wrong forces.",
     },
 ]
