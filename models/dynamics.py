@@ -439,17 +439,36 @@ def converge(
         return 1.0 if lgn == -math.inf else 0.5 * float(np.sum((u - unit) ** 2))
 
     first_aligned: dict = {}  # selection → ‖p‖ where the alignment run began
+    #: selection → (‖p‖ of the last relaxed-heading test, whether it passed)
+    relaxed_tries: dict[bytes, tuple[float, bool]] = {}
+
+    def relaxed_passes(key: bytes, p: np.ndarray, norm: float) -> bool:
+        """The heading at p's relaxed offset (``_relaxed``) passes: tested again each time ‖p‖
+        has doubled since the last test of this selection (a Newton solve costs ~1 ms; the
+        tenfold persistence then spans at least three tests)."""
+        last = relaxed_tries.get(key)
+        if last is None or norm >= 2.0 * last[0]:
+            sol, _, tied = svm_for(top)
+            passed = False
+            if tied is None:
+                relaxed = _relaxed(problem, top.copy(), sol, p)
+                passed = relaxed is not None and relaxed[0] <= target
+            last = relaxed_tries[key] = (norm, passed)
+        return last[1]
 
     def reached(p: np.ndarray, u: np.ndarray, lgn: float):
         """Called after every accepted step: compiled arithmetic only (this runs at every step
-        of every trace), and the SVM is solved once per selection."""
+        of every trace), the SVM solved once per selection, and the relaxed offset's Newton
+        solve once per doubling of ‖p‖ where the heading at p fails."""
         sel, norm = None, None
-        # p and the flow must both point along the SVM direction of what p selects.
+        # p and the flow must both point along the SVM direction of what p selects: the flow
+        # at p itself, or, far out where the tracer cannot resolve the offset from the ray,
+        # at p with its offset relaxed to its certified equilibrium (models.offset).
         if kernels.selection(keys, p, top) >= lead:  # +inf when T = 1
             _, unit, _ = svm_for(top)
             if unit is not None and lgn > -math.inf:
                 norm, off_p, off_u = kernels.alignment(p, u, unit)
-                if off_p <= target and off_u <= target:
+                if off_p <= target and (off_u <= target or relaxed_passes(top.tobytes(), p, norm)):
                     sel = top.tobytes()
         if sel is None:
             first_aligned.clear()
@@ -513,7 +532,7 @@ def converge(
     return Outcome(status, reason, p, sel, omc, svm, traj, max_other, seconds, tied, relaxed_omc)
 
 
-def _relaxed(problem: PromptProblem, sel: np.ndarray, svm, p: Tensor) -> tuple | None:
+def _relaxed(problem: PromptProblem, sel: np.ndarray, svm, p) -> tuple | None:
     """(1 − cos of the flow at p with its offset relaxed, what certified the offset), or None
     where the offset has no certified equilibrium (``models.offset``: an unstable ray, a
     support token without pull, Newton not converged).
@@ -526,7 +545,7 @@ def _relaxed(problem: PromptProblem, sel: np.ndarray, svm, p: Tensor) -> tuple |
     if not svm.ok or not svm.norm > 0:
         return None
     x = np.asarray(svm.x, dtype=np.float64)
-    q = p.detach().cpu().numpy()
+    q = p.detach().cpu().numpy() if isinstance(p, Tensor) else np.asarray(p, dtype=np.float64)
     eq = equilibrium(problem, sel, x, float(q @ x) / float(np.linalg.norm(x)))
     if not eq.ok:
         return None

@@ -170,3 +170,24 @@ def test_support_weights_carry_their_own_margin_residual_at_lambda():
     assert at_zero.ok and far.ok
     np.testing.assert_allclose(at_zero.rho, [0.0, 0.5 * math.log(2.0)], atol=1e-12)
     np.testing.assert_allclose(far.rho, [0.0, 0.5 * (math.log(2.0) + 1.0)], atol=1e-8)
+
+
+def test_converge_stops_on_the_relaxed_heading_before_the_tracer_stalls():
+    """The cost curve's n = 4, T = 32, d = 8, seed 3 instance (benchmarks/test_cost_curve.py's
+    recipe): the tracer never resolves the heading at p; traced on to 3.2e6 it stalled with the
+    direction drifted to 1 − cos 9.4e-8 (inconclusive). With the relaxed heading in the
+    stopping rule the run stops once aligned for a tenfold growth of ‖p‖, certified."""
+    from models.dynamics import converge
+    from models.svm import att_svm
+
+    rng = np.random.default_rng([4, 32, 8, 3])
+    while True:  # sized_problem: draw until the top-score ATT-SVM is feasible
+        keys, scores = rng.normal(size=(4, 32, 8)), rng.uniform(-1, 1, size=(4, 32))
+        if att_svm(keys, scores.argmax(-1)).ok:
+            break
+    problem = PromptProblem(torch.from_numpy(keys), torch.from_numpy(scores), "logistic")
+    out = converge(problem, target=1e-9)
+    assert out.status == "converged", out.reason
+    assert out.reason.startswith("direction reached the SVM of the selection and stayed")
+    assert out.relaxed_heading is not None and out.relaxed_heading <= 1e-9
+    assert float(torch.linalg.vector_norm(out.p)) < 1e7
