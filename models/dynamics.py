@@ -28,6 +28,7 @@ from scipy.integrate import LSODA
 
 from models import failures, kernels
 from models.attention import PromptProblem, as_float_tensor, one_minus_cos
+from models.offset import equilibrium, relaxed_heading
 
 Tensor = torch.Tensor
 
@@ -549,8 +550,6 @@ def _relaxed(problem: PromptProblem, sel: np.ndarray, svm, p) -> tuple | None:
     Why: far out (‖p‖ ≳ 1e6) the heading test needs the offset ρ of p from the ray to ~1e-5
     while the ODE solver controls p to rtol·‖p‖; the offset's equilibrium is a strictly convex
     problem instead (docs/performance.md, "Limits found")."""
-    from models.offset import equilibrium, relaxed_heading
-
     if not svm.ok or not svm.norm > 0:
         return None
     x = np.asarray(svm.x, dtype=np.float64)
