@@ -9,13 +9,17 @@ were defined there.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
+import torch
 from hypothesis import assume, event
 from hypothesis import strategies as st
 
+from models.nonlinear_head import NonlinearHeadProblem, official_relu_problem
 from models.selection import local_optimality
+from strategies.combinators import SEEDS, seeded
 from strategies.cross import cross_cone_inits, official_cross_instances, svm_keys
 from strategies.instances import CrossInstance
 
@@ -91,3 +95,26 @@ def lattice_cross_instances(
     v = np.array(draw(lattice_rows(1, d))[0], dtype=np.float64)
     y = np.array(draw(st.lists(st.sampled_from((1.0, -1.0)), min_size=n, max_size=n)))
     return CrossInstance(X=X, Z=Z, y=y, v=v)
+
+
+# ---- nonlinear heads (spec §2.9, the official multi_token_converge notebook) ---------------------
+
+#: The notebook's sizes (n = 3, T = 4) and the dimensions its two experiments use and more.
+HEAD_N, HEAD_T, HEAD_DIMS = 3, 4, st.integers(2, 6)
+#: The official λ head's weights (spec §2.9: f_i = vᵀu_i − λ‖u_i‖²).
+HEAD_LAMBDAS = st.sampled_from([0.5, 1.0, 2.0, 4.0])
+
+
+@st.composite
+def head_problems(draw) -> NonlinearHeadProblem:
+    """The notebook's data (``official_relu_problem``: unit tokens, queries and ‖V‖_F = 1,
+    random labels with one negative) with its ReLU head or, on the same data, the λ head with a
+    unit v and λ ∈ {0.5, 1, 2, 4}."""
+    seed = draw(SEEDS)
+    problem = official_relu_problem(HEAD_N, HEAD_T, draw(HEAD_DIMS), seed)
+    assume(problem is not None)  # every label +1: the notebook skips the seed
+    if draw(st.sampled_from(["relu", "lambda"])) == "relu":
+        return problem
+    v = torch.randn(problem.d, generator=seeded(seed), dtype=torch.float64)
+    v = v / torch.linalg.vector_norm(v)
+    return dataclasses.replace(problem, V=v, head="lambda", lam=draw(HEAD_LAMBDAS))

@@ -46,6 +46,7 @@ from strategies.cross import (
     random_W,
     svm_keys,
 )
+from strategies.cross_dynamics import head_problems
 from strategies.instances import (
     DISTINCT_SCORES,
     INDEPENDENT_QUERIES,
@@ -516,3 +517,21 @@ def test_no_health_check_failures(name):
 
     run()
     assert seen
+
+
+@FAST
+@given(problem=head_problems())
+def test_head_problems_are_the_notebooks_data_with_either_head(problem):
+    """TF-DEF-HEAD-GRADIENT's strategy: n = 3, T = 4, d ∈ [2, 6]; unit tokens and queries;
+    at least one label −1 (the notebook skips the others); the ReLU head's V of unit Frobenius
+    norm, or the λ head with a unit v and λ ∈ {0.5, 1, 2, 4}."""
+    n, T, d = problem.X.shape
+    assert (n, T) == (3, 4) and 2 <= d <= 6
+    np.testing.assert_allclose(torch.linalg.vector_norm(problem.X, dim=-1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(torch.linalg.vector_norm(problem.Z, dim=-1), 1.0, rtol=1e-6)
+    assert set(problem.y.tolist()) <= {1.0, -1.0} and -1.0 in problem.y.tolist()
+    if problem.head == "relu":
+        assert float(torch.linalg.matrix_norm(problem.V)) == pytest.approx(1.0, rel=1e-6)
+    else:
+        assert problem.head == "lambda" and problem.lam in (0.5, 1.0, 2.0, 4.0)
+        assert float(torch.linalg.vector_norm(problem.V)) == pytest.approx(1.0, rel=1e-12)

@@ -14,23 +14,18 @@ an independent implementation (``NonlinearHeadProblem.loss_value``: softmax, mix
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import torch
-from hypothesis import assume, given
+from hypothesis import given
 from hypothesis import strategies as st
 
-from models.nonlinear_head import NonlinearHeadProblem, official_init, official_relu_problem
-from strategies.combinators import SEEDS, seeded
+from models.nonlinear_head import NonlinearHeadProblem, official_init
+from strategies.combinators import SEEDS
+from strategies.cross_dynamics import head_problems
 from theorems import claim, evidence
 
 DTYPE = torch.float64
 
-#: The notebook's sizes (n = 3, T = 4) and the dimensions its two experiments use and more.
-N, T, DIMS = 3, 4, st.integers(2, 6)
-#: The official λ head's weights (spec §2.9: f_i = vᵀu_i − λ‖u_i‖²).
-LAMBDAS = st.sampled_from([0.5, 1.0, 2.0, 4.0])
 #: ‖W‖_F = 10^k: from nearly uniform attention to scores of ±10 (probabilities down to ~e^-20).
 NORM_EXPONENTS = st.floats(-1.0, 1.0)
 
@@ -64,21 +59,6 @@ def absolute_terms(problem: NonlinearHeadProblem, W: torch.Tensor) -> float:
     coef = s * (g + (s * g).sum(-1, keepdim=True))
     norms = torch.linalg.vector_norm(X, dim=-1) * torch.linalg.vector_norm(Z, dim=-1)[:, None]
     return float((lp[:, None] * coef * norms).sum() / problem.n)
-
-
-@st.composite
-def head_problems(draw) -> NonlinearHeadProblem:
-    """The notebook's data (``official_relu_problem``: unit tokens, queries and ‖V‖_F = 1,
-    random labels with one negative) with its ReLU head or, on the same data, the λ head with a
-    unit v and λ ∈ {0.5, 1, 2, 4}."""
-    seed = draw(SEEDS)
-    problem = official_relu_problem(N, T, draw(DIMS), seed)
-    assume(problem is not None)  # every label +1: the notebook skips the seed
-    if draw(st.sampled_from(["relu", "lambda"])) == "relu":
-        return problem
-    v = torch.randn(problem.d, generator=seeded(seed), dtype=DTYPE)
-    v = v / torch.linalg.vector_norm(v)
-    return dataclasses.replace(problem, V=v, head="lambda", lam=draw(LAMBDAS))
 
 
 @claim("TF-DEF-HEAD-GRADIENT")
