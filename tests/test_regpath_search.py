@@ -452,3 +452,12 @@ def test_the_searches_run_on_one_thread_and_restore_the_count_after():
         assert threads.__name__ == "threads" and threads.__doc__ == "Its own doc."
     finally:
         torch.set_num_threads(before)
+
+
+def test_objective_grid_reports_nan_as_plus_inf_and_keeps_infinities():
+    """`Objective.grid`: a NaN value (an objective undefined there) is +inf, never a minimum;
+    ±inf stay infinite (torch.nan_to_num's defaults would make NaN 0 and ±inf ±1.8e308)."""
+    values = torch.tensor([math.nan, INF, -INF, 1.0], dtype=DTYPE)
+    obj = _objective(lambda P: values[: P.shape[0]])
+    got = obj.grid(torch.zeros(4, 2, dtype=DTYPE)).tolist()
+    assert got == [INF, INF, -INF, 1.0]
