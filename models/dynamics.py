@@ -450,10 +450,11 @@ def converge(
     #: selection → (‖p‖ of the last relaxed-heading test, whether it passed)
     relaxed_tries: dict[bytes, tuple[float, bool]] = {}
 
-    def relaxed_passes(key: bytes, p: np.ndarray, norm: float) -> bool:
+    def relaxed_passes(p: np.ndarray, norm: float) -> bool:
         """The heading at p's relaxed offset (``_relaxed``) passes: tested again each time ‖p‖
         has doubled since the last test of this selection (a Newton solve costs ~1 ms; the
         tenfold persistence then spans at least three tests)."""
+        key = top.tobytes()
         last = relaxed_tries.get(key)
         if last is None or norm >= 2.0 * last[0]:
             sol, _, tied = svm_for(top)
@@ -476,9 +477,7 @@ def converge(
             _, unit, _ = svm_for(top)
             if unit is not None and lgn > -math.inf:
                 norm, off_p, off_u = kernels.alignment(p, u, unit)
-                if off_p <= target and (
-                    off_u <= target or (relax and relaxed_passes(top.tobytes(), p, norm))
-                ):
+                if off_p <= target and (off_u <= target or (relax and relaxed_passes(p, norm))):
                     sel = top.tobytes()
         if sel is None:
             first_aligned.clear()
@@ -505,6 +504,7 @@ def converge(
     probs[np.arange(problem.n), sel] = 0.0
     max_other = float(probs.max()) if problem.T > 1 else 0.0
     relaxed = None  # (1 − cos at the relaxed offset, why), where that test was needed
+    ended = f"{traj.stop} at ‖p‖={float(torch.linalg.vector_norm(p)):.3g}, 1−cos={omc:.2e}"
     if svm.status == "infeasible":
         status, reason = "infeasible", f"ATT-SVM of the selected tokens is infeasible ({traj.stop})"
     elif not svm.ok:
@@ -519,22 +519,18 @@ def converge(
         if relaxed_omc <= target:
             status = "converged"
             reason = (
-                f"{traj.stop} at ‖p‖={float(torch.linalg.vector_norm(p)):.3g}, 1−cos={omc:.2e}; "
-                f"flow heading 1−cos={flow_omc:.2e} at p, {relaxed_omc:.2e} once the offset "
-                f"from the ray relaxes to its equilibrium ({why})"
+                f"{ended}; flow heading 1−cos={flow_omc:.2e} at p, {relaxed_omc:.2e} once the "
+                f"offset from the ray relaxes to its equilibrium ({why})"
             )
         else:
             status = "inconclusive"
             reason = (
-                f"{traj.stop} at ‖p‖={float(torch.linalg.vector_norm(p)):.3g}, 1−cos={omc:.2e}, "
-                f"flow heading 1−cos={flow_omc:.2e}, {relaxed_omc:.2e} at the relaxed offset"
+                f"{ended}, flow heading 1−cos={flow_omc:.2e}, {relaxed_omc:.2e} at the relaxed "
+                "offset"
             )
     else:
         status = "inconclusive"
-        reason = (
-            f"{traj.stop} at ‖p‖={float(torch.linalg.vector_norm(p)):.3g}, 1−cos={omc:.2e}, "
-            f"flow heading 1−cos={flow_omc:.2e}"
-        )
+        reason = f"{ended}, flow heading 1−cos={flow_omc:.2e}"
     if status == "inconclusive":  # a flow left undecided is never evidence either way
         failures.report(failures.GRADIENT_FLOW, "undecided", reason)
     seconds = time.perf_counter() - t0

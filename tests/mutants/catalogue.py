@@ -186,8 +186,8 @@ MUTANTS: list[dict[str, str]] = [
         "id": "M15-dynamics-converge-threshold",
         "file": "models/dynamics.py",
         # (the heading may also pass at the relaxed offset: models.offset, issue 23)
-        "old": "                if off_p <= target and (\n",
-        "new": "                if off_p <= 1e3 * target and (\n",
+        "old": "                if off_p <= target and (off_u <= target or (relax and",
+        "new": "                if off_p <= 1e3 * target and (off_u <= target or (relax and",
         "category": "loosened tolerance",
         "fault": "The tracer's stopping test accepts 1 − cos(p, p^mm) ≤ 1e-3 instead of 1e-6, "
         "so it stops far from the max-margin direction (the final status still asks 1e-6).",
