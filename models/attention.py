@@ -99,10 +99,7 @@ class PromptProblem:
         """
         keys = np.ascontiguousarray(self.keys.detach().cpu().numpy())
         gam = np.ascontiguousarray(self.scores.detach().cpu().numpy())
-        pair = gam[:, :, None] - gam[:, None, :]
-        with np.errstate(divide="ignore"):
-            log_pair = np.log(np.abs(pair))
-        return keys, gam, log_pair, np.sign(pair), np.arange(keys.shape[0])
+        return keys, gam
 
     @cached_property
     def difference_span(self) -> np.ndarray:
@@ -242,11 +239,13 @@ class PromptProblem:
         """The gradient's per-token coefficients in log space: (log|w|, sign w, r), each (n, T)
         but r (n,), with w_it = ℓ'(m_i)·s_it·(γ_it − m_i) and ∇L = (1/n) Σ_it w_it (k_it − k_ir).
 
-        γ_it − m_i = Σ_u s_iu (γ_it − γ_iu) is a signed log-sum-exp over u, so every w_it keeps
-        its sign and relative accuracy however small it is. r is each input's top-logit token.
+        γ_it − m_i is formed relative to r, each input's top-logit token, in O(T) per input:
+        γ_ir − m_i = −D_i with D_i = Σ_{u≠r} s_iu (γ_iu − γ_ir) kept in log space, and
+        (γ_it − γ_ir) − D_i for t ≠ r. So every w_it keeps its sign and relative accuracy
+        however small it is (models/kernels.py, ``token_terms``, says to what bound).
         The arithmetic is compiled (models/kernels.py).
         """
-        keys, gam, log_pair, sign_pair, _ = self._np
+        keys, gam = self._np
         n, T = gam.shape
         log_w, sign_w = np.empty((n, T)), np.empty((n, T))
         r = np.empty(n, dtype=np.int64)
@@ -254,11 +253,11 @@ class PromptProblem:
         code = self.loss.kernel_code
         if code is not None:
             param = self.loss.kernel_param
-            kernels.coefficients(keys, gam, log_pair, sign_pair, p, code, param, log_w, sign_w, r)
+            kernels.coefficients(keys, gam, p, code, param, log_w, sign_w, r)
             return log_w, sign_w, r
         # A loss the kernels do not know: the same token terms, ℓ' from the loss itself.
         m = np.empty(n)
-        kernels.token_terms(keys, gam, log_pair, sign_pair, p, log_w, sign_w, m, r)
+        kernels.token_terms(keys, gam, p, log_w, sign_w, m, r)
         lp = self.loss.deriv(torch.from_numpy(m)).numpy()
         with np.errstate(divide="ignore"):
             log_lp, sign_lp = np.log(np.abs(lp)), np.sign(lp)
@@ -267,7 +266,7 @@ class PromptProblem:
     def flow_field_np(self, p: np.ndarray) -> tuple[np.ndarray, float]:
         """The unit flow direction −∇L/‖∇L‖ at p and log‖∇L‖ (zeros and −inf at a stationary
         point): the tracer's one evaluation per call, compiled in one kernel when it can be."""
-        keys, gam, log_pair, sign_pair, _ = self._np
+        keys, gam = self._np
         code = self.loss.kernel_code
         if code is None:
             log_scale, vec = self.gradient_log_np(p)
@@ -277,29 +276,29 @@ class PromptProblem:
             return -vec / norm, log_scale + math.log(norm)
         u = np.empty(keys.shape[2])
         p = np.ascontiguousarray(p, dtype=np.float64)
-        lgn = kernels.field(keys, gam, log_pair, sign_pair, p, code, self.loss.kernel_param, u)
+        lgn = kernels.field(keys, gam, p, code, self.loss.kernel_param, u)
         return u, lgn
 
     def flow_jacobian_np(self, p: np.ndarray) -> np.ndarray | None:
         """Forward differences (d, d) of ``flow_field_np`` at p in one compiled call (d + 1
         field evaluations), for the stiff integrator's Newton iterations; None for a loss the
         kernels do not know (the integrator then differences the field itself)."""
-        keys, gam, log_pair, sign_pair, _ = self._np
+        keys, gam = self._np
         code = self.loss.kernel_code
         if code is None:
             return None
         jac = np.empty((keys.shape[2], keys.shape[2]))
         p = np.ascontiguousarray(p, dtype=np.float64)
         param = self.loss.kernel_param
-        kernels.field_jacobian(keys, gam, log_pair, sign_pair, p, code, param, jac)
+        kernels.field_jacobian(keys, gam, p, code, param, jac)
         return jac
 
     def gradient_log_np(self, p: np.ndarray) -> tuple[float, np.ndarray]:
         """The log-space gradient on numpy arrays: (log_scale, vec) with ∇L = e^{log_scale}·vec.
 
         This is the engine's hot path (hundreds of calls per trajectory on tiny arrays): the
-        coefficients and their sum are compiled kernels (models/kernels.py), and the score
-        differences log|γ_it − γ_iu| are computed once per problem; the torch model
+        coefficients and their sum are compiled kernels (models/kernels.py), O(n·T·d) per
+        call; the torch model
         (``loss_value``) is the independent reference it is tested against.
         """
         keys = self._np[0]

@@ -27,18 +27,23 @@ from numba import njit
 
 
 @njit(cache=True)
-def token_terms(keys, gam, log_pair, sign_pair, p, log_sd, sign_sd, m, r):
+def token_terms(keys, gam, p, log_sd, sign_sd, m, r):
     """Per input i and token t: log|γ_it − m_i| + log s_it into ``log_sd``, its sign into
     ``sign_sd``, the margin m_i = Σ_t s_it γ_it into ``m`` and the top-logit token into ``r``.
 
-    γ_it − m_i = Σ_u s_iu (γ_it − γ_iu) is summed as a signed log-sum-exp over u from the
-    precomputed log|γ_it − γ_iu| (``log_pair``) and signs (``sign_pair``), so it keeps its sign
-    and relative accuracy when it is e^{-10⁴}. Ties in the top logit go to the lowest index
-    (numpy's argmax).
+    O(T) per input, centred at the top-logit token r: with D_i = Σ_{u≠r} s_iu (γ_iu − γ_ir),
+    m_i = γ_ir + D_i, so γ_ir − m_i = −D_i and γ_it − m_i = (γ_it − γ_ir) − D_i for t ≠ r.
+    D_i is summed relative to the top logit among its own terms' tokens (never all
+    underflowing) and kept as (log|D_i|, sign): the top token's term keeps its relative
+    accuracy however saturated the softmax is (e^{−10⁴}), and a token tied with r in score
+    (γ_it = γ_ir) gets exactly −D_i. Elsewhere the one subtraction (γ_it − γ_ir) − D_i rounds
+    to ε·(|γ_it − γ_ir| + |D_i|) ≤ (2T + 3)·ε·Σ_u s_iu |γ_it − γ_iu|, the order of the
+    O(T²) pairwise signed sum Σ_u s_iu (γ_it − γ_iu) this replaced (its rounding is
+    ε·Σ_u s_iu |γ_it − γ_iu|; the two are compared to 50-digit values in
+    tests/test_kernels_ot.py). Ties in the top logit go to the lowest index (numpy's argmax).
     """
     n, T, d = keys.shape
     logits = np.empty(T)
-    log_s = np.empty(T)
     for i in range(n):
         best = 0
         for t in range(T):
@@ -50,36 +55,49 @@ def token_terms(keys, gam, log_pair, sign_pair, p, log_sd, sign_sd, m, r):
                 best = t
         r[i] = best
         top_logit = logits[best]
-        total = 0.0
-        weighted = 0.0
+        gam_r = gam[i, best]
+        # D_i is summed relative to the top logit among the tokens it has terms for
+        # (γ_u ≠ γ_r): relative to any higher logit all its terms could underflow together.
+        ref = -math.inf
         for t in range(T):
-            z = logits[t] - top_logit
-            e = math.exp(z)
-            total += e
-            weighted += e * gam[i, t]
-            log_s[t] = z
-        m[i] = weighted / total
-        log_total = math.log(total)
+            if gam[i, t] != gam_r and logits[t] > ref:
+                ref = logits[t]
+        tied = 0.0  # Σ e^{z_u − z_r} over u ≠ r tied with r in score
+        mass = 0.0  # Σ e^{z_u − ref} over the others
+        dsum = 0.0  # Σ e^{z_u − ref}(γ_u − γ_r): D_i·Σ_u e^{z_u − z_r}·e^{z_r − ref}
         for t in range(T):
-            log_s[t] -= log_total
+            if t == best:
+                continue
+            if gam[i, t] == gam_r:
+                tied += math.exp(logits[t] - top_logit)
+            else:
+                e = math.exp(logits[t] - ref)
+                mass += e
+                dsum += e * (gam[i, t] - gam_r)
+        lead = ref - top_logit  # ≤ 0; −inf when every token ties with r
+        log_total = math.log1p(tied + math.exp(lead) * mass)  # log Σ_u e^{z_u − z_r}
+        if dsum == 0.0:
+            log_dev, sign_dev = -math.inf, 0.0
+        else:
+            log_dev = lead + math.log(abs(dsum)) - log_total
+            sign_dev = 1.0 if dsum > 0 else -1.0
+        dev = sign_dev * math.exp(log_dev)  # D_i (may underflow: then it cannot matter, below)
+        m[i] = gam_r + dev
         for t in range(T):
-            top = -math.inf
-            for u in range(T):
-                a = log_s[u] + log_pair[i, t, u]
-                if a > top:
-                    top = a
-            if top == -math.inf:
-                top = 0.0
-            acc = 0.0
-            for u in range(T):
-                if sign_pair[i, t, u] != 0.0:
-                    acc += sign_pair[i, t, u] * math.exp(log_s[u] + log_pair[i, t, u] - top)
-            if acc == 0.0:
+            log_s = logits[t] - top_logit
+            log_s -= log_total
+            if gam[i, t] == gam_r:  # r itself, or tied with it: γ_t − m_i = −D_i exactly
+                log_sd[i, t] = log_s + log_dev
+                sign_sd[i, t] = -sign_dev if sign_dev != 0.0 else 0.0
+                continue
+            # |γ_t − γ_r| is a nonzero float: a D_i that underflowed is below its last bit
+            value = (gam[i, t] - gam_r) - dev
+            if value == 0.0:
                 log_sd[i, t] = -math.inf
                 sign_sd[i, t] = 0.0
             else:
-                log_sd[i, t] = log_s[t] + math.log(abs(acc)) + top
-                sign_sd[i, t] = 1.0 if acc > 0 else -1.0
+                log_sd[i, t] = log_s + math.log(abs(value))
+                sign_sd[i, t] = 1.0 if value > 0 else -1.0
 
 
 @njit(cache=True)
@@ -149,11 +167,11 @@ def loss_log_neg_deriv(code, x, out):
 
 
 @njit(cache=True)
-def coefficients(keys, gam, log_pair, sign_pair, p, code, param, log_w, sign_w, r):
+def coefficients(keys, gam, p, code, param, log_w, sign_w, r):
     """w_it = ℓ'(m_i)·s_it·(γ_it − m_i) as (log|w|, sign w) into ``log_w``, ``sign_w``."""
     n, T, _ = keys.shape
     m = np.empty(n)
-    token_terms(keys, gam, log_pair, sign_pair, p, log_w, sign_w, m, r)
+    token_terms(keys, gam, p, log_w, sign_w, m, r)
     for i in range(n):
         log_lp, sign_lp = loss_log_deriv(code, param, m[i])
         for t in range(T):
@@ -162,13 +180,13 @@ def coefficients(keys, gam, log_pair, sign_pair, p, code, param, log_w, sign_w, 
 
 
 @njit(cache=True)
-def field(keys, gam, log_pair, sign_pair, p, code, param, u):
+def field(keys, gam, p, code, param, u):
     """The unit flow direction −∇L/‖∇L‖ into ``u``; returns log‖∇L‖ (−inf and u = 0 at a
     stationary point). One call for the tracer's every evaluation."""
     n, T, _ = keys.shape
     log_w, sign_w = np.empty((n, T)), np.empty((n, T))
     r = np.empty(n, dtype=np.int64)
-    coefficients(keys, gam, log_pair, sign_pair, p, code, param, log_w, sign_w, r)
+    coefficients(keys, gam, p, code, param, log_w, sign_w, r)
     scale = combine(keys, log_w, sign_w, r, u)
     if scale == -math.inf:
         return -math.inf
@@ -203,7 +221,7 @@ def selection(keys, p, r):
 
 
 @njit(cache=True)
-def field_jacobian(keys, gam, log_pair, sign_pair, p, code, param, jac):
+def field_jacobian(keys, gam, p, code, param, jac):
     """Forward differences of the unit flow field at p into ``jac`` (d, d): column j is
     (u(p + δ_j e_j) − u(p))/δ_j with δ_j = √ε·max(|p_j|, 1).
 
@@ -214,14 +232,14 @@ def field_jacobian(keys, gam, log_pair, sign_pair, p, code, param, jac):
     d = p.shape[0]
     u0 = np.empty(d)
     u1 = np.empty(d)
-    field(keys, gam, log_pair, sign_pair, p, code, param, u0)
+    field(keys, gam, p, code, param, u0)
     q = p.copy()
     root_eps = math.sqrt(2.220446049250313e-16)
     for j in range(d):
         step = root_eps * max(abs(p[j]), 1.0)
         q[j] = p[j] + step
         step = q[j] - p[j]  # the increment actually represented in float64
-        field(keys, gam, log_pair, sign_pair, q, code, param, u1)
+        field(keys, gam, q, code, param, u1)
         for k in range(d):
             jac[k, j] = (u1[k] - u0[k]) / step
         q[j] = p[j]

@@ -79,8 +79,8 @@ MUTANTS: list[dict[str, str]] = [
     {
         "id": "M04-attention-logsoftmax-unnormalised",
         "file": "models/kernels.py",
-        "old": "            log_s[t] -= log_total\n",
-        "new": "            log_s[t] -= 0.0\n",
+        "old": "            log_s -= log_total\n",
+        "new": "            log_s -= 0.0\n",
         "category": "dropped factor",
         "fault": "The log-space gradient uses the unnormalised e^{z_t} instead of the softmax "
         "s_t = e^{z_t}/Σe^{z}: each input's term of ∇L is scaled by 1/(Σ_u e^{z_u})², which "

@@ -1,0 +1,257 @@
+"""The O(T) token terms of the hot path (models/kernels.py, ``token_terms``) against the
+O(T²) pairwise form they replaced, and both against 50-digit mpmath.
+
+The quantity: per input i and token t, s_it·(γ_it − m_i) = s_it·Σ_u s_iu (γ_it − γ_iu), kept
+as (log|·|, sign) so that it has its relative accuracy at any ‖p‖. The pairwise form sums the
+T signed terms of Σ_u as one signed log-sum-exp (O(T²) per input); the O(T) form centres at
+the top-logit token r, D = Σ_{u≠r} s_u(γ_u − γ_r) in log space, and subtracts once:
+(γ_t − γ_r) − D. With P_t and N_t the positive and negative parts of Σ_u s_u(γ_t − γ_u), the
+pairwise form rounds to ε·s_t·(P_t + N_t), the O(T) form to (2T + 3)·ε·s_t·(P_t + N_t) (since
+s_r ≥ 1/T; models/kernels.py): the only cancellation in either is the true one. Besides, both take the softmax in log space,
+log s_u = (z_u − z_r) − log Σ e^{z − z_r}, whose first subtraction rounds to ε·|z_u − z_r|
+absolute: a relative error of s_u that grows with the logit spread Z_i = max_u |z_iu − z_ir|
+(1e5·ε at ‖p‖ = 1e5). The bound asserted, 8·(T + Z_i)·ε·s_t·(P_t + N_t), is that order with
+the factor T of the centring and the spread as its factors (derived, not
+fitted; the worst observed ratio is printed by ``test_error_ratio_report``).
+
+The reference is evaluated from the kernel's own float64 logits (recomputed here in the same
+summation order), so what is compared is the token-term arithmetic alone; how the logits'
+rounding moves the gradient at large ‖p‖ is tested against mpmath from p itself in
+tests/test_attention.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+from models import kernels
+from models.attention import PromptProblem
+
+EPS = np.finfo(np.float64).eps
+#: The error bound's factor: 8·(T + Z_i)·ε·s_t·(P_t + N_t) (module doc).
+FACTOR = 8.0
+
+
+def pairwise_terms(gam, logits):
+    """The O(T²) form (the kernel before the O(T) one), in numpy: per input the signed
+    log-sum-exp over u of log s_u + log|γ_t − γ_u| with sign(γ_t − γ_u), plus log s_t."""
+    n, T = gam.shape
+    log_sd, sign_sd = np.empty((n, T)), np.empty((n, T))
+    for i in range(n):
+        z = logits[i] - logits[i].max()
+        log_s = z - math.log(np.exp(z).sum())
+        pair = gam[i][:, None] - gam[i][None, :]
+        with np.errstate(divide="ignore"):
+            log_pair = np.log(np.abs(pair))
+        for t in range(T):
+            a = log_s + log_pair[t]
+            top = a.max()
+            top = 0.0 if top == -math.inf else top
+            acc = float(np.sum(np.sign(pair[t]) * np.exp(a - top)))
+            if acc == 0.0:
+                log_sd[i, t], sign_sd[i, t] = -math.inf, 0.0
+            else:
+                log_sd[i, t] = log_s[t] + math.log(abs(acc)) + top
+                sign_sd[i, t] = math.copysign(1.0, acc)
+    return log_sd, sign_sd
+
+
+def kernel_logits(keys, p):
+    """The logits exactly as the kernel forms them (sequential sum over k, float64)."""
+    n, T, d = keys.shape
+    out = np.empty((n, T))
+    for i in range(n):
+        for t in range(T):
+            acc = 0.0
+            for k in range(d):
+                acc += float(keys[i, t, k]) * float(p[k])
+            out[i, t] = acc
+    return out
+
+
+def exact_terms(gam, logits):
+    """Per (i, t): (s_t·(γ_t − m), s_t·(P_t + N_t)) in 50 digits from the float64 logits."""
+    out = []
+    with mp.workdps(50):
+        for g_i, z_i in zip(gam.tolist(), logits.tolist(), strict=True):
+            z = [mp.mpf(x) for x in z_i]
+            top = max(z)
+            e = [mp.exp(x - top) for x in z]
+            total = mp.fsum(e)
+            s = [x / total for x in e]
+            g = [mp.mpf(x) for x in g_i]
+            row = []
+            for t in range(len(g)):
+                terms = [s[u] * (g[t] - g[u]) for u in range(len(g))]
+                row.append((s[t] * mp.fsum(terms), s[t] * mp.fsum(abs(x) for x in terms)))
+            out.append(row)
+    return out
+
+
+def run_kernel(problem: PromptProblem, p):
+    keys, gam = problem._np
+    n, T = gam.shape
+    log_sd, sign_sd = np.empty((n, T)), np.empty((n, T))
+    m, r = np.empty(n), np.empty(n, dtype=np.int64)
+    kernels.token_terms(keys, gam, np.ascontiguousarray(p), log_sd, sign_sd, m, r)
+    return log_sd, sign_sd, m, r
+
+
+def error_ratios(log_sd, sign_sd, exact, T, logits):
+    """|computed − exact| / ((T + Z_i)·ε·s_t(P_t + N_t)) per token (0 where both are 0)."""
+    ratios = []
+    spread = (logits.max(1) - logits.min(1)).tolist()
+    with mp.workdps(50):
+        for i, row in enumerate(exact):
+            unit = (T + spread[i]) * EPS
+            for t, (value, scale) in enumerate(row):
+                got = (
+                    mp.mpf(0)
+                    if sign_sd[i, t] == 0.0
+                    else sign_sd[i, t] * mp.exp(mp.mpf(log_sd[i, t]))
+                )
+                if scale == 0:
+                    assert got == 0, (i, t, got)
+                    ratios.append(0.0)
+                    continue
+                ratios.append(float(abs(got - value) / (unit * scale)))
+    return ratios
+
+
+def draw(seed: int, n: int, T: int, d: int, radius: float, ties: bool = False):
+    rng = np.random.default_rng(seed)
+    keys = rng.standard_normal((n, T, d))
+    if ties:
+        # scores on a coarse grid: many exact ties, so zero gaps and equal neighbours
+        scores = rng.integers(-2, 3, size=(n, T)).astype(float) / 2
+    else:
+        scores = rng.uniform(-1, 1, size=(n, T))
+    p = rng.standard_normal(d)
+    p *= radius / np.linalg.norm(p)
+    return PromptProblem(keys, scores, "logistic"), p
+
+
+CASES = [
+    (seed, n, T, d, radius, ties)
+    for seed, (n, T, d) in enumerate([(2, 5, 3), (3, 8, 4), (1, 33, 6), (2, 64, 8)])
+    for radius in (0.0, 1.0, 30.0, 1e3, 1e5)
+    for ties in (False, True)
+]
+
+
+@pytest.mark.parametrize("seed,n,T,d,radius,ties", CASES)
+def test_ot_terms_within_rounding_of_exact(seed, n, T, d, radius, ties):
+    """Every token's s_t(γ_t − m) from the O(T) kernel is within 8·(T + Z)·ε·s_t(P_t + N_t) of
+    its 50-digit value, at ‖p‖ from 0 to 1e5 (terms down to e^{−10⁵}), with and without
+    ties in the scores; the margin m and the top-logit token are the pairwise kernel's."""
+    problem, p = draw(seed, n, T, d, radius, ties)
+    log_sd, sign_sd, m, r = run_kernel(problem, p)
+    logits = kernel_logits(problem._np[0], p)
+    ratios = error_ratios(log_sd, sign_sd, exact_terms(problem._np[1], logits), T, logits)
+    assert max(ratios) <= FACTOR, max(ratios)
+    assert r.tolist() == np.argmax(logits, axis=1).tolist()
+    s = np.exp(logits - logits.max(1, keepdims=True))
+    s /= s.sum(1, keepdims=True)
+    np.testing.assert_allclose(m, (s * problem._np[1]).sum(1), rtol=0, atol=4 * T * EPS)
+
+
+@pytest.mark.parametrize("seed,n,T,d,radius,ties", CASES[::3])
+def test_ot_terms_agree_with_pairwise_form(seed, n, T, d, radius, ties):
+    """The O(T) and the O(T²) forms: the same signs wherever either is far from its
+    cancellation, and values within the sum of their two rounding bounds."""
+    problem, p = draw(seed, n, T, d, radius, ties)
+    log_sd, sign_sd, _, _ = run_kernel(problem, p)
+    logits = kernel_logits(problem._np[0], p)
+    ref_log, ref_sign = pairwise_terms(problem._np[1], logits)
+    exact = exact_terms(problem._np[1], logits)
+    spread = (logits.max(1) - logits.min(1)).tolist()
+    for i, row in enumerate(exact):
+        unit = (T + spread[i]) * EPS
+        for t, (value, scale) in enumerate(row):
+            if scale == 0:
+                assert sign_sd[i, t] == ref_sign[i, t] == 0.0
+                continue
+            if abs(value) > 2 * FACTOR * unit * scale:
+                assert sign_sd[i, t] == ref_sign[i, t], (i, t)
+                # both relative to the same exact value: their logs agree to the bound
+                rel = float(2 * FACTOR * unit * scale / abs(value))
+                assert abs(log_sd[i, t] - ref_log[i, t]) <= 2 * rel, (i, t)
+
+
+def test_exact_ties_and_constant_scores():
+    """Equal scores give exact zeros (γ_t − m = 0 for every t, whatever p); a token tied
+    with all others but one is P − N of one term, exact; T = 1 is a zero term."""
+    keys = np.random.default_rng(0).standard_normal((3, 4, 2))
+    scores = np.array([[0.5] * 4, [0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    problem = PromptProblem(keys, scores, "logistic")
+    log_sd, sign_sd, _, _ = run_kernel(problem, np.array([3.0, -2.0]))
+    assert sign_sd[0].tolist() == [0.0] * 4 and np.all(log_sd[0] == -math.inf)
+    assert sign_sd[2].tolist() == [0.0] * 4
+    # input 1: γ_t − m = −s_3 for t < 3, and 1 − s_3 for t = 3
+    logits = kernel_logits(keys, np.array([3.0, -2.0]))[1]
+    s = np.exp(logits - logits.max())
+    s /= s.sum()
+    np.testing.assert_allclose(sign_sd[1], [-1, -1, -1, 1])
+    np.testing.assert_allclose(np.exp(log_sd[1]), s * np.r_[[s[3]] * 3, 1 - s[3]], rtol=1e-14)
+    one = PromptProblem(np.ones((2, 1, 3)), np.array([[0.2], [-1.0]]), "logistic")
+    log1, sign1, m1, _ = run_kernel(one, np.array([1.0, 2.0, 3.0]))
+    assert sign1.tolist() == [[0.0], [0.0]] and m1.tolist() == [0.2, -1.0]
+
+
+def test_saturated_top_keeps_relative_accuracy():
+    """At ‖p‖ where the non-top tokens' softmax mass is e^{−2000}, the top token's term
+    −s_r·Σ_{u≠r} s_u(γ_r − γ_u) is ~e^{−2000}·gap and its log still right to a few units in
+    its last place (ε·2002 = 4.4e-13; the literal γ_r − m_i is 0 in float64 there)."""
+    keys = np.array([[[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]]])
+    scores = np.array([[0.3, 1.0, -0.5]])  # the top-logit token is not the top-score token
+    problem = PromptProblem(keys, scores, "logistic")
+    p = np.array([2000.0, 0.0])
+    log_sd, sign_sd, _, r = run_kernel(problem, p)
+    assert r.tolist() == [0]
+    # s_1 = s_2 = e^{−2000}/(1 + 2e^{−2000}); γ_0 − m = s_1(0.3 − 1.0) + s_2(0.3 + 0.5)
+    with mp.workdps(40):
+        tail = mp.exp(-2000) / (1 + 2 * mp.exp(-2000))
+        value = (1 - 2 * tail) * (tail * (mp.mpf(0.3) - 1) + tail * (mp.mpf(0.3) + mp.mpf(0.5)))
+        assert sign_sd[0, 0] == 1.0
+        assert abs(mp.mpf(log_sd[0, 0]) - mp.log(value)) <= 4 * EPS * 2002
+
+
+def test_error_ratio_report(capsys):
+    """The worst |error| / ((T + Z)·ε·s_t(P_t + N_t)) over every case, both forms (printed for the
+    docs; asserted against the bound like the tests above)."""
+    worst = {"O(T)": 0.0, "pairwise": 0.0}
+    for seed, n, T, d, radius, ties in CASES[::2]:
+        problem, p = draw(seed, n, T, d, radius, ties)
+        logits = kernel_logits(problem._np[0], p)
+        exact = exact_terms(problem._np[1], logits)
+        log_sd, sign_sd, _, _ = run_kernel(problem, p)
+        worst["O(T)"] = max(worst["O(T)"], max(error_ratios(log_sd, sign_sd, exact, T, logits)))
+        ref = pairwise_terms(problem._np[1], logits)
+        worst["pairwise"] = max(worst["pairwise"], max(error_ratios(*ref, exact, T, logits)))
+    with capsys.disabled():
+        print(f"\nworst error / ((T + Z)·ε·s(P + N)): {worst}")
+    assert worst["O(T)"] <= FACTOR and worst["pairwise"] <= FACTOR
+
+
+def test_tied_runner_up_does_not_hide_the_deviation():
+    """The runner-up ties with the top token in score: D = s_2(γ_2 − γ_r) comes from a token
+    e^{−3000} below the top and e^{−2000} below the runner-up. Summed relative to the
+    runner-up it would underflow to 0 (and with it every term); relative to its own top
+    token it is exact."""
+    keys = np.array([[[0.0], [-1.0], [-3.0]]])
+    scores = np.array([[0.5, 0.5, -0.5]])
+    problem = PromptProblem(keys, scores, "logistic")
+    log_sd, sign_sd, m, r = run_kernel(problem, np.array([1000.0]))
+    assert r.tolist() == [0] and m.tolist() == [0.5]
+    with mp.workdps(30):
+        total = 1 + mp.exp(-1000) + mp.exp(-3000)
+        s = [1 / total, mp.exp(-1000) / total, mp.exp(-3000) / total]
+        dev = -s[2]  # D = s_2·(−0.5 − 0.5)
+        expected = [s[0] * -dev, s[1] * -dev, s[2] * (-1 - dev)]
+        for t in range(3):
+            assert sign_sd[0, t] == (1.0 if expected[t] > 0 else -1.0)
+            assert abs(mp.mpf(log_sd[0, t]) - mp.log(abs(expected[t]))) <= 8 * EPS * 4000
