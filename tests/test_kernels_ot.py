@@ -7,12 +7,13 @@ T signed terms of Σ_u as one signed log-sum-exp (O(T²) per input); the O(T) fo
 the top-logit token r, D = Σ_{u≠r} s_u(γ_u − γ_r) in log space, and subtracts once:
 (γ_t − γ_r) − D. With P_t and N_t the positive and negative parts of Σ_u s_u(γ_t − γ_u), the
 pairwise form rounds to ε·s_t·(P_t + N_t), the O(T) form to (2T + 3)·ε·s_t·(P_t + N_t) (since
-s_r ≥ 1/T; models/kernels.py): the only cancellation in either is the true one. Besides, both take the softmax in log space,
-log s_u = (z_u − z_r) − log Σ e^{z − z_r}, whose first subtraction rounds to ε·|z_u − z_r|
-absolute: a relative error of s_u that grows with the logit spread Z_i = max_u |z_iu − z_ir|
-(1e5·ε at ‖p‖ = 1e5). The bound asserted, 8·(T + Z_i)·ε·s_t·(P_t + N_t), is that order with
-the factor T of the centring and the spread as its factors (derived, not
-fitted; the worst observed ratio is printed by ``test_error_ratio_report``).
+s_r ≥ 1/T; models/kernels.py): the only cancellation in either is the true one. Besides,
+both take the softmax in log space, log s_u = (z_u − z_r) − log Σ e^{z − z_r}, whose first
+subtraction rounds to ε·|z_u − z_r| absolute: a relative error of s_u that grows with the
+logit spread Z_i = max_u |z_iu − z_ir| (1e5·ε at ‖p‖ = 1e5). The bound asserted,
+8·(T + Z_i)·ε·s_t·(P_t + N_t), is that order with the factor T of the centring and the
+spread as its factors (derived, not fitted; the worst observed ratio is printed by
+``test_error_ratio_report``).
 
 The reference is evaluated from the kernel's own float64 logits (recomputed here in the same
 summation order), so what is compared is the token-term arithmetic alone; how the logits'
