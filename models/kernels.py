@@ -108,21 +108,33 @@ def combine(keys, log_w, sign_w, r, vec):
     exponential, so the sum is exact up to rounding however small it is. Centring at the
     top-logit token r is free (Σ_t w_it = 0) and removes the one term whose coefficient
     cancels catastrophically. The zero vector returns −inf (``vec`` zeroed).
+
+    The maximum is taken over the terms that are there: t ≠ r with k_it ≠ k_ir. A token
+    with r's very key has a zero term however large its weight (it shares r's logit, so
+    its weight is of order one), and rescaling by it would flush every genuine term below
+    e^{−745} to zero: the field of a flow at ‖p‖ ≈ 400 in d = 1 read as exactly zero.
     """
     n, T, d = keys.shape
     for k in range(d):
         vec[k] = 0.0
     peak_w = -math.inf
     for i in range(n):
+        ri = r[i]
         for t in range(T):
-            if sign_w[i, t] != 0.0 and log_w[i, t] > peak_w:
-                peak_w = log_w[i, t]
+            if t == ri or sign_w[i, t] == 0.0 or log_w[i, t] <= peak_w:
+                continue
+            for k in range(d):
+                if keys[i, t, k] != keys[i, ri, k]:
+                    peak_w = log_w[i, t]
+                    break
     if not peak_w > -math.inf:
         return -math.inf
     for i in range(n):
         ri = r[i]
         for t in range(T):
-            if sign_w[i, t] == 0.0 or t == ri:
+            # above the peak: a token with r's key (a zero term; its e^{log w − peak} could
+            # overflow, and ∞·0 is NaN)
+            if sign_w[i, t] == 0.0 or t == ri or log_w[i, t] > peak_w:
                 continue
             c = sign_w[i, t] * math.exp(log_w[i, t] - peak_w)
             for k in range(d):

@@ -143,6 +143,9 @@ class Limit:
     transient: int
     minimiser: FiniteMinimiser | None = None
     symbol: str = "p^mm"
+    #: "bounded" without a minimiser: why L is constant (``constant_loss``), so that the flow
+    #: rests at p(0)
+    at_rest: str | None = None
 
     @property
     def reason(self) -> str:
@@ -247,6 +250,10 @@ def follow(problem: PromptProblem, p0, *, cls: type[Limit] = Limit) -> Limit:
         out, transient = settle(problem, p0)
     if out.converged:
         return cls("converged", out, transient)
+    if out.trajectory.stop.startswith("stationary point"):
+        why = constant_loss(problem)
+        if why is not None:
+            return cls("bounded", out, transient, at_rest=why)
     if out.trajectory.stop != "reached max_norm":
         found = finite_minimiser(problem, out.p)
         if found is not None:
@@ -254,7 +261,37 @@ def follow(problem: PromptProblem, p0, *, cls: type[Limit] = Limit) -> Limit:
     return cls("undecided", out, transient)
 
 
+def constant_loss(problem: PromptProblem) -> str | None:
+    """Why L(p) is the same for every p, decided exactly; None where it is not.
+
+    Tokens with one key share their logit for every p, so each input's softmax weighs the
+    groups of equal keys, and m_i(p) = Σ_groups (softmax mass of the group)·(the group's mean
+    score). Distinct keys are separated by some p, so m_i is constant iff all of input i's
+    groups have the same mean score; L is constant iff that holds in every input. The means
+    are compared as exact rationals of the float64 scores (no rounding)."""
+    from fractions import Fraction
+
+    keys, scores = problem._np
+    for i in range(keys.shape[0]):
+        groups: dict[tuple, list[Fraction]] = {}
+        for t in range(keys.shape[1]):
+            # a tuple of floats: −0.0 and 0.0 are one key, as they are one logit
+            groups.setdefault(tuple(keys[i, t].tolist()), []).append(Fraction(scores[i, t]))
+        means = {sum(g) / len(g) for g in groups.values()}
+        if len(means) > 1:
+            return None
+    return (
+        "in every input, the groups of tokens with equal keys have equal mean scores: each "
+        "margin m_i is that mean for every p"
+    )
+
+
 def bounded_message(lim: Limit) -> str:
+    if lim.minimiser is None:
+        return (
+            f"L is constant ({lim.at_rest}), so ∇L ≡ 0 and the flow rests at p(0): ‖p(t)‖ "
+            "stays bounded"
+        )
     m, problem = lim.minimiser, lim.outcome.trajectory.problem
     return (
         f"the flow stops at ‖p‖ = {float(torch.linalg.vector_norm(lim.outcome.p)):.4g}, "

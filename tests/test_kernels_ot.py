@@ -256,3 +256,27 @@ def test_tied_runner_up_does_not_hide_the_deviation():
         for t in range(3):
             assert sign_sd[0, t] == (1.0 if expected[t] > 0 else -1.0)
             assert abs(mp.mpf(log_sd[0, t]) - mp.log(abs(expected[t]))) <= 8 * EPS * 4000
+
+
+@pytest.mark.parametrize("p", [-10.0, -372.4, -400.0, -5000.0])
+def test_field_ignores_tokens_with_the_top_tokens_key(p):
+    """An input whose two tokens share one key (different scores) adds a zero term with an
+    O(1) weight; the other input's term is e^{−2|p|}. The field must be that term, not
+    zero: rescaled by the zero term's weight it underflowed at |p| ≈ 372 (d = 1), and the
+    tracer stopped at a "stationary point" that is not one.
+
+    Input B alone moves p: ∇L = ℓ'(m_B)·s_0·s_1 (k = ∓1, scores 0 and 1), so the flow
+    heads to +p (u = +1) with log‖∇L‖ = log σ(−m_B) + log s_0 + log s_1."""
+    keys = np.array([[[1.0], [1.0]], [[-1.0], [1.0]]])
+    scores = np.array([[0.0, -2.0], [0.0, 1.0]])
+    problem = PromptProblem(keys, scores, "logistic")
+    u, lgn = problem.flow_field_np(np.array([p]))
+    with mp.workdps(40):
+        z = [-mp.mpf(p), mp.mpf(p)]
+        top = max(z)
+        total = mp.fsum(mp.exp(x - top) for x in z)
+        s0, s1 = mp.exp(z[0] - top) / total, mp.exp(z[1] - top) / total
+        m_b = s1
+        expected = mp.log(1 / (1 + mp.exp(m_b))) + mp.log(s0) + mp.log(s1)
+    assert u.tolist() == [1.0]
+    assert abs(lgn - float(expected)) <= 16 * EPS * max(1.0, abs(float(expected)))

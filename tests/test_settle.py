@@ -286,3 +286,59 @@ def test_follow_tolerates_the_flows_own_failures_and_no_other(real, monkeypatch)
         with failures.watch() as w:
             limits.follow(problem, out.p, cls=limits.Limit)
         assert len(w.failures) == counted
+
+
+# --- a constant loss: the flow rests at p(0) (issue 23, the ladder's degenerate draws) ---
+
+
+def _problem(keys, scores):
+    return PromptProblem(torch.tensor(keys, dtype=torch.float64), torch.tensor(scores), "logistic")
+
+
+@pytest.mark.parametrize(
+    "keys,scores",
+    [
+        ([[[1.0], [-1.0], [1.0]]], [[1.0, 1.0, 1.0]]),  # equal scores
+        ([[[1.0], [1.0]], [[-1.0], [1.0]]], [[0.0, -2.0], [0.5, 0.5]]),  # one key; equal scores
+        ([[[1.0], [1.0], [-1.0]]], [[0.0, 2.0, 1.0]]),  # groups {0, 2} and {1}: means 1 and 1
+        ([[[0.0, 1.0], [-0.0, 1.0]]], [[0.0, 3.0]]),  # −0.0 and 0.0: one key
+    ],
+)
+def test_constant_loss_is_recognised_exactly(keys, scores):
+    problem = _problem(keys, scores)
+    assert limits.constant_loss(problem) is not None
+    rng = np.random.default_rng(0)
+    values = [
+        float(problem.loss_value(torch.from_numpy(rng.normal(size=len(keys[0][0])) * 5)))
+        for _ in range(5)
+    ]
+    assert max(values) - min(values) <= 1e-15  # what it certifies, seen at random points
+
+
+@pytest.mark.parametrize(
+    "keys,scores",
+    [
+        ([[[1.0], [1.0], [-1.0]]], [[0.0, 2.0, 1.0 + 2**-52]]),  # means 1 and 1 + ε
+        ([[[1.0], [-1.0]], [[-1.0], [1.0]]], [[1.0, 0.0], [1.0, 0.0]]),  # ∇L(0) = 0, L not constant
+    ],
+)
+def test_a_loss_that_varies_is_not_called_constant(keys, scores):
+    assert limits.constant_loss(_problem(keys, scores)) is None
+
+
+def test_follow_decides_a_constant_loss_as_bounded_at_rest():
+    """All scores equal: ∇L ≡ 0. The tracer stops at a stationary point at p(0); no strict
+    minimiser exists (the Hessian is 0), so before this the run was left undecided."""
+    problem = _problem([[[1.0], [-1.0], [1.0]], [[0.5], [2.0], [-1.0]]], [[1.0] * 3, [-1.0] * 3])
+    lim = limits.follow(problem, None)
+    assert lim.kind == "bounded" and lim.minimiser is None and lim.at_rest
+    assert lim.outcome.trajectory.stop.startswith("stationary point")
+    assert "rests at p(0)" in limits.bounded_message(lim)
+    assert not lim.diverges
+
+
+def test_follow_does_not_call_a_symmetric_stationary_point_at_rest():
+    """∇L(0) = 0 by the symmetry of two mirrored inputs, but L varies: not "at rest"."""
+    problem = _problem([[[1.0], [-1.0]], [[-1.0], [1.0]]], [[1.0, 0.0], [1.0, 0.0]])
+    lim = limits.follow(problem, None)
+    assert lim.at_rest is None
