@@ -200,6 +200,7 @@ def test_reg_path_global_rate(loss, inst):
 
 
 @claim("MM-RP-3D")
+@example(inst=saved("MM-RP-3D"))
 @given(inst=global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=3))
 def test_reg_path_global_3d(inst):
     """Theorem RP as read, keys in R³: if ℓ is strictly decreasing, every input has a unique optimal
@@ -210,6 +211,21 @@ def test_reg_path_global_3d(inst):
     evidence.metric("‖p^mm‖", float(target.norm))
     path = global_path(problem, RP_MULTIPLES_3D, float(target.norm))
     failure = direction_failure(path, target.x, RP_MULTIPLES_3D, "p^mm(opt)")
+    assert failure is None, failure
+
+
+@claim("MM-RP-3D-RATE")
+@example(inst=saved("MM-RP-3D"))
+@given(inst=global_opt_instances(n=st.integers(1, 3), T=st.integers(2, 4), dk=3))
+def test_reg_path_global_3d_rate(inst):
+    """Theorem RP, keys in R³: if ℓ is strictly decreasing, every input has a unique optimal
+    token and ATT-SVM(opt) is feasible, p_R has ‖p_R‖ = R for large R and p_R/R →
+    p^mm/‖p^mm‖, the GLOBAL ATT-SVM direction."""
+    problem = key_problem(inst)
+    target = solved(problem.keys, global_opt(problem.scores), "opt")
+    evidence.metric("‖p^mm‖", float(target.norm))
+    path = global_path(problem, RP_MULTIPLES_3D, float(target.norm))
+    failure = direction_failure(path, target.x, RP_MULTIPLES_3D, "p^mm(opt)", floor=None)
     assert failure is None, failure
 
 
