@@ -353,9 +353,9 @@ class Outcome:
     #: wall time of the whole decision: tracing, every SVM solve, the final certificate
     #: (``trajectory.seconds`` is the tracing alone)
     seconds: float = 0.0
-    #: (n, T) mask of the tokens tied exactly in score with the selected one
-    #: (``models.svm.tied_tokens``); ``svm`` is then the tie-sharing SVM, which has no row
-    #: for them. None when no selected token ties.
+    #: (n, T) mask of the tokens that share the selected one's mass for ever: tied exactly in
+    #: score with it (``models.svm.tied_tokens``) or its twins (the very same key);
+    #: ``svm`` is then the sharing SVM, which has no row for them. None when there are none.
     tied: np.ndarray | None = None
     #: 1 − cos(−∇L, p^mm) once the offset from the ray has relaxed to its certified
     #: equilibrium (``models.offset``), where the heading at p itself did not pass; None when
@@ -382,6 +382,18 @@ class Outcome:
         it), so ATT-SVM(selected), which has one, has another solution."""
         margins = self.tied_margins()[2]
         return bool(margins.size and margins.min() < 1.0 - TIE_MARGIN_TOL)
+
+
+def twin_tokens(keys: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """(n, T) mask of the twins of the selection: the tokens t ≠ sel_i whose key equals
+    k_{i,sel_i} exactly (−0.0 = 0.0). A twin has the selected token's logit for every p, so it
+    holds exactly the selected token's softmax mass for ever and no direction separates the
+    two: the flow's limit treats them as one token (``converge``)."""
+    sel = np.asarray(sel)
+    rows = np.arange(len(sel))
+    same = (keys == keys[rows, sel][:, None]).all(-1)
+    same[rows, sel] = False
+    return same
 
 
 def converge(
@@ -427,15 +439,14 @@ def converge(
     scores = problem.scores.numpy()
 
     def svm_for(sel: np.ndarray):
-        """The SVM the flow heads for when it selects ``sel``: ATT-SVM(sel), or, when a
-        selected token ties exactly in score with others, the tie-sharing SVM without their
-        rows (the flow's force between tied tokens vanishes with their score gap)."""
+        """The SVM the flow heads for when it selects ``sel``: ATT-SVM(sel), or the sharing
+        SVM without the rows of the tokens that share the selected token's mass for ever:
+        those tied with it exactly in score (the flow's force between them vanishes with
+        their score gap) and its twins (the very same key: the same logit for every p, so no
+        direction separates them, whatever their scores; together they act as one token)."""
         key = sel.tobytes()
         if key not in cache:
-            # A tied token with the selected token's very key shares its mass for ever: no
-            # direction separates them, and ATT-SVM(sel) rightly stays infeasible.
-            own_key = keys[np.arange(len(sel)), sel][:, None]
-            tied = tied_tokens(scores, sel) & (keys != own_key).any(-1)
+            tied = tied_tokens(scores, sel) | twin_tokens(keys, sel)
             tied = tied if tied.any() else None
             sol = att_svm(problem.keys, sel, free=tied)
             unit = sol.x / np.linalg.norm(sol.x) if sol.ok and sol.norm > 0 else None
@@ -502,6 +513,7 @@ def converge(
     z = logits - logits.max(axis=1, keepdims=True)
     probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
     probs[np.arange(problem.n), sel] = 0.0
+    probs[twin_tokens(keys, sel)] = 0.0  # a twin holds exactly the selected token's mass, for ever
     max_other = float(probs.max()) if problem.T > 1 else 0.0
     relaxed = None  # (1 − cos at the relaxed offset, why), where that test was needed
     ended = f"{traj.stop} at ‖p‖={float(torch.linalg.vector_norm(p)):.3g}, 1−cos={omc:.2e}"

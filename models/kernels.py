@@ -214,19 +214,30 @@ def field(keys, gam, p, code, param, u):
 @njit(cache=True)
 def selection(keys, p, r):
     """The top-logit token of each input into ``r`` (ties: lowest index); returns the
-    smallest lead of a top logit over its input's runner-up (+inf when T = 1)."""
+    smallest lead of a top logit over its input's runner-up (+inf when there is none).
+
+    The runner-up is the best token whose key differs from the top token's: a token with
+    the very same key (a "twin") has the same logit for every p, so no lead over it ever
+    grows, and the flow's limit treats the two as one (``dynamics.converge``)."""
     n, T, d = keys.shape
+    logits = np.empty(T)
     lead = math.inf
     for i in range(n):
-        best, top, second = 0, -math.inf, -math.inf
+        best, top = 0, -math.inf
         for t in range(T):
             acc = 0.0
             for k in range(d):
                 acc += keys[i, t, k] * p[k]
+            logits[t] = acc
             if acc > top:
-                best, second, top = t, top, acc
-            elif acc > second:
-                second = acc
+                best, top = t, acc
+        second = -math.inf
+        for t in range(T):
+            if logits[t] > second:
+                for k in range(d):
+                    if keys[i, t, k] != keys[i, best, k]:
+                        second = logits[t]
+                        break
         r[i] = best
         lead = min(lead, top - second)
     return lead

@@ -22,7 +22,14 @@ import torch
 
 from models import failures
 from models.attention import PromptProblem, one_minus_cos
-from models.dynamics import FiniteMinimiser, Outcome, converge, finite_minimiser, trace_flow
+from models.dynamics import (
+    FiniteMinimiser,
+    Outcome,
+    converge,
+    finite_minimiser,
+    trace_flow,
+    twin_tokens,
+)
 from models.selection import local_optimality
 
 #: 1 − cos(p, p^mm(α)) at which ``converge`` declares directional convergence (its default
@@ -78,11 +85,19 @@ def tie_sharing_message(out: Outcome, target: str) -> str:
     token with the smallest margin in the limit direction."""
     i, t, margins = out.tied_margins()
     j = int(np.argmin(margins))
+    ij, tj = int(i[j]), int(t[j])
+    if twin_tokens(out.trajectory.problem._np[0], out.selected)[ij, tj]:
+        why = (
+            "has the selected token's very key: the same logit for every p, so it keeps the "
+            "selected token's mass for ever and"
+        )
+    else:
+        why = "tied in score with the selected token,"
     return (
         f"gradient flow converged to the tie-sharing SVM of {out.selected.tolist()} "
-        f"(1 − cos = {out.one_minus_cos:.1e}): token {int(t[j])} of input {int(i[j])}, tied in "
-        f"score with the selected token, stays at margin {margins[j]:.4g} < 1 (equal scores "
-        f"exert no force on each other), so not to {target}"
+        f"(1 − cos = {out.one_minus_cos:.1e}): token {tj} of input {ij}, {why} stays at margin "
+        f"{margins[j]:.4g} < 1 (tokens that share the mass exert no force on each other), so "
+        f"not to {target}"
     )
 
 
@@ -116,6 +131,8 @@ def settle(problem: PromptProblem, p0, *, tries: int = 3) -> tuple[Outcome, int]
         ):
             probs = problem.softmax(p)
             probs[torch.arange(problem.n), torch.as_tensor(selected)] = 0.0
+            # a twin (the selected token's very key) holds its mass by identity, not by leak
+            probs[torch.as_tensor(twin_tokens(problem._np[0], selected))] = 0.0
             leak = float(probs.max()) if problem.T > 1 else 0.0
             return dataclasses.replace(out, p=p, one_minus_cos=omc, max_other_prob=leak), transient
         transient += 1

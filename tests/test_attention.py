@@ -132,6 +132,11 @@ def mp_gradient(problem: PromptProblem, p, dps: int = 60, naive: bool = False):
             s = _mp_softmax(k_i, pp)
             m = mp.fsum(a * b for a, b in zip(s, g_i, strict=True))
             lp = _mp_loss_parts(problem.loss, m)[1]
+            # Σ_t c_t k_t = Σ_t c_t (k_t − k_r) since Σ_t c_t = 0: centred at the top token r,
+            # a token with r's very key adds exactly 0 (uncentred, its c_t and r's cancel only
+            # to ~10^−dps, which swamps a gradient of e^{−800})
+            z = [mp.fsum(k * q for k, q in zip(row, pp, strict=True)) for row in k_i]
+            k_r = k_i[max(range(len(z)), key=lambda u: (z[u], -u))]
             for t, (s_t, gam_t, k_t) in enumerate(zip(s, g_i, k_i, strict=True)):
                 if naive:
                     dev = gam_t - m
@@ -139,7 +144,7 @@ def mp_gradient(problem: PromptProblem, p, dps: int = 60, naive: bool = False):
                     dev = mp.fsum(s[u] * (gam_t - g_i[u]) for u in range(len(s)) if u != t)
                 c = lp * s_t * dev
                 for j in range(d):
-                    g[j] += c * k_t[j]
+                    g[j] += c * (k_t[j] - k_r[j])
         g = [x / n for x in g]
         return g, mp.sqrt(mp.fsum(x * x for x in g))
 
@@ -648,7 +653,8 @@ def test_selection_kernel_reads_the_top_token_and_its_lead_over_the_runner_up(se
     """kernels.selection (the flow tracer's saturation test): per input the top-logit token
     (ties: lowest index) and, over all inputs, min_i (top logit − second-largest logit), read
     against a sort of the logits. Rows are drawn with the top token at every position (in
-    particular after the runner-up), plus an exact tie (lead 0) and T = 1 (lead +∞)."""
+    particular after the runner-up), plus an exact tie (lead 0), T = 1 (lead +∞) and twins
+    (a token with the top token's very key is no runner-up)."""
     from models import kernels
 
     rng = np.random.default_rng(seed)
@@ -665,10 +671,17 @@ def test_selection_kernel_reads_the_top_token_and_its_lead_over_the_runner_up(se
     p2 = np.array([1.0])
     increasing = np.array([[[0.0], [1.0], [2.0]], [[-1.0], [3.0], [3.5]]])
     assert kernels.selection(increasing, p2, np.empty(2, dtype=np.int64)) == pytest.approx(0.5)
-    tie = np.array([[[1.0], [2.0], [2.0]]])
+    tie = np.array([[[1.0, 0.0], [2.0, 0.0], [2.0, 1.0]]])  # logits 1, 2, 2; distinct keys
     r1 = np.empty(1, dtype=np.int64)
-    assert kernels.selection(tie, p2, r1) == 0.0 and r1.tolist() == [1]
+    assert kernels.selection(tie, np.array([1.0, 0.0]), r1) == 0.0 and r1.tolist() == [1]
     assert kernels.selection(np.ones((2, 1, 1)), p2, np.empty(2, dtype=np.int64)) == math.inf
+    # twins (the very same key) are no runners-up: the lead is over the next distinct key,
+    # and an input of twins alone has no runner-up at all
+    twins = np.array([[[1.0], [2.0], [2.0]], [[0.5], [0.5], [0.5]]])
+    r2 = np.empty(2, dtype=np.int64)
+    assert kernels.selection(twins[:1], p2, r1) == 1.0 and r1.tolist() == [1]
+    assert kernels.selection(twins[1:], p2, r1) == math.inf and r1.tolist() == [0]
+    assert kernels.selection(twins, p2, r2) == 1.0 and r2.tolist() == [1, 0]
 
 
 def test_the_uncompiled_flow_field_is_the_compiled_one_and_zero_at_a_stationary_point():

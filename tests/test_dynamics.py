@@ -198,9 +198,11 @@ def test_one_gd_step_is_eta_times_the_autograd_gradient():
 # certifies the wrong basin. On this two-attractor instance (tokens 0 and 1 are both locally
 # optimal, their basins split by a ridge that the flow from p0 = (x0, 0) runs along) the
 # tracer with relative tolerance rtol ends in the right basin from every start at distance
-# δ ≥ rtol/100 from the ridge (measured: rtol 1e-2, 1e-3, 1e-4, 1e-5 resolve δ down to
-# 1e-4, 1e-5, 1e-6, 1e-8) and can jump below that. converge's default rtol 1e-5 thus resolves
-# starts 1e-7 from a boundary.
+# δ ≥ rtol/10 from the ridge and can jump below a line that depends on rounding (measured
+# with the O(T) kernel of 2026-12-04, δ on a 1–3 grid: rtol 1e-2, 1e-3, 1e-4, 1e-5 resolve δ
+# down to 3e-5, 3e-6, 3e-7, 3e-7; the pairwise kernel before it happened to resolve 1e-4,
+# 1e-5, 1e-6, 1e-8, and below each line both kernels answer at random). converge's default
+# rtol 1e-5 thus resolves starts 1e-6 from a boundary (3e-7 as measured).
 
 
 def ridge_problem() -> PromptProblem:
@@ -229,18 +231,24 @@ def ridge():
 
 
 @pytest.mark.parametrize("rtol", [1e-2, 1e-3, 1e-4, 1e-5])
-def test_the_tracer_resolves_a_basin_boundary_to_a_hundredth_of_rtol(ridge, rtol):
+def test_the_tracer_resolves_a_basin_boundary_to_a_tenth_of_rtol(ridge, rtol):
     problem, x_ridge = ridge
-    for delta in (1e-1, 10 * rtol, rtol / 100):
+    for delta in (1e-1, 10 * rtol, rtol / 10):
         assert _basin(problem, x_ridge + delta, rtol) == 0, f"δ = +{delta:g}"
         assert _basin(problem, x_ridge - delta, rtol) == 1, f"δ = −{delta:g}"
 
 
 def test_below_that_line_a_loose_tracer_jumps_basins(ridge):
-    """The line is real: 1e-7 from the ridge, rtol 1e-2 ends in one basin from both sides."""
+    """The line is real: between 1e-5 and 1e-8 from the ridge, rtol 1e-2 ends in one basin
+    from both sides somewhere (which δ does is a matter of rounding: the kernel of
+    2026-12-04 jumps at 1e-5, 3e-6, 1e-6 and 1e-8, not at 1e-7)."""
     problem, x_ridge = ridge
-    ends = {_basin(problem, x_ridge + sign * 1e-7, 1e-2) for sign in (1, -1)}
-    assert len(ends) == 1
+    jumped = [
+        delta
+        for delta in (1e-5, 3e-6, 1e-6, 1e-7, 1e-8)
+        if len({_basin(problem, x_ridge + sign * delta, 1e-2) for sign in (1, -1)}) == 1
+    ]
+    assert jumped
 
 
 # --------------------------------------------------------------------------------------------

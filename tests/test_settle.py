@@ -209,8 +209,8 @@ def test_a_tie_sharing_limit_is_not_the_svm_of_its_selection(real, monkeypatch):
     assert why == (
         f"gradient flow converged to the tie-sharing SVM of [0] (1 − cos = "
         f"{out.one_minus_cos:.1e}): token 2 of input 0, tied in score with the selected token, "
-        "stays at margin 0.25 < 1 (equal scores exert no force on each other), so not to "
-        "the top-score p^mm([0])"
+        "stays at margin 0.25 < 1 (tokens that share the mass exert no force on each other), "
+        "so not to the top-score p^mm([0])"
     )
     assert limits.limit_name(out, "p^mm") == "the tie-sharing SVM of [0]"
 
@@ -342,3 +342,24 @@ def test_follow_does_not_call_a_symmetric_stationary_point_at_rest():
     problem = _problem([[[1.0], [-1.0]], [[-1.0], [1.0]]], [[1.0, 0.0], [1.0, 0.0]])
     lim = limits.follow(problem, None)
     assert lim.at_rest is None
+
+
+def test_twins_of_the_selected_token_make_a_sharing_limit():
+    """Input 0's tokens 0 and 1 have the same key (different scores): they keep the same
+    logit for every p, so the flow cannot select one of them alone. The limit is the sharing
+    SVM without token 1's row: converged, the twin's mass not counted as a leak, not the
+    SVM of the selection (which is infeasible), and the message says why."""
+    problem = _problem(
+        [[[1.0, 0.0], [1.0, 0.0], [-1.0, 0.5]], [[0.0, 1.0], [1.0, -1.0], [0.5, 0.5]]],
+        [[1.0, 0.5, -1.0], [1.0, 0.0, -0.5]],
+    )
+    lim = limits.follow(problem, None)
+    out = lim.outcome
+    assert lim.kind == "converged" and out.tie_sharing
+    assert out.selected.tolist()[0] == 0 and out.tied[0, 1] and out.max_other_prob <= 1e-6
+    from models.dynamics import twin_tokens
+    from models.svm import att_svm
+
+    assert twin_tokens(problem._np[0], out.selected)[0].tolist() == [False, True, False]
+    assert att_svm(problem.keys, out.selected).status == "infeasible"
+    assert "has the selected token's very key" in lim.why_not(out.selected)

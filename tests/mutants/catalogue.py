@@ -420,13 +420,15 @@ MUTANTS: list[dict[str, str]] = [
     {
         "id": "M39-kernels-selection-runner-up",
         "file": "models/kernels.py",
-        "old": "                best, second, top = t, top, acc\n",
-        "new": "                best, top = t, acc\n",
+        "old": "        for t in range(T):\n            if logits[t] > second:\n",
+        "new": "        for t in range(best + 1, T):\n            if logits[t] > second:\n",
         "category": "off-by-one index",
-        "fault": "The selection kernel does not demote the old top logit to runner-up when a "
-        "later token overtakes it, so the lead of the top logit over the runner-up is "
-        "overestimated (+∞ when the top is the last token to rise) and the flow tracer "
-        "declares a selection saturated before it is.",
+        "fault": "The selection kernel looks for the runner-up only among the tokens after the "
+        "top one, so the lead of the top logit over the runner-up is overestimated (+∞ when "
+        "the top token is the last) and the flow tracer declares a selection saturated before "
+        "it is. (Redefined 2026-12-04: the kernel now finds the runner-up in a second pass "
+        "that skips the top token's twins; the old snippet, the top logit not demoted to "
+        "runner-up in a one-pass scan, is gone.)",
     },
     # ---------------------------------------------------------------- nonlinear_head.py (W_dir)
     {
