@@ -48,7 +48,7 @@ import torch
 
 from models import precision
 from models.cross import MACHINE_EPS, CrossProblem, correlation, kq_ngd, md, random_factors
-from models.limits import bounded_message, follow
+from models.limits import bounded_message, follow, tie_sharing_message
 from models.selection import has_unique_opt
 
 #: The official recipe's step size and iteration count (spec tfsvm §4: lr 0.1, 2000 steps).
@@ -228,13 +228,18 @@ def _train_w(problem: CrossProblem) -> tuple[np.ndarray, dict]:
     lim = follow(problem.prompt, np.zeros(d * d))
     outcome = lim.outcome
     W = outcome.p.numpy().reshape(d, d)
-    bounded = lim.kind == "bounded"
+    if lim.kind == "bounded":
+        reason = bounded_message(lim)
+    elif lim.kind == "converged" and outcome.tie_sharing:  # twins or exact ties share mass
+        reason = tie_sharing_message(outcome, f"W^mm({outcome.selected.tolist()})")
+    else:
+        reason = outcome.reason
     return W, {
         "method": "W gradient flow",
         "recipe": FLOW_RECIPE,
         "init": "W = 0",
         "status": lim.kind if lim.kind in ("converged", "bounded") else outcome.status,
-        "reason": bounded_message(lim) if bounded else outcome.reason,
+        "reason": reason,
         "one_minus_cos": _finite(outcome.one_minus_cos),
         "evaluations": int(outcome.trajectory.evals),
         "W_norm": float(np.linalg.norm(W)),

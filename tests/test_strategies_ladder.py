@@ -1,0 +1,92 @@
+"""strategies.ladder: each rung's box, the size draws, and what each family promises."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strategies.ladder import (
+    FAMILIES,
+    RUNGS,
+    clustered_problem,
+    draw_sizes,
+    ladder_problems,
+    paper_problem,
+    tied_problem,
+)
+
+
+def test_the_rungs_are_the_issues_boxes():
+    assert (RUNGS["small"].n_max, RUNGS["small"].T_max, RUNGS["small"].d_max) == (4, 6, 6)
+    medium, large = RUNGS["medium"], RUNGS["large"]
+    assert (medium.n_max, medium.T_max, medium.d_max) == (32, 32, 128)
+    assert (large.n_max, large.T_max, large.d_max, large.nT_max) == (256, 256, 1024, 16_384)
+    assert large.contains(64, 256, 1024) and not large.contains(65, 256, 8)
+    assert not medium.contains(4, 1, 8)  # T ≥ 2
+
+
+@pytest.mark.parametrize("rung", list(RUNGS))
+def test_draw_sizes_stay_in_the_box_and_reach_both_regimes(rung):
+    box = RUNGS[rung]
+    rng = np.random.default_rng(0)
+    sizes = [draw_sizes(box, rng) for _ in range(300)]
+    assert all(box.contains(*s) for s in sizes)
+    over = [n * (T - 1) > d for n, T, d in sizes]
+    assert 0.2 < np.mean(over) < 0.95  # both d ≥ n(T − 1) and n(T − 1) > d are drawn
+    ns, Ts, ds = zip(*sizes, strict=True)
+    # log-uniform: the small sizes are not starved, and the top of each range is reached
+    assert min(ns) == 1 and max(ns) >= box.n_max // 2
+    assert min(Ts) == 2 and max(Ts) >= box.T_max // 2
+    assert min(ds) == 1 and max(ds) >= box.d_max // 2
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_families_are_deterministic_and_sized(family):
+    a, b = FAMILIES[family](3, 5, 4, 7), FAMILIES[family](3, 5, 4, 7)
+    assert a.keys.shape == (3, 5, 4) and a.scores.shape == (3, 5)
+    assert np.array_equal(a.keys.numpy(), b.keys.numpy())
+    assert np.array_equal(a.scores.numpy(), b.scores.numpy())
+    c = FAMILIES[family](3, 5, 4, 8)
+    assert not np.array_equal(a.keys.numpy(), c.keys.numpy())
+
+
+def test_paper_scores_are_the_label_times_the_head_on_each_token():
+    problem = paper_problem(4, 6, 5, 0)
+    keys, scores = problem.keys.numpy(), problem.scores.numpy()
+    # γ_it = y_i·X_itᵀv with ‖v‖ = 1 and y_i = ±1: each input's scores are ±(the keys' shared
+    # projection), so one v and one sign per input reproduce them
+    v, *_ = np.linalg.lstsq(keys[0], scores[0], rcond=None)
+    assert np.isclose(np.linalg.norm(v), 1.0)
+    for i in range(4):
+        sign = np.sign(scores[i] @ (keys[i] @ v))
+        np.testing.assert_allclose(scores[i], sign * keys[i] @ v, atol=1e-12)
+
+
+def test_ties_have_unit_keys_and_integer_scores():
+    problem = tied_problem(5, 6, 3, 1)
+    keys, scores = problem.keys.numpy(), problem.scores.numpy()
+    np.testing.assert_allclose(np.linalg.norm(keys, axis=-1), 1.0, atol=1e-15)
+    assert set(np.unique(scores)) <= {-2.0, -1.0, 0.0, 1.0, 2.0}
+    assert any(len(set(row)) < len(row) for row in scores.tolist())  # exact ties occur
+
+
+def test_clustered_tokens_have_three_types():
+    problem = clustered_problem(6, 8, 16, 2)
+    keys, scores = problem.keys.numpy(), problem.scores.numpy()
+    assert len(np.unique(scores)) <= 3
+    for level in np.unique(scores):
+        members = keys[scores == level]
+        # one type: every key within a few noise widths (0.05·√d) of the type's mean
+        spread = np.linalg.norm(members - members.mean(0), axis=-1).max()
+        assert spread < 6 * 0.05 * np.sqrt(16)
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(st.sampled_from(list(RUNGS)), st.sampled_from(list(FAMILIES)), st.data())
+def test_ladder_problems_draw_inside_the_rung(rung, family, data):
+    problem, (n, T, d), seed = data.draw(ladder_problems(rung, family))
+    assert RUNGS[rung].contains(n, T, d)
+    assert tuple(problem.keys.shape) == (n, T, d)
+    np.testing.assert_array_equal(problem.scores.numpy(), FAMILIES[family](n, T, d, seed).scores)
