@@ -71,3 +71,64 @@ def test_progress_off_is_silent(monkeypatch, capsys):
 
     assert cli._predict_talking(plain, "prompt", fields, ("X", "y")) == {"args": 2}
     assert capsys.readouterr().err == ""
+
+
+# --- the estimate in the warning (models.estimate) ---
+
+
+def _prompt_fields(n, T, d, seed=0):
+    rng = np.random.default_rng(seed)
+    v = rng.normal(size=d)
+    return {
+        "X": rng.normal(size=(n, T, d)),
+        "y": rng.choice([-1.0, 1.0], size=n),
+        "v": v / np.linalg.norm(v),
+        "W": None,
+        "loss": "logistic",
+    }
+
+
+def test_the_estimate_is_one_measured_evaluation_times_a_typical_count():
+    from models import estimate
+
+    guess = estimate.check_time("prompt", _prompt_fields(20, 6, 8))
+    # r = min(d, n(T − 1)) = 8: 2·(3000 + 70·9) evaluations
+    assert guess.evals == 2 * (estimate.BASE_EVALS + estimate.JACOBIANS * 9) == 7260
+    assert guess.seconds == guess.eval_seconds * guess.evals
+    assert 1e-7 < guess.eval_seconds < 0.1
+    wide = estimate.check_time("prompt", _prompt_fields(2, 3, 50))  # r = n(T − 1) = 4
+    assert wide.evals == 2 * (estimate.BASE_EVALS + estimate.JACOBIANS * 5)
+    cross = _prompt_fields(3, 4, 3) | {"Z": np.eye(3)}  # one query per input
+    assert estimate.check_time("cross", cross).evals == 2 * (3000 + 70 * (9 + 1))  # d² = 9
+
+
+def test_no_estimate_where_the_engine_does_not_decide_or_the_fields_are_incomplete():
+    from models import estimate
+
+    assert estimate.check_time("embedding", _prompt_fields(2, 3, 4)) is None
+    assert estimate.check_time("ntp", {"embeddings": np.eye(3)}) is None
+    assert estimate.check_time("prompt", {"X": np.zeros((2, 3, 4)), "y": None}) is None
+
+
+def test_the_estimate_reads_in_the_right_unit():
+    from models.estimate import Estimate
+
+    assert (
+        Estimate(7.1, 5.4e-4, 13_140)
+        .text()
+        .startswith(
+            "estimated ~7.1 s (one gradient evaluation takes 0.54 ms here, a typical certified "
+            "decision ~13,140 of them"
+        )
+    )
+    assert "~2.5 min" in Estimate(150.0, 2e-5, 7_500_000).text()
+    assert "takes 20 µs" in Estimate(150.0, 2e-5, 7_500_000).text()
+    assert "~1.5 h" in Estimate(5400.0, 1e-3, 5_400_000).text()
+
+
+def test_a_large_instance_is_warned_about_with_its_estimate(monkeypatch, capsys):
+    monkeypatch.delenv("ATTN_PROGRESS", raising=False)
+    fields = _prompt_fields(60, 40, 50)  # 60·39·50 = 117,000 entries: large
+    assert cli._predict_talking(_slow, "prompt", fields, ("X", "y")) == {"args": 2}
+    first = capsys.readouterr().err.splitlines()[0]
+    assert "): estimated ~" in first and "gradient evaluation takes" in first

@@ -42,6 +42,7 @@ MODULES = (
     "nonlinear_head.py",
     "kernels.py",
     "offset.py",
+    "estimate.py",
 )
 
 MUTANTS: list[dict[str, str]] = [
@@ -498,5 +499,16 @@ MUTANTS: list[dict[str, str]] = [
         "fault": "A support token whose margin exceeds 1 by ε pulls the offset e^{+λε} harder "
         "instead of e^{−λε} weaker: far out (λε ≳ 1) the equilibrium ρ*, and the heading "
         "the engine certifies there, balance the wrong forces.",
+    },
+    # ---------------------------------------------------------------- estimate.py
+    {
+        "id": "M47-estimate-no-jacobians",
+        "file": "models/estimate.py",
+        "old": "    evals = int(math.ceil(CONFIRMATION * (BASE_EVALS + JACOBIANS * (rank + 1))))\n",
+        "new": "    evals = int(math.ceil(CONFIRMATION * BASE_EVALS))\n",
+        "category": "dropped term",
+        "fault": "check's time estimate leaves out the Jacobians, r + 1 field evaluations "
+        "each: at d = 1024 it says ~6,000 evaluations where a decision takes ~150,000, and "
+        "a user is told seconds for a run of minutes.",
     },
 ]

@@ -161,9 +161,13 @@ def _predict_talking(predict, model: str, fields: dict, keys, on_stage=None) -> 
     if not progress.enabled(0):
         return predict(*(fields[k] for k in keys), stage=tell)
     if large:
+        from models.estimate import check_time
+
+        guess = check_time(model, fields)
+        howlong = guess.text() if guess is not None else "this may take minutes"
         print(
             f"check: warning: a large {model} instance ({sizes}; {work:,} constraint × "
-            "dimension entries): this may take minutes; progress follows on stderr every "
+            f"dimension entries): {howlong}; progress follows on stderr every "
             f"{progress.seconds_text(progress.interval())} (ATTN_PROGRESS=0 silences it; "
             "--timeout SECONDS bounds the wait)",
             file=sys.stderr,
