@@ -123,3 +123,18 @@ def ladder_problems(draw, rung: str = "small", family: str = "paper"):
     d = draw(st.integers(1, box.d_max))
     seed = draw(st.integers(0, 2**32 - 1))
     return FAMILIES[family](n, T, d, seed), (n, T, d), seed
+
+
+def rung_sizes(rung: str) -> dict:
+    """Hypothesis strategies for the sizes n, T and the key dimension dk of the prompt
+    strategies (``strategies.prompt``) inside ``rung``'s box. The decoupled instances add
+    one coordinate for the scores (d = dk + 1), so dk ≤ d_max − 1; n·T ≤ nT_max holds at the
+    small and medium rungs by their boxes (the large rung's cap needs T drawn after n)."""
+    box = RUNGS[rung]
+    if box.n_max * box.T_max > box.nT_max:
+        raise ValueError(f"rung {rung!r}: n·T is capped below n_max·T_max; draw T after n")
+    return {
+        "n": st.integers(1, box.n_max),
+        "T": st.integers(2, box.T_max),
+        "dk": st.integers(1, box.d_max - 1),
+    }

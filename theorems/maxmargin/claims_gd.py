@@ -49,6 +49,7 @@ from strategies.combinators import (
     with_init,
 )
 from strategies.instances import PromptInstance
+from strategies.ladder import rung_sizes
 from strategies.maxmargin_dynamics import cone_grid, theorem_g_counterexample
 from theorems import claim, evidence, saved_arguments
 from theorems.limits import Limit, flow, follow
@@ -242,6 +243,25 @@ def test_theorem_l_loss_floor(inst):
 def test_theorem_l_random_init(inst):
     """Authors' protocol for Theorem L: with continuous random scores and a random p(0), the
     selection α̂ that GD reaches is locally optimal and p(t)/‖p(t)‖ → p^mm(α̂)/‖p^mm(α̂)‖."""
+    random_init_conclusion(inst)
+
+
+@claim("MM-THM-L-RANDOM-MEDIUM")
+@given(inst=with_init(global_opt_instances(**rung_sizes("medium"))))
+def test_theorem_l_random_init_medium(inst):
+    """Authors' protocol for Theorem L at the medium rung (n, T ≤ 32, keys in dimension ≤ 128,
+    n(T − 1) > d included): with continuous random scores and a random p(0), the selection α̂
+    that GD reaches is locally optimal and p(t)/‖p(t)‖ → p^mm(α̂)/‖p^mm(α̂)‖."""
+    n, T, d = inst.keys.shape
+    evidence.metric("n", n)
+    evidence.metric("T", T)
+    evidence.metric("key dimension", d)
+    evidence.metric("n(T − 1) > d", float(n * (T - 1) > d))
+    random_init_conclusion(inst)
+
+
+def random_init_conclusion(inst: PromptInstance) -> None:
+    """MM-THM-L-RANDOM's conclusion on one instance (its two sizes share it)."""
     lim = flow(inst.problem, inst.p0)
     assert lim.diverges, lim.describe()
     selected = lim.outcome.selected
