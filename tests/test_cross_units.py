@@ -1013,7 +1013,7 @@ def test_settle_reports_a_zero_matrix_whose_corr_is_undefined():
 # --------------------------------------------------------------------------------------------
 
 
-def fake_limit(kind, status="inconclusive", one_minus_cos=0.25):
+def fake_limit(kind, status="inconclusive", one_minus_cos=0.25, tie_sharing=False):
     outcome = SimpleNamespace(
         p=torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=DTYPE),
         status=status,
@@ -1021,6 +1021,7 @@ def fake_limit(kind, status="inconclusive", one_minus_cos=0.25):
         one_minus_cos=one_minus_cos,
         trajectory=SimpleNamespace(evals=17),
         max_other_prob=0.125,
+        tie_sharing=tie_sharing,
     )
     return SimpleNamespace(kind=kind, outcome=outcome)
 

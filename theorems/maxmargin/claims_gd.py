@@ -243,7 +243,12 @@ def test_theorem_l_loss_floor(inst):
 def test_theorem_l_random_init(inst):
     """Authors' protocol for Theorem L: with continuous random scores and a random p(0), the
     selection α̂ that GD reaches is locally optimal and p(t)/‖p(t)‖ → p^mm(α̂)/‖p^mm(α̂)‖."""
-    random_init_conclusion(inst)
+    lim = flow(inst.problem, inst.p0)
+    assert lim.diverges, lim.describe()
+    selected, verdict, gap = reached_selection(inst, lim)
+    assert verdict.locally_optimal, f"GD selected {selected.tolist()}: {verdict.reason}"
+    assert lim.converged_to(selected), lim.why_not(selected, "its own")
+    assert gap is None or gap <= LOSS_GAP_TOL, f"L(p) − loss floor = {gap:.3g} > {LOSS_GAP_TOL:g}"
 
 
 @claim("MM-THM-L-RANDOM-MEDIUM")
@@ -257,20 +262,22 @@ def test_theorem_l_random_init_medium(inst):
     evidence.metric("T", T)
     evidence.metric("key dimension", d)
     evidence.metric("n(T − 1) > d", float(n * (T - 1) > d))
-    random_init_conclusion(inst)
-
-
-def random_init_conclusion(inst: PromptInstance) -> None:
-    """MM-THM-L-RANDOM's conclusion on one instance (its two sizes share it)."""
     lim = flow(inst.problem, inst.p0)
     assert lim.diverges, lim.describe()
+    selected, verdict, gap = reached_selection(inst, lim)
+    assert verdict.locally_optimal, f"GD selected {selected.tolist()}: {verdict.reason}"
+    assert lim.converged_to(selected), lim.why_not(selected, "its own")
+    assert gap is None or gap <= LOSS_GAP_TOL, f"L(p) − loss floor = {gap:.3g} > {LOSS_GAP_TOL:g}"
+
+
+def reached_selection(inst: PromptInstance, lim):
+    """(the selection the flow reached, its local-optimality verdict, the loss gap at the
+    limit where α̂ is the top-score selection, else None): what MM-THM-L-RANDOM and its
+    medium-rung twin read."""
     selected = lim.outcome.selected
     verdict = local_optimality(inst.keys, inst.scores, selected)
     evidence.metric("selected the global optimum", float(np.array_equal(selected, inst.alpha)))
-    assert verdict.locally_optimal, f"GD selected {selected.tolist()}: {verdict.reason}"
-    assert lim.converged_to(selected), lim.why_not(selected, "its own")
-    gap = lim.loss_gap(selected)
-    assert gap is None or gap <= LOSS_GAP_TOL, f"L(p) − loss floor = {gap:.3g} > {LOSS_GAP_TOL:g}"
+    return selected, verdict, lim.loss_gap(selected)
 
 
 #: MM-GD-SCALE-V: the two certified limits must be one direction.
