@@ -91,7 +91,7 @@ class PromptProblem:
 
     @cached_property
     def _np(self) -> tuple[np.ndarray, ...]:
-        """Host (numpy) copies and the per-problem constants of the hot path (gradient_log_np).
+        """Host (numpy) copies of the keys and scores, which the hot path reads (gradient_log_np).
 
         Made on first use, not at construction: a problem that lives on a GPU and is only used
         through its torch methods (the one-step gradient of models.embedding) never copies its

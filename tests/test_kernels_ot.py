@@ -148,7 +148,7 @@ CASES = [
 def test_ot_terms_within_rounding_of_exact(seed, n, T, d, radius, ties):
     """Every token's s_t(γ_t − m) from the O(T) kernel is within 8·(T + Z)·ε·s_t(P_t + N_t) of
     its 50-digit value, at ‖p‖ from 0 to 1e5 (terms down to e^{−10⁵}), with and without
-    ties in the scores; the margin m and the top-logit token are the pairwise kernel's."""
+    ties in the scores; the margin m is Σ_t s_t γ_t and the top-logit token numpy's argmax."""
     problem, p = draw(seed, n, T, d, radius, ties)
     log_sd, sign_sd, m, r = run_kernel(problem, p)
     logits = kernel_logits(problem._np[0], p)
