@@ -282,3 +282,57 @@ def alignment(p, u, unit):
         off_p += (p[k] / norm - unit[k]) ** 2
         off_u += (u[k] - unit[k]) ** 2
     return norm, 0.5 * off_p, 0.5 * off_u
+
+
+@njit(cache=True)
+def margin_drops(keys, diff, P, log_drop, sign_drop):
+    """For every point P[k] and input i: log|δ_ki| into ``log_drop`` and sign δ_ki into
+    ``sign_drop`` (0 for δ = 0), with δ_ki = Σ_t s_it(P[k])·diff[i, t] the drop of input i's
+    margin below its selected token's score (diff[i, t] = γ_iα_i − γ_it).
+
+    The compiled form of ``models.regpath.log_gap_batch``'s margin drop, for grids of
+    hundreds of thousands of points where autograd is not wanted. The positive and negative
+    parts of δ are each summed relative to the largest logit among their own tokens (so a
+    part whose every softmax weight is below e^{-745} keeps its digits), their signed
+    difference is hi + log1p(−e^{lo − hi}), and the softmax normaliser is subtracted in log
+    space: the mathematics of ``log_gap_batch`` with two exponentials per token instead of a
+    dozen tensor passes. tests/test_regpath.py compares the two to rounding.
+    """
+    K = P.shape[0]
+    n, T, d = keys.shape
+    z = np.empty(T)
+    for k in range(K):
+        for i in range(n):
+            z_max = -math.inf
+            pos_max = -math.inf
+            neg_max = -math.inf
+            for t in range(T):
+                acc = 0.0
+                for j in range(d):
+                    acc += keys[i, t, j] * P[k, j]
+                z[t] = acc
+                z_max = max(z_max, acc)
+                if diff[i, t] > 0.0:
+                    pos_max = max(pos_max, acc)
+                elif diff[i, t] < 0.0:
+                    neg_max = max(neg_max, acc)
+            total = 0.0
+            pos = 0.0
+            neg = 0.0
+            for t in range(T):
+                total += math.exp(z[t] - z_max)
+                if diff[i, t] > 0.0:
+                    pos += math.exp(z[t] - pos_max) * diff[i, t]
+                elif diff[i, t] < 0.0:
+                    neg -= math.exp(z[t] - neg_max) * diff[i, t]
+            log_pos = pos_max + math.log(pos) if pos_max > -math.inf else -math.inf
+            log_neg = neg_max + math.log(neg) if neg_max > -math.inf else -math.inf
+            hi = max(log_pos, log_neg)
+            lo = min(log_pos, log_neg)
+            if hi == -math.inf:
+                log_drop[k, i] = -math.inf
+                sign_drop[k, i] = 0.0
+                continue
+            log_norm = z_max + math.log(total)
+            log_drop[k, i] = (hi + math.log1p(-math.exp(lo - hi))) - log_norm
+            sign_drop[k, i] = 1.0 if log_pos > log_neg else (-1.0 if log_pos < log_neg else 0.0)

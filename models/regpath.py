@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from scipy.signal import find_peaks
 
-from models import failures
+from models import failures, kernels
 from models.attention import one_minus_cos
 from models.selection import global_opt
 from models.svm import att_svm
@@ -101,6 +101,8 @@ class Objective:
     fn: Callable[[Tensor], Tensor]
     kind: str
     alpha: np.ndarray | None = None
+    #: The same values without autograd, faster on large grids (``grid``); None: ``fn``.
+    fast: Callable[[Tensor], Tensor] | None = None
 
     def __call__(self, P: Tensor) -> Tensor:
         return self.fn(P)
@@ -112,8 +114,9 @@ class Objective:
 
     def grid(self, P: Tensor) -> Tensor:
         """Values on many points without autograd, in chunks; NaN is reported as +inf."""
+        fn = self.fn if self.fast is None else self.fast
         with torch.no_grad():
-            vals = torch.cat([self.fn(P[k : k + CHUNK]) for k in range(0, P.shape[0], CHUNK)])
+            vals = torch.cat([fn(P[k : k + CHUNK]) for k in range(0, P.shape[0], CHUNK)])
         # NaN → +inf, and ±inf kept (nan_to_num's default would turn them into ±1.8e308)
         return torch.nan_to_num(vals, nan=math.inf, posinf=math.inf, neginf=-math.inf)
 
@@ -156,16 +159,40 @@ def log_gap_batch(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
     representable.) The sign is +1 for the global opt; it can be −1 for a local α whose input
     has higher-scoring tokens.
     """
-    keys, scores, loss = problem.keys, problem.scores, problem.loss
+    keys, loss = problem.keys, problem.loss
     n = keys.shape[0]
-    top = scores[torch.arange(n), torch.as_tensor(alpha, dtype=torch.long)]
-    diff = top[:, None] - scores
+    top, diff = _selected_scores(problem, alpha)
     log_s = torch.log_softmax(torch.einsum("itd,kd->kit", keys, P), dim=-1)
     terms = log_s + torch.log(diff.abs())
     log_delta, sign_delta = _signed_difference(
         _masked_lse(terms, diff > 0), _masked_lse(terms, diff < 0)
     )
     return _gap_from_margin_drop(loss, top, log_delta, sign_delta, n)
+
+
+def log_gap_grid(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
+    """``log_gap_batch`` without autograd, for grids: the margin drops δ_ki come from the
+    compiled ``kernels.margin_drops`` (the same arithmetic in one pass per point; a sector
+    grid of 320 000 points took 0.26 s in tensor passes), the loss step from the same code."""
+    keys = problem.keys.detach().numpy()
+    n = keys.shape[0]
+    top, diff = _selected_scores(problem, alpha)
+    Pn = P.detach().numpy()
+    log_delta = np.empty((Pn.shape[0], n))
+    sign_delta = np.empty((Pn.shape[0], n))
+    kernels.margin_drops(
+        np.ascontiguousarray(keys), diff.detach().numpy(), np.ascontiguousarray(Pn),
+        log_delta, sign_delta,
+    )  # fmt: skip
+    log_delta, sign_delta = torch.from_numpy(log_delta), torch.from_numpy(sign_delta)
+    return _gap_from_margin_drop(problem.loss, top, log_delta, sign_delta, n)
+
+
+def _selected_scores(problem, alpha) -> tuple[Tensor, Tensor]:
+    """(γ_iα_i per input, γ_iα_i − γ_it per input and token)."""
+    scores = problem.scores
+    top = scores[torch.arange(scores.shape[0]), torch.as_tensor(alpha, dtype=torch.long)]
+    return top, top[:, None] - scores
 
 
 def _gap_from_margin_drop(loss, top: Tensor, log_delta: Tensor, sign_delta: Tensor, n: int):
@@ -193,16 +220,45 @@ def head_log_gap_batch(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
     log s_it + log|x_itk − x_iαk|, so nothing cancels against ψ(x_iα) and the gap keeps its
     relative accuracy while the leak s_it is far below float64's epsilon.
     """
-    q = problem.quadratic_form()
-    X, y, n = problem.X, problem.y, problem.n
-    rows = torch.arange(n)
-    x_top = X[rows, torch.as_tensor(alpha, dtype=torch.long)]  # (n, d)
-    diff = (X - x_top[:, None, :]).transpose(1, 2)  # (n, d, T)
+    x_top, diff = _head_differences(problem, alpha)
     log_s = torch.log_softmax(torch.einsum("itd,kd->kit", problem.keys, P), dim=-1)  # (k, n, T)
     terms = log_s[:, :, None, :] + torch.log(diff.abs())[None]  # (k, n, d, T)
     log_dk, sign_dk = _signed_difference(
         _masked_lse(terms, (diff > 0)[None]), _masked_lse(terms, (diff < 0)[None])
     )  # δ_ik: (k, n, d)
+    return _head_gap_from_drops(problem, x_top, log_dk, sign_dk)
+
+
+def head_log_gap_grid(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
+    """``head_log_gap_batch`` without autograd, for grids: each coordinate δ_ik is a margin drop
+    of ``kernels.margin_drops`` (input i's keys, differences x_itk − x_iαk), compiled."""
+    x_top, diff = _head_differences(problem, alpha)
+    n, d, T = diff.shape
+    keys = problem.keys.detach().numpy()
+    # one pseudo-input per (i, k): input i's keys, coordinate k's differences
+    keys_ik = np.ascontiguousarray(np.repeat(keys, d, axis=0))
+    Pn = np.ascontiguousarray(P.detach().numpy())
+    log_dk, sign_dk = np.empty((Pn.shape[0], n * d)), np.empty((Pn.shape[0], n * d))
+    kernels.margin_drops(keys_ik, diff.detach().reshape(n * d, T).numpy(), Pn, log_dk, sign_dk)
+    k = Pn.shape[0]
+    log_dk, sign_dk = (
+        torch.from_numpy(log_dk).view(k, n, d),
+        torch.from_numpy(sign_dk).view(k, n, d),
+    )
+    return _head_gap_from_drops(problem, x_top, log_dk, sign_dk)
+
+
+def _head_differences(problem, alpha) -> tuple[Tensor, Tensor]:
+    """(x_iα_i (n, d), x_it − x_iα_i as (n, d, T))."""
+    X = problem.X
+    x_top = X[torch.arange(problem.n), torch.as_tensor(alpha, dtype=torch.long)]
+    return x_top, (X - x_top[:, None, :]).transpose(1, 2).contiguous()
+
+
+def _head_gap_from_drops(problem, x_top: Tensor, log_dk: Tensor, sign_dk: Tensor):
+    """(log|L − L_α|, sign) from the drops δ_ik (k, n, d) of ``head_log_gap_batch``."""
+    q = problem.quadratic_form()
+    y, n = problem.y, problem.n
     lin = 2 * q * x_top  # the linear coefficients 2(Qx_α)_k: (n, d)
     log_terms = torch.cat([log_dk + torch.log(lin.abs()), 2 * log_dk + torch.log(q.abs())], -1)
     signs = torch.cat([sign_dk * torch.sign(lin), torch.sign(q).expand_as(sign_dk)], -1)
@@ -254,11 +310,21 @@ def objective_for(problem, alpha=None) -> Objective:
     """
     if _has_head_log_gap(problem):
         alpha = problem.psi_optimal_tokens() if alpha is None else np.asarray(alpha, np.int64)
-        return Objective(lambda P: _rank(*head_log_gap_batch(problem, P, alpha)), "log_gap", alpha)
+        return Objective(
+            lambda P: _rank(*head_log_gap_batch(problem, P, alpha)),
+            "log_gap",
+            alpha,
+            fast=lambda P: _rank(*head_log_gap_grid(problem, P, alpha)),
+        )
     if not _has_log_gap(problem):
         return Objective(_plain_loss(problem), "loss")
     alpha = global_opt(problem.scores) if alpha is None else np.asarray(alpha, dtype=np.int64)
-    return Objective(lambda P: _rank(*log_gap_batch(problem, P, alpha)), "log_gap", alpha)
+    return Objective(
+        lambda P: _rank(*log_gap_batch(problem, P, alpha)),
+        "log_gap",
+        alpha,
+        fast=lambda P: _rank(*log_gap_grid(problem, P, alpha)),
+    )
 
 
 # ---------------------------------------------------------------------------- descent engine

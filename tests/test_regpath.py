@@ -3,10 +3,12 @@
 
 import math
 
+import mpmath as mp
 import numpy as np
 import pytest
 import torch
 
+from models import kernels
 from models.attention import PromptProblem, one_minus_cos
 from models.heads import NonlinearHeadProblem, concave_bump, saddle_square, squared_norm
 from models.losses import square
@@ -15,6 +17,7 @@ from models.regpath import (
     circle_search,
     local_reg_path_point,
     log_gap_batch,
+    log_gap_grid,
     objective_for,
     reg_path,
     reg_path_point,
@@ -65,6 +68,96 @@ def test_log_gap_batch_matches_engine(loss):
     assert (sign == 1).all()
     # The engine switches to first order at δ < 1e-8, here at ~e^{-600}: 1e-8 relative apart.
     np.testing.assert_allclose(log_gap.numpy(), engine, rtol=0, atol=2e-8)
+
+
+def _drop_problem(seed: int, n: int, T: int, d: int, ties: bool):
+    gen = np.random.default_rng(seed)
+    keys = gen.normal(size=(n, T, d))
+    scores = gen.integers(-2, 3, size=(n, T)).astype(float) if ties else gen.uniform(-1, 1, (n, T))
+    alpha = gen.integers(0, T, size=n)
+    diff = scores[np.arange(n), alpha][:, None] - scores
+    return keys, scores, alpha, diff
+
+
+def _reference_drops(keys, diff, P):
+    """50-digit δ_ki = Σ_t s_it·diff_it and its parts, from the kernel's float64 logits."""
+    mp.mp.dps = 50
+    out = []
+    for p in P:
+        row = []
+        for i in range(keys.shape[0]):
+            z = [mp.mpf(sum(float(keys[i, t, j]) * float(p[j]) for j in range(keys.shape[2])))
+                 for t in range(keys.shape[1])]  # fmt: skip
+            top = max(z)
+            w = [mp.exp(zt - top) for zt in z]
+            s = [wt / mp.fsum(w) for wt in w]
+            pos = mp.fsum(st * mp.mpf(float(c)) for st, c in zip(s, diff[i], strict=True) if c > 0)
+            neg = -mp.fsum(st * mp.mpf(float(c)) for st, c in zip(s, diff[i], strict=True) if c < 0)
+            spread = float(max(abs(zt - top) for zt in z))
+            row.append((pos - neg, pos + neg, spread))
+        out.append(row)
+    return out
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_margin_drops_match_50_digits(seed, ties):
+    """kernels.margin_drops (the grid's δ) against 50-digit values from ‖p‖ = 0.1 to 3000,
+    where whole parts of δ lie below e^{-745} relative to the top token: |δ − δ_ref| ≤
+    8·(T + Z)·ε·(P + N), with P, N the positive and negative parts and Z the logit spread (the
+    bound of tests/test_kernels_ot.py: log-softmax rounding, then one signed difference), and
+    the sign exact wherever |δ_ref| exceeds that bound."""
+    n, T, d = 3, 5, 2
+    keys, _, _, diff = _drop_problem(seed, n, T, d, ties)
+    gen = np.random.default_rng(100 + seed)
+    P = gen.normal(size=(12, d)) * np.geomspace(0.1, 3000, 12)[:, None]
+    log_drop, sign_drop = np.empty((12, n)), np.empty((12, n))
+    kernels.margin_drops(keys, diff, P, log_drop, sign_drop)
+    ref = _reference_drops(keys, diff, P)
+    eps = np.finfo(np.float64).eps
+    for k in range(12):
+        for i in range(n):
+            true, parts, spread = ref[k][i]
+            bound = 8 * (T + spread) * eps * parts
+            got = sign_drop[k, i] * mp.exp(mp.mpf(float(log_drop[k, i])))
+            assert abs(got - true) <= bound, (k, i, float(got), float(true), float(bound))
+            if abs(true) > bound:
+                assert sign_drop[k, i] == (1.0 if true > 0 else -1.0)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_log_gap_grid_matches_batch(loss):
+    """The grid's compiled objective and the differentiable one agree: the same sign at every
+    point, and log|L − L_α| within 1e-9 where no input's parts of δ nearly cancel (there both
+    lose the digits that cancel, each its own way)."""
+    keys, scores, alpha, diff = _drop_problem(7, 3, 5, 2, ties=False)
+    problem = PromptProblem(torch.as_tensor(keys), torch.as_tensor(scores), loss)
+    gen = torch.Generator().manual_seed(1)
+    P = torch.randn(4000, 2, generator=gen, dtype=F64)
+    P *= torch.logspace(-2, 3, 4000, dtype=F64)[:, None]
+    a, sa = log_gap_batch(problem, P, alpha)
+    b, sb = log_gap_grid(problem, P, alpha)
+    log_drop, sign_drop = np.empty((4000, 3)), np.empty((4000, 3))
+    kernels.margin_drops(keys, diff, P.numpy(), log_drop, sign_drop)
+    # Inputs whose δ is a near-cancellation: |δ| < 1e-6·(its positive and negative parts).
+    logits = torch.einsum("itd,kd->kit", torch.as_tensor(keys), P)
+    s = torch.softmax(logits, -1)
+    parts = (s * torch.as_tensor(diff).abs()).sum(-1)
+    clear = (torch.exp(torch.as_tensor(log_drop)) > 1e-6 * parts).all(-1) & (parts > 1e-280).all(-1)
+    assert int(clear.sum()) > 3000
+    assert torch.equal(sa, sb)
+    assert torch.equal(torch.isfinite(a), torch.isfinite(b))
+    rel = ((a - b).abs() / a.abs().clamp(min=1.0))[clear & torch.isfinite(a)]
+    assert float(rel.max()) <= 1e-9
+
+
+def test_grid_objective_uses_the_compiled_gap():
+    """``objective_for``'s grid values are the compiled ones, and the same ranks as ``fn``."""
+    problem = toy("logistic", top_score=2.0)
+    obj = objective_for(problem)
+    P = torch.randn(50, 2, generator=torch.Generator().manual_seed(3), dtype=F64) * 20
+    assert obj.fast is not None
+    np.testing.assert_allclose(obj.grid(P).numpy(), obj.fn(P).detach().numpy(), rtol=1e-9)
 
 
 def test_log_gap_batch_is_signed_for_a_local_alpha():
@@ -363,7 +456,7 @@ def test_head_log_gap_matches_80_digit_arithmetic(psi, loss, scale):
     (where the plain loss would do) to ‖p‖ where the leak is e^{-100} and float64's plain loss
     is flat."""
     from models.heads import saddle_square as saddle
-    from models.regpath import head_log_gap_batch
+    from models.regpath import head_log_gap_batch, head_log_gap_grid
 
     psis = {"squared_norm": squared_norm, "saddle_square": saddle, "concave_bump": concave_bump}
     gen = torch.Generator().manual_seed(7)
@@ -373,6 +466,10 @@ def test_head_log_gap_matches_80_digit_arithmetic(psi, loss, scale):
     alpha = problem.psi_optimal_tokens()
     P = scale * torch.randn(4, 2, generator=gen, dtype=F64)
     log_abs, sign = head_log_gap_batch(problem, P, alpha)
+    fast_abs, fast_sign = head_log_gap_grid(problem, P, alpha)
+    # the grid's compiled form: the same values to rounding (its δ arithmetic differs in order)
+    assert torch.equal(fast_sign, sign)
+    np.testing.assert_allclose(fast_abs, log_abs, rtol=1e-9)
     for k in range(P.shape[0]):
         exact = _head_gap_mpmath(problem, P[k].tolist(), alpha)
         if exact == 0.0:

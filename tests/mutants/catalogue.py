@@ -511,4 +511,15 @@ MUTANTS: list[dict[str, str]] = [
         "each: at d = 1024 it says ~6,000 evaluations where a decision takes ~150,000, and "
         "a user is told seconds for a run of minutes.",
     },
+    {
+        "id": "M48-grid-drop-unshifted",
+        "file": "models/kernels.py",
+        "old": "                    pos += math.exp(z[t] - pos_max) * diff[i, t]\n",
+        "new": "                    pos += math.exp(z[t] - z_max) * diff[i, t]\n",
+        "category": "lost precision",
+        "fault": "the grid's margin drop sums its positive part relative to the top logit "
+        "instead of its own largest: where the selected token dominates (the regime the "
+        "regularization path is about), every term underflows and the grid reads L − L_α "
+        "as the wrong sign or −inf, so a sector or circle search picks a wrong witness.",
+    },
 ]
