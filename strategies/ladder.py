@@ -28,6 +28,7 @@ by the family, the sizes and the seed), and a Hypothesis strategy ``ladder_probl
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -128,13 +129,16 @@ def ladder_problems(draw, rung: str = "small", family: str = "paper"):
 def rung_sizes(rung: str) -> dict:
     """Hypothesis strategies for the sizes n, T and the key dimension dk of the prompt
     strategies (``strategies.prompt``) inside ``rung``'s box. The decoupled instances add
-    one coordinate for the scores (d = dk + 1), so dk ≤ d_max − 1; n·T ≤ nT_max holds at the
-    small and medium rungs by their boxes (the large rung's cap needs T drawn after n)."""
+    one coordinate for the scores (d = dk + 1), so dk ≤ d_max − 1. Where the box caps n·T
+    below n_max·T_max (the large rung), T is a rule of n: a function n → strategy of T in
+    [2, min(T_max, nT_max // n)], which the prompt strategies draw after n."""
     box = RUNGS[rung]
     if box.n_max * box.T_max > box.nT_max:
-        raise ValueError(f"rung {rung!r}: n·T is capped below n_max·T_max; draw T after n")
-    return {
-        "n": st.integers(1, box.n_max),
-        "T": st.integers(2, box.T_max),
-        "dk": st.integers(1, box.d_max - 1),
-    }
+        T = functools.partial(_capped_T, box)
+    else:
+        T = st.integers(2, box.T_max)
+    return {"n": st.integers(1, box.n_max), "T": T, "dk": st.integers(1, box.d_max - 1)}
+
+
+def _capped_T(box: Rung, n: int):
+    return st.integers(2, min(box.T_max, box.nT_max // n))

@@ -89,6 +89,12 @@ def _int_arg(draw, x, name: str, lo: int, hi: int | None = None) -> int:
     return int(value)
 
 
+def _size_rule(x, n: int):
+    """T given as a rule of n (a function n → int or strategy, ``strategies.ladder.rung_sizes``
+    for a box whose n·T is capped), applied; anything else as it is."""
+    return x(n) if callable(x) and not isinstance(x, SearchStrategy) else x
+
+
 def _float_arg(draw, x, name: str, lo: float, hi: float = math.inf, *, open_lo=False) -> float:
     value = _draw(draw, x)
     try:
@@ -211,7 +217,7 @@ def decoupled_instances(
 
 def _opt_instance(draw, n, T, dk, min_gap, key_scale, loss, with_p0, equal, levels):
     n = _int_arg(draw, n, "n", 1)
-    T = _int_arg(draw, T, "T", 2)
+    T = _int_arg(draw, _size_rule(T, n), "T", 2)
     min_gap = _float_arg(draw, min_gap, "min_gap", 0.0, 1.0, open_lo=True)
     dk = n * (T - 1) + draw(st.integers(0, 2)) if dk is None else _int_arg(draw, dk, "dk", 1)
     scale = _float_arg(draw, key_scale, "key_scale", 0.0, 1e6, open_lo=True)

@@ -273,6 +273,36 @@ def test_a_claim_that_needs_data_is_reported_not_run_and_its_lock_line_unchecked
     assert inner(pinned, "-k", "not T-VANISHES", extra=SKIPPING)[0].ret == 0
 
 
+NIGHTLY = """
+from theorems.framework.registry import NIGHTLY_ONLY
+
+@C("T-NIGHTLY", kind="experiment", runs_only_with=NIGHTLY_ONLY)
+@given(x=st.integers(0, 10))
+def test_nightly(x):
+    evidence.instance({"x": x})
+    assert x < 100
+    open(os.environ["T_DRAWN"], "a").write("drawn\\n")
+"""
+
+
+def test_a_nightly_only_claim_is_not_run_elsewhere_and_draws_nothing(inner, monkeypatch, tmp_path):
+    """A large-rung claim (NIGHTLY_ONLY) is skipped before Hypothesis draws under ci, reported
+    as not run with its lock line unchecked; under nightly it runs and is judged."""
+    drawn = tmp_path / "drawn"
+    monkeypatch.setenv("T_DRAWN", str(drawn))
+    pinned = LOCK + "T-NIGHTLY holds\n"
+    result, report, _ = inner(pinned, "-k", "T-NIGHTLY or T-HOLDS", extra=NIGHTLY)
+    assert result.ret == 0, result.stdout.str()
+    (skip,) = report["skipped"]
+    assert skip["id"] == "T-NIGHTLY" and "nightly" in skip["reason"]
+    assert not drawn.exists()  # skipped in setup: not one example drawn
+    result.stdout.fnmatch_lines(["*claim T-NIGHTLY not run*lock line * (holds) not checked"])
+    monkeypatch.setenv("ATTN_HYPOTHESIS_PROFILE", "nightly")
+    result, report, _ = inner(pinned, "-k", "T-NIGHTLY", extra=NIGHTLY)
+    assert report["skipped"] == [] and verdicts(report)["T-NIGHTLY"] == "holds"
+    assert drawn.exists()
+
+
 def test_a_pinned_claim_that_skips_without_saying_why_fails_the_gate(inner):
     result, report, _ = inner(LOCK + "T-VANISHES holds\n", "-k", "T-VANISHES", extra=SKIPPING)
     assert result.ret == 1

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
 
 from strategies.ladder import (
     FAMILIES,
@@ -14,8 +15,10 @@ from strategies.ladder import (
     draw_sizes,
     ladder_problems,
     paper_problem,
+    rung_sizes,
     tied_problem,
 )
+from strategies.prompt import _size_rule, global_opt_instances
 
 
 def test_the_rungs_are_the_issues_boxes():
@@ -90,3 +93,31 @@ def test_ladder_problems_draw_inside_the_rung(rung, family, data):
     assert RUNGS[rung].contains(n, T, d)
     assert tuple(problem.keys.shape) == (n, T, d)
     np.testing.assert_array_equal(problem.scores.numpy(), FAMILIES[family](n, T, d, seed).scores)
+
+
+@pytest.mark.parametrize("rung", list(RUNGS))
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_rung_sizes_stay_in_the_box(rung, data):
+    """The prompt strategies' sizes of a rung lie in its box, n·T ≤ its cap included (the large
+    rung's T is a rule of n)."""
+    sizes = rung_sizes(rung)
+    n = data.draw(sizes["n"])
+    T = data.draw(_size_rule(sizes["T"], n))
+    dk = data.draw(sizes["dk"])
+    assert RUNGS[rung].contains(n, T, dk + 1), (n, T, dk)
+
+
+def test_the_large_rung_reaches_its_corners():
+    """Its T rule allows T = 256 at n ≤ 64 and n = 256 at T ≤ 64 (the cap, not a smaller box)."""
+    rule = rung_sizes("large")["T"]
+    assert find(rule(64), lambda T: T == 256) == 256
+    assert find(rule(256), lambda T: T == 64) == 64
+    with pytest.raises(NoSuchExample):
+        find(rule(256), lambda T: T > 64)
+
+
+@settings(max_examples=5, deadline=None)
+@given(inst=global_opt_instances(n=st.just(3), T=lambda n: st.just(n + 1), dk=st.just(9)))
+def test_prompt_strategies_draw_T_after_n_by_its_rule(inst):
+    assert tuple(inst.keys.shape) == (3, 4, 10)

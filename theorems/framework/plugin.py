@@ -66,7 +66,13 @@ from theorems.framework.records import (
     skipped_claims,
     write_json,
 )
-from theorems.framework.registry import REGISTRY, ClaimInfo, claim_of, import_claim_modules
+from theorems.framework.registry import (
+    NIGHTLY_ONLY,
+    REGISTRY,
+    ClaimInfo,
+    claim_of,
+    import_claim_modules,
+)
 from theorems.framework.session import (
     RunState,
     account_for_items,
@@ -392,9 +398,14 @@ def _claim(item: pytest.Item) -> ClaimInfo | None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # The replay profile decides saved counterexamples and pinned examples only (the numerics
     # matrix, .ci/numerics_matrix.py): a claim that is not a Hypothesis test has none.
-    if current_profile() == "replay" and _claim(item) is not None:
+    info = _claim(item)
+    if current_profile() == "replay" and info is not None:
         if not getattr(item.obj, "is_hypothesis_test", False):
             pytest.skip("the replay profile runs saved counterexamples and @examples only")
+    # Skipped here, before Hypothesis draws (a large-rung draw solves its SVM): reported as
+    # not run, its lock line unchecked (runs_only_with).
+    if info is not None and info.runs_only_with == NIGHTLY_ONLY and current_profile() != "nightly":
+        pytest.skip(f"runs only under {NIGHTLY_ONLY}")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -35,6 +35,9 @@ from theorems.framework.verdicts import EXPECTED, ID_PATTERN, KINDS, PROVENANCE_
 
 _TAG = re.compile(r"\[([^\]]*)\]")
 
+#: ``runs_only_with`` of a claim that runs under the nightly profile only (ClaimInfo).
+NIGHTLY_ONLY = "the nightly profile (ATTN_HYPOTHESIS_PROFILE=nightly)"
+
 
 class ClaimRegistrationError(ValueError):
     """A claim's metadata is invalid, or its id is already taken by another function."""
@@ -56,6 +59,8 @@ class ClaimInfo:
     note: str = ""
     # What the claim needs that a run may lack (e.g. data on disk): when set, a run that skips
     # the claim for want of it is reported as not run and leaves its lock line unchecked.
+    # NIGHTLY_ONLY: the claim runs under the nightly profile only (the plugin skips it
+    # elsewhere before anything is drawn): the large rung's instances take minutes each.
     runs_only_with: str = ""
     # For a reading refuted as read (expected "refuted", not a control): the ids of the
     # narrowest variants of it that hold. The report leads with these pairs.

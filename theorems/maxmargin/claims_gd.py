@@ -49,7 +49,6 @@ from strategies.combinators import (
     with_init,
 )
 from strategies.instances import PromptInstance
-from strategies.ladder import rung_sizes
 from strategies.maxmargin_dynamics import cone_grid, theorem_g_counterexample
 from theorems import claim, evidence, saved_arguments
 from theorems.limits import Limit, flow, follow
@@ -251,29 +250,10 @@ def test_theorem_l_random_init(inst):
     assert gap is None or gap <= LOSS_GAP_TOL, f"L(p) − loss floor = {gap:.3g} > {LOSS_GAP_TOL:g}"
 
 
-@claim("MM-THM-L-RANDOM-MEDIUM")
-@given(inst=with_init(global_opt_instances(**rung_sizes("medium"))))
-def test_theorem_l_random_init_medium(inst):
-    """Authors' protocol for Theorem L at the medium rung (n, T ≤ 32, keys in dimension ≤ 128,
-    n(T − 1) > d included): with continuous random scores and a random p(0), the selection α̂
-    that GD reaches is locally optimal and p(t)/‖p(t)‖ → p^mm(α̂)/‖p^mm(α̂)‖."""
-    n, T, d = inst.keys.shape
-    evidence.metric("n", n)
-    evidence.metric("T", T)
-    evidence.metric("key dimension", d)
-    evidence.metric("n(T − 1) > d", float(n * (T - 1) > d))
-    lim = flow(inst.problem, inst.p0)
-    assert lim.diverges, lim.describe()
-    selected, verdict, gap = reached_selection(inst, lim)
-    assert verdict.locally_optimal, f"GD selected {selected.tolist()}: {verdict.reason}"
-    assert lim.converged_to(selected), lim.why_not(selected, "its own")
-    assert gap is None or gap <= LOSS_GAP_TOL, f"L(p) − loss floor = {gap:.3g} > {LOSS_GAP_TOL:g}"
-
-
 def reached_selection(inst: PromptInstance, lim):
     """(the selection the flow reached, its local-optimality verdict, the loss gap at the
     limit where α̂ is the top-score selection, else None): what MM-THM-L-RANDOM and its
-    medium-rung twin read."""
+    twins at the larger rungs (claims_ladder) read."""
     selected = lim.outcome.selected
     verdict = local_optimality(inst.keys, inst.scores, selected)
     evidence.metric("selected the global optimum", float(np.array_equal(selected, inst.alpha)))
