@@ -21,6 +21,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 import torch
@@ -396,6 +397,28 @@ def twin_tokens(keys: np.ndarray, sel: np.ndarray) -> np.ndarray:
     return same
 
 
+def sharing_tokens(keys: np.ndarray, scores: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """(n, T) mask of the tokens that share the selected token's mass for ever: its twins
+    (``twin_tokens``) and the tokens whose score equals, exactly, the mean score of the
+    selected token's twin group (itself and its twins). The group has one logit for every p
+    and splits its mass equally, so against any other token t it acts as one token of the
+    group's mean score: the flow's force between t and the group is ∝ γ_t − mean, and only an
+    exact tie with the mean leaves the split to the finite part (without twins, the mean is
+    γ_iα_i itself and this is ``models.svm.tied_tokens``). Means are compared in exact
+    rationals: a float mean of three scores is rounded, and a tie is a tie or it is not."""
+    sel = np.asarray(sel)
+    twins = twin_tokens(keys, sel)
+    rows = np.arange(len(sel))
+    tied = scores == scores[rows, sel][:, None]
+    for i in np.nonzero(twins.any(-1))[0]:
+        group = twins[i].copy()
+        group[sel[i]] = True
+        mean = sum(map(Fraction, scores[i, group].tolist())) / int(group.sum())
+        tied[i] = [Fraction(g) == mean for g in scores[i].tolist()]
+    tied[rows, sel] = False
+    return tied | twins
+
+
 def converge(
     problem: PromptProblem,
     p0=None,
@@ -428,7 +451,7 @@ def converge(
     and in the final decision. ``relax=False`` turns that off (the engine as it was: a
     baseline for benchmarks/test_offset_relaxed.py).
     """
-    from models.svm import att_svm, tied_tokens  # the oracle is only needed here
+    from models.svm import att_svm  # the oracle is only needed here
 
     t0 = time.perf_counter()
     keys = problem._np[0]  # the contiguous float64 copy the kernels read
@@ -446,7 +469,7 @@ def converge(
         direction separates them, whatever their scores; together they act as one token)."""
         key = sel.tobytes()
         if key not in cache:
-            tied = tied_tokens(scores, sel) | twin_tokens(keys, sel)
+            tied = sharing_tokens(keys, scores, sel)
             tied = tied if tied.any() else None
             sol = att_svm(problem.keys, sel, free=tied)
             unit = sol.x / np.linalg.norm(sol.x) if sol.ok and sol.norm > 0 else None

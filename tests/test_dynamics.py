@@ -625,3 +625,35 @@ def test_without_a_tie_the_limit_is_att_svm_of_the_selection():
     problem = PromptProblem(inst.problem.prompt.keys, inst.problem.prompt.scores + bump, "logistic")
     out = converge(problem, W0)
     assert out.tied is None and not out.tie_sharing
+
+
+def test_a_twin_group_shares_with_the_tokens_tied_to_its_mean_score():
+    """The selected token and its twins (the same key) act as one token of their mean score:
+    a token tied with the mean shares their mass (its row is freed), one tied with the
+    selected token's own score does not. Means compared in exact rationals."""
+    from models.dynamics import sharing_tokens
+
+    keys = np.array([[[1.0], [-1.0], [-1.0], [2.0]]])
+    scores = np.array([[-2.0, -2.0, 1.0, -0.5]])  # group {1, 2}: mean −0.5
+    assert sharing_tokens(keys, scores, np.array([1])).tolist() == [[False, False, True, True]]
+    # Without twins it is the plain score tie of models.svm.tied_tokens.
+    lone = np.array([[[1.0], [-1.0], [3.0], [2.0]]])
+    assert sharing_tokens(lone, scores, np.array([1])).tolist() == [[True, False, False, False]]
+    # 0.1 and 0.2 have no float mean equal to 0.15 in exact arithmetic: no tie.
+    near = np.array([[0.0, 0.1, 0.2, 0.15]])
+    assert sharing_tokens(keys, near, np.array([1])).tolist() == [[False, False, True, False]]
+
+
+def test_a_twin_group_converges_against_a_token_tied_with_its_own_member():
+    """Keys 1, −1, −1 (d = 1), scores −2, −2, 1: the twins {1, 2} (mean −0.5) beat token 0
+    (−2), so p → −∞; token 1's own score ties token 0's, which the old tie test took for
+    sharing, freeing every row (SVM solution 0, undecided). The ladder's small-rung case."""
+    problem = PromptProblem(
+        torch.tensor([[[1.0], [-1.0], [-1.0]]], dtype=torch.float64),
+        torch.tensor([[-2.0, -2.0, 1.0]], dtype=torch.float64),
+        "logistic",
+    )
+    out = converge(problem)
+    assert out.converged, out.reason
+    assert out.tied.tolist() == [[False, False, True]]
+    np.testing.assert_allclose(out.svm.x, [-0.5])

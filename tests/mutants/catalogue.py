@@ -522,4 +522,15 @@ MUTANTS: list[dict[str, str]] = [
         "regularization path is about), every term underflows and the grid reads L − L_α "
         "as the wrong sign or −inf, so a sector or circle search picks a wrong witness.",
     },
+    {
+        "id": "M49-twin-group-tie-on-own-score",
+        "file": "models/dynamics.py",
+        "old": "        tied[i] = [Fraction(g) == mean for g in scores[i].tolist()]\n",
+        "new": "        tied[i] = scores[i] == scores[i, sel[i]]\n",
+        "category": "wrong reference",
+        "fault": "a twin group's tie test compares with the selected token's own score, not "
+        "the group's mean: a token tied with that one member is taken to share the group's "
+        "mass, its row is freed, and a flow that converges is left undecided (every row "
+        "freed, SVM solution 0) or certified to the wrong SVM.",
+    },
 ]
