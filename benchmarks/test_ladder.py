@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import signal
 import statistics
 import time
 import tracemalloc
@@ -38,6 +37,7 @@ from models import failures
 from models.limits import follow
 from strategies.ladder import FAMILIES, RUNGS, draw_sizes
 from theorems.framework import REPO_ROOT
+from theorems.limits import Deadline, deadline
 
 #: Instances per rung and family.
 INSTANCES = {"small": 100, "medium": 100, "large": 30}
@@ -49,33 +49,18 @@ NIGHTLY = os.environ.get("ATTN_NIGHTLY") == "1"
 RUNS = ("small", "medium", "large") if NIGHTLY else ("small", "medium")
 
 
-class _Budget(BaseException):
-    """Raised by the alarm: a BaseException, so that no ``except Exception`` on the way (the
-    integrator's callback, the oracle's fallbacks) can turn it into an ordinary failure."""
-
-
-def _alarm(signum, frame):
-    raise _Budget
-
-
 def run_one(rung: str, family: str, k: int) -> dict:
     rng = np.random.default_rng([list(RUNGS).index(rung), list(FAMILIES).index(family), k])
     n, T, d = draw_sizes(RUNGS[rung], rng)
     problem = FAMILIES[family](n, T, d, k)
     tracemalloc.start()
     t0 = time.perf_counter()
-    old = signal.signal(signal.SIGALRM, _alarm)
-    # then every second: a raise that something swallowed is raised again
-    signal.setitimer(signal.ITIMER_REAL, BUDGET_S[rung], 1.0)
     try:
-        with failures.tolerate(failures.GRADIENT_FLOW):
+        with deadline(BUDGET_S[rung]), failures.tolerate(failures.GRADIENT_FLOW):
             lim = follow(problem, None)
         kind, reason = lim.kind, "" if lim.kind != "undecided" else lim.outcome.reason
-    except _Budget:
+    except Deadline:
         kind, reason = "undecided", f"budget: no decision within {BUDGET_S[rung]:g} s"
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
     seconds = time.perf_counter() - t0
     heap = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()

@@ -276,18 +276,19 @@ def test_a_claim_that_needs_data_is_reported_not_run_and_its_lock_line_unchecked
 NIGHTLY = """
 from theorems.framework.registry import NIGHTLY_ONLY
 
-@C("T-NIGHTLY", kind="experiment", runs_only_with=NIGHTLY_ONLY)
-@given(x=st.integers(0, 10))
+@C("T-NIGHTLY", kind="experiment", runs_only_with=NIGHTLY_ONLY, examples=7)
+@given(x=st.integers(0, 10_000))
 def test_nightly(x):
     evidence.instance({"x": x})
-    assert x < 100
+    assert x < 100_000
     open(os.environ["T_DRAWN"], "a").write("drawn\\n")
 """
 
 
 def test_a_nightly_only_claim_is_not_run_elsewhere_and_draws_nothing(inner, monkeypatch, tmp_path):
     """A large-rung claim (NIGHTLY_ONLY) is skipped before Hypothesis draws under ci, reported
-    as not run with its lock line unchecked; under nightly it runs and is judged."""
+    as not run with its lock line unchecked; under nightly it runs and is judged, on its own
+    budget (examples=7 is its nightly budget, not a ci budget scaled 20-fold)."""
     drawn = tmp_path / "drawn"
     monkeypatch.setenv("T_DRAWN", str(drawn))
     pinned = LOCK + "T-NIGHTLY holds\n"
@@ -300,7 +301,9 @@ def test_a_nightly_only_claim_is_not_run_elsewhere_and_draws_nothing(inner, monk
     monkeypatch.setenv("ATTN_HYPOTHESIS_PROFILE", "nightly")
     result, report, _ = inner(pinned, "-k", "T-NIGHTLY", extra=NIGHTLY)
     assert report["skipped"] == [] and verdicts(report)["T-NIGHTLY"] == "holds"
-    assert drawn.exists()
+    (row,) = [c for c in report["claims"] if c["id"] == "T-NIGHTLY"]
+    assert row["budget"] == 7 and row["examples"] == 7
+    assert drawn.read_text().count("drawn") == 7
 
 
 def test_a_pinned_claim_that_skips_without_saying_why_fails_the_gate(inner):

@@ -110,3 +110,43 @@ def test_an_undecided_limit_names_its_reason():
     assert undecided.describe() == f"undecided ({lim.outcome.reason})"
     assert undecided.why_not([0]) == f"undecided ({lim.outcome.reason})"
     assert undecided.reason == lim.outcome.reason
+
+
+# ------------------------------------------------- theorems.limits: the large rung's budget
+
+
+def test_a_flow_past_its_budget_is_inconclusive_not_a_verdict(monkeypatch):
+    """``flow(..., budget_s=)`` (the large-rung claims) stops an engine run that has not decided
+    in time and discards the example as inconclusive, naming the budget; the alarm is
+    disarmed and the old SIGALRM handler restored afterwards."""
+    import signal
+    import time
+
+    from theorems import limits as claim_limits
+    from theorems.framework.evidence import InconclusiveExample
+
+    def slow(problem, p0):
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 5.0:
+            try:
+                time.sleep(0.01)
+            except Exception:  # noqa: BLE001 - a swallowing except does not stop a Deadline
+                pass
+        raise AssertionError("not stopped")
+
+    monkeypatch.setattr(claim_limits, "follow", slow)
+    before = signal.getsignal(signal.SIGALRM)
+    t0 = time.perf_counter()
+    with pytest.raises(InconclusiveExample, match="budget: the engine did not decide within 0.2 s"):
+        claim_limits.flow(figure2(), None, budget_s=0.2)
+    assert time.perf_counter() - t0 < 2.0
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is before
+
+
+def test_without_a_budget_flow_is_follow():
+    from theorems import limits as claim_limits
+
+    with claim_limits.deadline(None):
+        lim = claim_limits.follow(figure2(), torch.tensor([0.5, 0.0], dtype=DTYPE))
+    assert lim.kind == "converged"

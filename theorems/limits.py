@@ -12,6 +12,10 @@ never reaches the claim: the example ends inconclusive with the engine's reason.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
+
 import torch
 
 from models import limits as _limits
@@ -48,10 +52,43 @@ def follow(problem: PromptProblem, p0) -> Limit:
     return _limits.follow(problem, p0, cls=Limit)
 
 
-def flow(problem: PromptProblem, p0=None) -> Limit:
+class Deadline(BaseException):
+    """Raised when a ``deadline`` runs out. A BaseException, so that no ``except Exception``
+    on the way (the integrator's callback, the oracle's fallbacks) turns it into an ordinary
+    failure."""
+
+
+def _expired(signum, frame):
+    raise Deadline
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """Raise ``Deadline`` in the block once ``seconds`` of wall time have passed (None: no
+    limit). By SIGALRM, so on the main thread only (pytest's, and each xdist worker's); the
+    alarm fires again every second, so a raise that something swallowed comes back."""
+    if seconds is None:
+        yield
+        return
+    old = signal.signal(signal.SIGALRM, _expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def flow(problem: PromptProblem, p0=None, *, budget_s: float | None = None) -> Limit:
     """Where gradient flow from ``p0`` goes: a certified `Limit` ("converged" or "bounded").
-    A flow the engine cannot decide ends the example as inconclusive, with its reason."""
-    lim = follow(problem, p0)
+    A flow the engine cannot decide ends the example as inconclusive, with its reason; so
+    does one it has not decided within ``budget_s`` seconds (the large rung's claims: an
+    instance there can take the engine minutes, and a nightly run must end)."""
+    try:
+        with deadline(budget_s):
+            lim = follow(problem, p0)
+    except Deadline:
+        evidence.inconclusive(f"budget: the engine did not decide within {budget_s:g} s")
     record_outcome(lim.outcome, lim.transient)
     if lim.kind == "undecided":
         evidence.inconclusive(lim.reason)

@@ -60,7 +60,8 @@ class ClaimInfo:
     # What the claim needs that a run may lack (e.g. data on disk): when set, a run that skips
     # the claim for want of it is reported as not run and leaves its lock line unchecked.
     # NIGHTLY_ONLY: the claim runs under the nightly profile only (the plugin skips it
-    # elsewhere before anything is drawn): the large rung's instances take minutes each.
+    # elsewhere before anything is drawn): the large rung's instances take minutes each, so
+    # its ``examples`` is its nightly budget, not a ci budget scaled 20-fold (``budget``).
     runs_only_with: str = ""
     # For a reading refuted as read (expected "refuted", not a control): the ids of the
     # narrowest variants of it that hold. The report leads with these pairs.
@@ -81,7 +82,10 @@ class ClaimInfo:
 
     @property
     def budget(self) -> int:
-        """The example budget under the active profile."""
+        """The example budget under the active profile. A nightly-only claim (NIGHTLY_ONLY)
+        has no ci budget to scale: its ``examples`` is its nightly budget as it stands."""
+        if self.runs_only_with == NIGHTLY_ONLY:
+            return self.examples
         return scaled_examples(self.examples)
 
     @property

@@ -17,20 +17,50 @@ sizes, so a finding that appears only at scale names where.
 
 from __future__ import annotations
 
-from hypothesis import given
+import math
 
-from strategies import equal_nonopt_instances, global_opt_instances
+from hypothesis import given
+from hypothesis import strategies as st
+
+from strategies import (
+    cone_inits,
+    equal_nonopt_instances,
+    global_opt_instances,
+    local_opt_instances,
+)
 from strategies.combinators import SEEDS, heterogeneous, random_points, seeded, with_init
 from strategies.instances import PromptInstance
 from strategies.ladder import rung_sizes
+from strategies.maxmargin_dynamics import cone_grid
 from theorems import claim, evidence
 from theorems.framework.registry import NIGHTLY_ONLY
-from theorems.limits import flow
-from theorems.maxmargin.claims_gd import reached_selection
-from theorems.maxmargin.claims_svm import margin_readings
-from theorems.maxmargin.common import LOSS_GAP_TOL, descent_signs
+from theorems.limits import Deadline, deadline, flow
+from theorems.maxmargin.claims_gd import (
+    CONE_R0_MAX,
+    CONE_STARTS,
+    FLOOR_CONE,
+    OUTER_EPS,
+    cone_excursion,
+    reached_selection,
+    signed_loss_gap,
+    smallest_converging_r0,
+)
+from theorems.maxmargin.claims_svm import (
+    NNLS_FEASIBLE_TOL,
+    library_verdict,
+    margin_readings,
+    uniqueness_readings,
+)
+from theorems.maxmargin.common import CONE_GRID, LOSS_GAP_TOL, descent_signs
+from theorems.maxmargin.common_svm import def2_independent
 
 MEDIUM, LARGE = rung_sizes("medium"), rung_sizes("large")
+#: Wall seconds the large rung's claims give the engine (or the oracle) per example, as the
+#: ladder benchmark does (benchmarks/test_ladder.py): beyond it the example is inconclusive.
+LARGE_BUDGET_S = 600.0
+#: The medium box for the constructed locally-optimal instances (T ≥ 3, dk ≥ 2: a support
+#: token, a higher-scoring non-support one, and a direction orthogonal to p^mm(α)).
+MEDIUM_LOCAL = {"n": st.integers(1, 32), "T": st.integers(3, 32), "dk": st.integers(2, 127)}
 
 
 def record_sizes(inst: PromptInstance) -> None:
@@ -67,12 +97,50 @@ def test_theorem_l_random_init_large(inst):
     dimension ≤ 1024): with continuous random scores and a random p(0), the selection α̂ that
     GD reaches is locally optimal and p(t)/‖p(t)‖ → p^mm(α̂)/‖p^mm(α̂)‖."""
     record_sizes(inst)
-    lim = flow(inst.problem, inst.p0)
+    lim = flow(inst.problem, inst.p0, budget_s=LARGE_BUDGET_S)
     assert lim.diverges, lim.describe()
     selected, verdict, gap = reached_selection(inst, lim)
     assert verdict.locally_optimal, f"GD selected {selected.tolist()}: {verdict.reason}"
     assert lim.converged_to(selected), lim.why_not(selected, "its own")
     assert gap is None or gap <= LOSS_GAP_TOL, f"L(p) − loss floor = {gap:.3g} > {LOSS_GAP_TOL:g}"
+
+
+@claim("MM-THM-L-CONE-MEDIUM")
+@given(cones=cone_grid(local_opt_instances(**MEDIUM_LOCAL), CONE_GRID, CONE_STARTS))
+def test_theorem_l_cone_medium(cones):
+    """Theorem L at the medium rung: under Assumption A and η ≤ 1/L_p, if α is locally optimal
+    (Def. 2) there are ε ∈ (0, 1) and R0 > 0 such that GD from any p(0) in the cone
+    C_{ε,R0}(p^mm(α)) has ‖p(t)‖ → ∞ and p(t)/‖p(t)‖ → p^mm(α)/‖p^mm(α)‖."""
+    inst, grid = cones
+    record_sizes(inst)
+    r0, (R0, lim) = smallest_converging_r0(inst.alpha, grid)
+    evidence.metric("R0*: smallest grid R0 from which every start converges", r0 or math.inf)
+    if r0 is not None and r0 <= CONE_R0_MAX:
+        evidence.slack("R0* / 200", r0, CONE_R0_MAX)
+    elif lim.kind == "undecided":
+        evidence.inconclusive(f"a start at R0 = {R0:g}: {lim.reason}")
+    assert r0 is not None and r0 <= CONE_R0_MAX, (
+        f"the smallest grid R0 from which every start converges to p^mm({inst.alpha.tolist()}) "
+        f"is {r0} > {CONE_R0_MAX:g}: a start in the cone at R0 = {R0:g} {lim.describe()}"
+    )
+
+
+@claim("MM-THM-L-FLOOR-MEDIUM")
+@given(inst=cone_inits(local_opt_instances(**MEDIUM_LOCAL), R0=FLOOR_CONE[0], eps=FLOOR_CONE[1]))
+def test_theorem_l_loss_floor_medium(inst):
+    """Theorem L at the medium rung, for a locally-optimal α that is not the global optimum: GD
+    from the cone C_{ε,R0}(p^mm(α)) has L(p(t)) → (1/n)Σℓ(γ_iα_i), a floor strictly above the
+    global infimum (1/n)Σℓ(γ_i,opt_i), and its iterates stay in a larger cone around p^mm(α)."""
+    record_sizes(inst)
+    problem, alpha = inst.problem, inst.alpha
+    floor, infimum = problem.loss_floor(alpha), problem.loss_floor(inst.meta["opt"])
+    evidence.premise(floor - infimum > 2 * LOSS_GAP_TOL, "L_α above inf L by more than the tol")
+    lim = flow(problem, inst.p0)
+    assert lim.converged_to(alpha), lim.why_not(alpha, "the locally-optimal")
+    evidence.metric("L(p) − L_α at the limit", signed_loss_gap(problem, lim.outcome.p, alpha))
+    worst, lowest = cone_excursion(problem, inst.p0, inst.meta["cone"]["p_mm"])
+    assert worst <= OUTER_EPS, f"an iterate left the cone: 1 − cos = {worst:.3g} > {OUTER_EPS}"
+    assert lowest >= FLOOR_CONE[0] * (1 - 1e-12), f"an iterate reached ‖p‖ = {lowest:.6g} < R0"
 
 
 # ---- Theorem G ---------------------------------------------------------------------------------
@@ -107,7 +175,7 @@ def test_theorem_g_single_input_large(inst):
     """Theorem G for a single input (n = 1) at the large rung (T ≤ 256, keys in dimension ≤ 1024):
     GD from any p(0) converges in direction to p^mm(opt), with s_opt → 1 and L → ℓ(γ_opt)."""
     record_sizes(inst)
-    lim = flow(inst.problem, inst.p0)
+    lim = flow(inst.problem, inst.p0, budget_s=LARGE_BUDGET_S)
     assert lim.converged_to(inst.alpha), lim.why_not(inst.alpha, "the global")
     assert lim.loss_gap(inst.alpha) <= LOSS_GAP_TOL
 
@@ -152,9 +220,37 @@ def test_svm_margin_large(inst, seed):
     """At the large rung: when ATT-SVM(α) is feasible, 1/‖p^mm(α)‖ = max over unit u of min over
     i and t ≠ α_i of (k_iα_i − k_it)ᵀu, attained at u = p^mm(α)/‖p^mm(α)‖."""
     record_sizes(inst)
-    m = margin_readings(inst.keys, inst.alpha, seed)
+    try:
+        with deadline(LARGE_BUDGET_S):
+            m = margin_readings(inst.keys, inst.alpha, seed)
+    except Deadline:
+        evidence.inconclusive(f"budget: the oracle did not answer within {LARGE_BUDGET_S:g} s")
     assert m.at_pmm <= m.tol, f"margin at p̂^mm is off 1/‖p^mm‖ by {m.at_pmm:.3g} > {m.tol:.3g}"
     assert m.socp <= m.socp_tol, f"SOCP max-min margin is off 1/‖p^mm‖ by {m.socp:.3g}"
     assert m.best_random <= m.margin * (1 + 1e-12), (
         f"a random unit u has margin {m.best_random:.6g} > {m.margin:.6g}"
     )
+
+
+@claim("MM-SVM-UNIQUE-MEDIUM")
+@given(inst=global_opt_instances(**MEDIUM), seed=SEEDS)
+def test_svm_unique_medium(inst, seed):
+    """At the medium rung: when ATT-SVM(α) is feasible, its solution p^mm(α) is unique."""
+    record_sizes(inst)
+    u = uniqueness_readings(inst.keys, inst.alpha, seed)
+    assert u.violation <= NNLS_FEASIBLE_TOL, "NNLS point is not feasible"
+    assert u.err <= u.tol, f"‖p_nnls − p_oracle‖ / max(1, ‖p^mm‖) = {u.err:.3g} > {u.tol:.3g}"
+
+
+@claim("MM-DEF-GLOBAL-IS-LOCAL-MEDIUM")
+@given(inst=global_opt_instances(**MEDIUM))
+def test_global_opt_is_locally_optimal_medium(inst):
+    """At the medium rung: if every input has a unique optimal token and ATT-SVM(opt) is
+    feasible, then α = opt is locally optimal (Def. 2): its support tokens all score strictly
+    below it."""
+    record_sizes(inst)
+    mine = def2_independent(inst)
+    evidence.metric("support tokens", sum(len(s) for s in mine.support))
+    assert mine.locally_optimal, f"support tokens tie with or beat opt: {sorted(mine.violations)}"
+    _, disagreement = library_verdict(inst, mine)
+    assert disagreement is None, disagreement
