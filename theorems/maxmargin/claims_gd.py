@@ -172,6 +172,18 @@ def smallest_converging_r0(alpha, grid) -> tuple[float | None, tuple]:
     return tail, (None, None)
 
 
+def cone_reading(inst: PromptInstance, grid):
+    """``smallest_converging_r0`` with MM-THM-L-CONE's bookkeeping: R0* as a metric and slack,
+    and an undecided start below the bound as an inconclusive example."""
+    r0, (R0, lim) = smallest_converging_r0(inst.alpha, grid)
+    evidence.metric("R0*: smallest grid R0 from which every start converges", r0 or math.inf)
+    if r0 is not None and r0 <= CONE_R0_MAX:
+        evidence.slack("R0* / 200", r0, CONE_R0_MAX)
+    elif lim.kind == "undecided":
+        evidence.inconclusive(f"a start at R0 = {R0:g}: {lim.reason}")
+    return r0, (R0, lim)
+
+
 @claim("MM-THM-L-CONE")
 @given(cones=cone_grid(local_opt_instances(), CONE_GRID, CONE_STARTS))
 def test_theorem_l_cone(cones):
@@ -179,12 +191,7 @@ def test_theorem_l_cone(cones):
     ε ∈ (0, 1) and R0 > 0 such that GD from any p(0) in the cone C_{ε,R0}(p^mm(α)) has
     ‖p(t)‖ → ∞ and p(t)/‖p(t)‖ → p^mm(α)/‖p^mm(α)‖."""
     inst, grid = cones
-    r0, (R0, lim) = smallest_converging_r0(inst.alpha, grid)
-    evidence.metric("R0*: smallest grid R0 from which every start converges", r0 or math.inf)
-    if r0 is not None and r0 <= CONE_R0_MAX:
-        evidence.slack("R0* / 200", r0, CONE_R0_MAX)
-    elif lim.kind == "undecided":
-        evidence.inconclusive(f"a start at R0 = {R0:g}: {lim.reason}")
+    r0, (R0, lim) = cone_reading(inst, grid)
     assert r0 is not None and r0 <= CONE_R0_MAX, (
         f"the smallest grid R0 from which every start converges to p^mm({inst.alpha.tolist()}) "
         f"is {r0} > {CONE_R0_MAX:g}: a start in the cone at R0 = {R0:g} {lim.describe()}"
@@ -223,18 +230,30 @@ def test_theorem_l_loss_floor(inst):
     """Theorem L for a locally-optimal α that is not the global optimum: GD from the cone
     C_{ε,R0}(p^mm(α)) has L(p(t)) → (1/n)Σℓ(γ_iα_i), a floor strictly above the global infimum
     (1/n)Σℓ(γ_i,opt_i), and its iterates stay in a larger cone around p^mm(α)."""
+    lim = floor_flow(inst)
+    # Converging to p^mm(α) with the softmax mass off α → 0 is L(p(t)) → L_α (LOSS_GAP_TOL's
+    # derivation): the loss clause is this assertion, not a second one that restates it.
+    assert lim.converged_to(inst.alpha), lim.why_not(inst.alpha, "the locally-optimal")
+    worst, lowest = floor_excursion(inst, lim)
+    assert worst <= OUTER_EPS, f"an iterate left the cone: 1 − cos = {worst:.3g} > {OUTER_EPS}"
+    assert lowest >= FLOOR_CONE[0] * (1 - 1e-12), f"an iterate reached ‖p‖ = {lowest:.6g} < R0"
+
+
+def floor_flow(inst: PromptInstance):
+    """MM-THM-L-FLOOR's premise (L_α above inf L by more than the tolerance) and the certified
+    limit of the flow from its cone start (shared with its medium-rung twin)."""
     problem, alpha = inst.problem, inst.alpha
     floor, infimum = problem.loss_floor(alpha), problem.loss_floor(inst.meta["opt"])
     evidence.metric("L_α − inf L", floor - infimum)
     evidence.premise(floor - infimum > 2 * LOSS_GAP_TOL, "L_α above inf L by more than the tol")
-    lim = flow(problem, inst.p0)
-    # Converging to p^mm(α) with the softmax mass off α → 0 is L(p(t)) → L_α (LOSS_GAP_TOL's
-    # derivation): the loss clause is this assertion, not a second one that restates it.
-    assert lim.converged_to(alpha), lim.why_not(alpha, "the locally-optimal")
-    evidence.metric("L(p) − L_α at the limit", signed_loss_gap(problem, lim.outcome.p, alpha))
-    worst, lowest = cone_excursion(problem, inst.p0, inst.meta["cone"]["p_mm"])
-    assert worst <= OUTER_EPS, f"an iterate left the cone: 1 − cos = {worst:.3g} > {OUTER_EPS}"
-    assert lowest >= FLOOR_CONE[0] * (1 - 1e-12), f"an iterate reached ‖p‖ = {lowest:.6g} < R0"
+    return flow(problem, inst.p0)
+
+
+def floor_excursion(inst: PromptInstance, lim) -> tuple[float, float]:
+    """The loss gap at the limit (a metric) and ``cone_excursion`` of the flow from p(0)."""
+    problem = inst.problem
+    evidence.metric("L(p) − L_α at the limit", signed_loss_gap(problem, lim.outcome.p, inst.alpha))
+    return cone_excursion(problem, inst.p0, inst.meta["cone"]["p_mm"])
 
 
 @claim("MM-THM-L-RANDOM")

@@ -17,8 +17,6 @@ sizes, so a finding that appears only at scale names where.
 
 from __future__ import annotations
 
-import math
-
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -40,10 +38,10 @@ from theorems.maxmargin.claims_gd import (
     CONE_STARTS,
     FLOOR_CONE,
     OUTER_EPS,
-    cone_excursion,
+    cone_reading,
+    floor_excursion,
+    floor_flow,
     reached_selection,
-    signed_loss_gap,
-    smallest_converging_r0,
 )
 from theorems.maxmargin.claims_svm import (
     NNLS_FEASIBLE_TOL,
@@ -113,12 +111,7 @@ def test_theorem_l_cone_medium(cones):
     C_{ε,R0}(p^mm(α)) has ‖p(t)‖ → ∞ and p(t)/‖p(t)‖ → p^mm(α)/‖p^mm(α)‖."""
     inst, grid = cones
     record_sizes(inst)
-    r0, (R0, lim) = smallest_converging_r0(inst.alpha, grid)
-    evidence.metric("R0*: smallest grid R0 from which every start converges", r0 or math.inf)
-    if r0 is not None and r0 <= CONE_R0_MAX:
-        evidence.slack("R0* / 200", r0, CONE_R0_MAX)
-    elif lim.kind == "undecided":
-        evidence.inconclusive(f"a start at R0 = {R0:g}: {lim.reason}")
+    r0, (R0, lim) = cone_reading(inst, grid)
     assert r0 is not None and r0 <= CONE_R0_MAX, (
         f"the smallest grid R0 from which every start converges to p^mm({inst.alpha.tolist()}) "
         f"is {r0} > {CONE_R0_MAX:g}: a start in the cone at R0 = {R0:g} {lim.describe()}"
@@ -132,13 +125,9 @@ def test_theorem_l_loss_floor_medium(inst):
     from the cone C_{ε,R0}(p^mm(α)) has L(p(t)) → (1/n)Σℓ(γ_iα_i), a floor strictly above the
     global infimum (1/n)Σℓ(γ_i,opt_i), and its iterates stay in a larger cone around p^mm(α)."""
     record_sizes(inst)
-    problem, alpha = inst.problem, inst.alpha
-    floor, infimum = problem.loss_floor(alpha), problem.loss_floor(inst.meta["opt"])
-    evidence.premise(floor - infimum > 2 * LOSS_GAP_TOL, "L_α above inf L by more than the tol")
-    lim = flow(problem, inst.p0)
-    assert lim.converged_to(alpha), lim.why_not(alpha, "the locally-optimal")
-    evidence.metric("L(p) − L_α at the limit", signed_loss_gap(problem, lim.outcome.p, alpha))
-    worst, lowest = cone_excursion(problem, inst.p0, inst.meta["cone"]["p_mm"])
+    lim = floor_flow(inst)
+    assert lim.converged_to(inst.alpha), lim.why_not(inst.alpha, "the locally-optimal")
+    worst, lowest = floor_excursion(inst, lim)
     assert worst <= OUTER_EPS, f"an iterate left the cone: 1 − cos = {worst:.3g} > {OUTER_EPS}"
     assert lowest >= FLOOR_CONE[0] * (1 - 1e-12), f"an iterate reached ‖p‖ = {lowest:.6g} < R0"
 
