@@ -406,16 +406,17 @@ def sharing_tokens(keys: np.ndarray, scores: np.ndarray, sel: np.ndarray) -> np.
     exact tie with the mean leaves the split to the finite part (without twins, the mean is
     γ_iα_i itself and this is ``models.svm.tied_tokens``). Means are compared in exact
     rationals: a float mean of three scores is rounded, and a tie is a tie or it is not."""
+    from models.svm import tied_tokens  # the oracle's module, only needed here
+
     sel = np.asarray(sel)
     twins = twin_tokens(keys, sel)
-    rows = np.arange(len(sel))
-    tied = scores == scores[rows, sel][:, None]
+    tied = tied_tokens(scores, sel)
     for i in np.nonzero(twins.any(-1))[0]:
         group = twins[i].copy()
         group[sel[i]] = True
         mean = sum(map(Fraction, scores[i, group].tolist())) / int(group.sum())
         tied[i] = [Fraction(g) == mean for g in scores[i].tolist()]
-    tied[rows, sel] = False
+        tied[i, sel[i]] = False
     return tied | twins
 
 
