@@ -280,9 +280,11 @@ class PromptProblem:
         return u, lgn
 
     def flow_jacobian_np(self, p: np.ndarray) -> np.ndarray | None:
-        """Forward differences (d, d) of ``flow_field_np`` at p in one compiled call (d + 1
-        field evaluations), for the stiff integrator's Newton iterations; None for a loss the
-        kernels do not know (the integrator then differences the field itself)."""
+        """The Jacobian (d, d) of ``flow_field_np`` at p for the stiff integrator's Newton
+        iterations: in closed form (``kernels.field_jacobian``), or by forward differences in
+        one compiled call where that cannot be formed (a stationary point, a factor out of
+        range); None for a loss the kernels do not know (the integrator then differences
+        the field itself)."""
         keys, gam = self._np
         code = self.loss.kernel_code
         if code is None:
@@ -290,7 +292,8 @@ class PromptProblem:
         jac = np.empty((keys.shape[2], keys.shape[2]))
         p = np.ascontiguousarray(p, dtype=np.float64)
         param = self.loss.kernel_param
-        kernels.field_jacobian(keys, gam, p, code, param, jac)
+        if not kernels.field_jacobian(keys, gam, p, code, param, jac):
+            kernels.field_jacobian_differences(keys, gam, p, code, param, jac)
         return jac
 
     def gradient_log_np(self, p: np.ndarray) -> tuple[float, np.ndarray]:

@@ -255,7 +255,7 @@ def trace_flow(
     t0 = time.perf_counter()
     p = _start(problem, p0)
     rec = _Recorder(problem, record_every)
-    evals = [1]
+    evals, jacobians = [1], [0]
     coords = _Coordinates(problem, p)
     field_problem = coords.field_problem
 
@@ -264,7 +264,10 @@ def trace_flow(
         return field_problem.flow_field_np(y)[0]
 
     def jac(_s, y):
-        evals[0] += field_problem.dim + 1
+        # in closed form: one field evaluation and O(n·T·d²) (kernels.field_jacobian); the
+        # differences it falls back on where that cannot be formed are not counted apart
+        evals[0] += 1
+        jacobians[0] += 1
         return field_problem.flow_jacobian_np(y)
 
     if field_problem.loss.kernel_code is None:  # no compiled Jacobian for this loss
@@ -331,7 +334,13 @@ def trace_flow(
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     rec.add(p, s, lgn, force=True)
     return rec.build(
-        stop, evals[0], t0, log_time=float(log_time), steps=steps, integrator_warnings=notes
+        stop,
+        evals[0],
+        t0,
+        log_time=float(log_time),
+        steps=steps,
+        jacobians=jacobians[0],
+        integrator_warnings=notes,
     )
 
 

@@ -192,9 +192,10 @@ def coefficients(keys, gam, p, code, param, log_w, sign_w, r):
 
 
 @njit(cache=True)
-def field(keys, gam, p, code, param, u):
-    """The unit flow direction −∇L/‖∇L‖ into ``u``; returns log‖∇L‖ (−inf and u = 0 at a
-    stationary point). One call for the tracer's every evaluation."""
+def field_log(keys, gam, p, code, param, u):
+    """The unit flow direction −∇L/‖∇L‖ into ``u``, every weight kept in log space; returns
+    log‖∇L‖ (−inf and u = 0 at a stationary point). Exact however saturated the softmax is;
+    ``field`` calls it where the linear-space form could lose a term to underflow."""
     n, T, _ = keys.shape
     log_w, sign_w = np.empty((n, T)), np.empty((n, T))
     r = np.empty(n, dtype=np.int64)
@@ -209,6 +210,107 @@ def field(keys, gam, p, code, param, u):
     for k in range(u.shape[0]):
         u[k] = -u[k] / norm
     return scale + math.log(norm)
+
+
+#: The linear-space field answers only where its largest term is at least this. Every term it
+#: can lose to underflow (or hold as a subnormal) is below 1e-305 in absolute value, 1e-55 of
+#: that term: far below the ε·Σ|w| rounding both forms share. Below it ``field_log`` answers.
+LINEAR_FLOOR = 1e-250
+
+
+@njit(cache=True)
+def loss_deriv(code, param, x):
+    """ℓ'(x) in linear space, for the losses with a kernel code (see ``loss_log_deriv``)."""
+    if code == LOGISTIC:
+        # −σ(−x), without overflow on either side
+        if x >= 0.0:
+            e = math.exp(-x)
+            return -e / (1.0 + e)
+        return -1.0 / (1.0 + math.exp(x))
+    if code == EXPONENTIAL:
+        return -math.exp(-x)
+    if code == CORRELATION:
+        return -1.0
+    return -2.0 * (param - x)
+
+
+@njit(cache=True)
+def field_linear(keys, gam, p, code, param, u):
+    """``field_log``'s arithmetic with the weights in linear space: one exponential per token
+    instead of three transcendentals (≈3× faster at n·T = 800). Returns log‖∇L‖ and writes
+    u, or returns NaN (u undefined) where it must not answer: when its largest term (over
+    t ≠ r with k_t ≠ k_r, as in ``combine``) is below LINEAR_FLOOR, when the sum cancels to
+    below 1e-290 of that term, or when anything is not finite.
+
+    Same centring as ``token_terms``: e_t = e^{z_t − z_r} ≤ 1 relative to the input's top
+    logit, D_i = Σ_{t≠r} s_t(γ_t − γ_r), γ_t − m_i = (γ_t − γ_r) − D_i, so the top token's
+    term is zero and no difference of near-equal margins is formed. Per term the relative
+    error is a few ε (the log form's e^{log|w| − peak} has ε·|log|w| − peak| instead, ~700ε
+    for terms near e^{−700}); the two agree to rounding where both answer
+    (tests/test_kernels_ot.py).
+    """
+    n, T, d = keys.shape
+    e = np.empty(T)
+    for k in range(d):
+        u[k] = 0.0
+    peak = 0.0
+    for i in range(n):
+        best = 0
+        for t in range(T):
+            acc = 0.0
+            for k in range(d):
+                acc += keys[i, t, k] * p[k]
+            e[t] = acc
+            if acc > e[best]:
+                best = t
+        top = e[best]
+        gam_r = gam[i, best]
+        total = 0.0
+        dsum = 0.0
+        for t in range(T):
+            e[t] = math.exp(e[t] - top)
+            total += e[t]
+            if gam[i, t] != gam_r:
+                dsum += e[t] * (gam[i, t] - gam_r)
+        dev = dsum / total
+        lp = loss_deriv(code, param, gam_r + dev) / total
+        for t in range(T):
+            if t == best:
+                continue
+            w = lp * e[t] * ((gam[i, t] - gam_r) - dev)
+            if w == 0.0:
+                continue
+            if abs(w) > peak:  # the peak counts only terms that are there (``combine``)
+                for k in range(d):
+                    if keys[i, t, k] != keys[i, best, k]:
+                        peak = abs(w)
+                        break
+            for k in range(d):
+                u[k] += w * (keys[i, t, k] - keys[i, best, k])
+    if not peak >= LINEAR_FLOOR or not peak < math.inf:
+        return math.nan
+    # relative to the peak before squaring: a sum of 1e-160 squares to a subnormal
+    norm = 0.0
+    for k in range(d):
+        u[k] /= peak
+        norm += u[k] * u[k]
+    norm = math.sqrt(norm)
+    if not (norm >= 1e-290 and norm < math.inf):
+        return math.nan
+    for k in range(d):
+        u[k] = -u[k] / norm
+    return math.log(norm) + math.log(peak) - math.log(n)
+
+
+@njit(cache=True)
+def field(keys, gam, p, code, param, u):
+    """The unit flow direction −∇L/‖∇L‖ into ``u``; returns log‖∇L‖ (−inf and u = 0 at a
+    stationary point). One call for the tracer's every evaluation: the linear-space form
+    where it is exact to rounding, the log-space form elsewhere (far out, saturated)."""
+    lgn = field_linear(keys, gam, p, code, param, u)
+    if lgn == lgn:  # not NaN
+        return lgn
+    return field_log(keys, gam, p, code, param, u)
 
 
 @njit(cache=True)
@@ -244,13 +346,14 @@ def selection(keys, p, r):
 
 
 @njit(cache=True)
-def field_jacobian(keys, gam, p, code, param, jac):
+def field_jacobian_differences(keys, gam, p, code, param, jac):
     """Forward differences of the unit flow field at p into ``jac`` (d, d): column j is
     (u(p + δ_j e_j) − u(p))/δ_j with δ_j = √ε·max(|p_j|, 1).
 
     What LSODA would compute itself with d + 1 calls of its right-hand side, here in one
     compiled call: the stiff integrator needs the Jacobian only for its Newton iterations
     (the step's accuracy is controlled separately), so the same difference quotient serves.
+    ``field_jacobian`` falls back to it where its closed form cannot be formed.
     """
     d = p.shape[0]
     u0 = np.empty(d)
@@ -266,6 +369,113 @@ def field_jacobian(keys, gam, p, code, param, jac):
         for k in range(d):
             jac[k, j] = (u1[k] - u0[k]) / step
         q[j] = p[j]
+
+
+@njit(cache=True)
+def loss_log_second_deriv(code, param, x):
+    """log ℓ''(x) (−inf where ℓ'' = 0) for the losses with a kernel code; each is convex.
+    Logistic: ℓ'' = σ(x)σ(−x), log = −softplus(x) − softplus(−x)."""
+    if code == LOGISTIC:
+        soft = max(x, 0.0) + math.log1p(math.exp(-abs(x)))  # softplus(x)
+        return -(soft + (soft - x))  # softplus(−x) = softplus(x) − x
+    if code == EXPONENTIAL:
+        return -x
+    if code == CORRELATION:
+        return -math.inf
+    return math.log(2.0)
+
+
+@njit(cache=True)
+def field_jacobian(keys, gam, p, code, param, jac):
+    """The Jacobian (d, d) of the unit flow field u = −∇L/‖∇L‖ at p into ``jac``, in closed
+    form: J = −(I − u uᵀ)·∇²L/‖∇L‖, one pass over the tokens (≈ one field evaluation plus
+    O(n·T·d²)) instead of the d + 1 evaluations of ``field_jacobian_differences``.
+
+    Per input, centred at its top-logit token r (x_t = k_t − k_r, c_t = γ_t − m):
+    ∇m = Σ_t s_t c_t x_t =: a, ∇²m = Σ_t s_t c_t x_t x_tᵀ − a x̄ᵀ − x̄ aᵀ with x̄ = Σ_t s_t x_t,
+    and ∇²L = (1/n) Σ_i ℓ''(m_i) a_i a_iᵀ + ℓ'(m_i) ∇²m_i. For t ≠ r, s_t = e^{λ}·σ̃_t with
+    λ = (runner-up logit − top logit) ≤ 0 and σ̃_t ≤ 1, so every term is e^{λ} or e^{2λ} times
+    an O(1) quantity: those powers, ℓ', ℓ'' and 1/‖∇L‖ are combined in log space before one
+    exponential per input, as in ``field_log``; nothing underflows before it is weighed.
+    Returns False (``jac`` undefined) at a stationary point or where a factor is not finite;
+    the caller then differences the field. Only the integrator's Newton iterations read it
+    (tests/test_kernels_ot.py compares it with differences and autograd).
+    """
+    n, T, d = keys.shape
+    u = np.empty(d)
+    lgn = field(keys, gam, p, code, param, u)
+    if not lgn > -math.inf:
+        return False
+    for j in range(d):
+        for k in range(d):
+            jac[j, k] = 0.0
+    z = np.empty(T)
+    a = np.empty(d)
+    xbar = np.empty(d)
+    log_n = math.log(n)
+    for i in range(n):
+        best = 0
+        for t in range(T):
+            acc = 0.0
+            for k in range(d):
+                acc += keys[i, t, k] * p[k]
+            z[t] = acc
+            if acc > z[best]:
+                best = t
+        ref = -math.inf
+        for t in range(T):
+            if t != best and z[t] > ref:
+                ref = z[t]
+        if ref == -math.inf:  # T = 1: m_i is constant
+            continue
+        lead = ref - z[best]
+        gam_r = gam[i, best]
+        mass = 0.0
+        dsum = 0.0
+        for t in range(T):
+            if t != best:
+                z[t] = math.exp(z[t] - ref)  # σ̃_t·total
+                mass += z[t]
+                dsum += z[t] * (gam[i, t] - gam_r)
+        total = 1.0 + math.exp(lead) * mass
+        dev_tilde = dsum / total  # D = e^{λ}·dev_tilde
+        m = gam_r + math.exp(lead) * dev_tilde
+        log_lp, sign_lp = loss_log_deriv(code, param, m)
+        f2 = sign_lp * math.exp(log_lp + lead - lgn - log_n)  # ℓ'·e^{λ}/(n‖∇L‖)
+        f3 = sign_lp * math.exp(log_lp + 2.0 * lead - lgn - log_n)  # ℓ'·e^{2λ}/(n‖∇L‖)
+        f1 = math.exp(loss_log_second_deriv(code, param, m) + 2.0 * lead - lgn - log_n)
+        if not (abs(f1) < math.inf and abs(f2) < math.inf and abs(f3) < math.inf):
+            return False
+        for k in range(d):
+            a[k] = 0.0
+            xbar[k] = 0.0
+        for t in range(T):
+            if t == best:
+                continue
+            sig = z[t] / total
+            c = (gam[i, t] - gam_r) - math.exp(lead) * dev_tilde
+            w = f2 * sig * c
+            for k in range(d):
+                xk = keys[i, t, k] - keys[i, best, k]
+                a[k] += sig * c * xk
+                xbar[k] += sig * xk
+                if w != 0.0:
+                    for j in range(d):
+                        jac[k, j] += w * xk * (keys[i, t, j] - keys[i, best, j])
+        for k in range(d):
+            for j in range(d):
+                jac[k, j] += f1 * a[k] * a[j] - f3 * (a[k] * xbar[j] + xbar[k] * a[j])
+    # jac holds ∇²L/‖∇L‖; J = −(I − u uᵀ)·that = −jac + u (uᵀ jac)
+    v = np.zeros(d)
+    for k in range(d):
+        for j in range(d):
+            v[j] += u[k] * jac[k, j]
+    for k in range(d):
+        for j in range(d):
+            jac[k, j] = -jac[k, j] + u[k] * v[j]
+            if not abs(jac[k, j]) < math.inf:
+                return False
+    return True
 
 
 @njit(cache=True)

@@ -28,6 +28,7 @@ import math
 import mpmath as mp
 import numpy as np
 import pytest
+import torch
 
 from models import kernels
 from models.attention import PromptProblem
@@ -280,3 +281,156 @@ def test_field_ignores_tokens_with_the_top_tokens_key(p):
         expected = mp.log(1 / (1 + mp.exp(m_b))) + mp.log(s0) + mp.log(s1)
     assert u.tolist() == [1.0]
     assert abs(lgn - float(expected)) <= 16 * EPS * max(1.0, abs(float(expected)))
+
+
+# --------------------------------------------------------------------------------------------
+# The linear-space field and the closed-form Jacobian (kernels.field_linear, field_jacobian)
+# --------------------------------------------------------------------------------------------
+
+LOSSES = {
+    kernels.LOGISTIC: "logistic",
+    kernels.EXPONENTIAL: "exponential",
+    kernels.CORRELATION: "correlation",
+}
+
+
+def _random_case(rng, radius, ties=False, twins=False):
+    n, T, d = int(rng.integers(1, 6)), int(rng.integers(2, 8)), int(rng.integers(1, 5))
+    keys = rng.normal(size=(n, T, d))
+    gam = rng.uniform(-1, 1, size=(n, T))
+    if ties:
+        gam = np.round(gam)
+    if twins:
+        keys[:, 1] = keys[:, 0]
+    p = rng.normal(size=d)
+    return keys, gam, p * radius / np.linalg.norm(p)
+
+
+def _condition(keys, gam, p, code):
+    """(κ, Z): Σ_it |w_it|·‖k_it − k_ir‖ / ‖Σ_it w_it (k_it − k_ir)‖ from the log-space
+    weights, and the largest logit spread Z_i (the log form's rounding grows with it)."""
+    n, T, _ = keys.shape
+    log_w, sign_w, r = np.empty((n, T)), np.empty((n, T)), np.empty(n, dtype=np.int64)
+    kernels.coefficients(keys, gam, p, code, 0.0, log_w, sign_w, r)
+    x = keys - keys[np.arange(n), r][:, None, :]
+    there = (sign_w != 0) & (np.abs(x).max(axis=-1) > 0)  # terms that are there (combine)
+    peak = log_w[there].max(initial=-math.inf)
+    w = sign_w * np.exp(np.where(there, log_w - peak, -math.inf))
+    total = np.linalg.norm(np.einsum("it,itk->k", w, x))
+    mass = float(np.sum(np.abs(w) * np.linalg.norm(x, axis=-1)))
+    z = keys @ p
+    return (mass / total if total > 0 else math.inf), float((z.max(-1) - z.min(-1)).max())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_linear_and_log_fields_agree_to_their_rounding(seed):
+    """Where the linear form answers, it and the log form differ by their rounding alone:
+    per term a few ε (linear) and ε·(Z + 8) (the log form's e^{log|w| − peak}), so the unit
+    directions within 4ε·(Z + 16 + T)·κ and the log norms within that plus ε·|log‖∇L‖|."""
+    rng = np.random.default_rng(seed)
+    answered = 0
+    for k in range(200):
+        radius = 10.0 ** rng.uniform(-2, 2.6)
+        keys, gam, p = _random_case(rng, radius, ties=k % 3 == 0, twins=k % 4 == 0)
+        code = int(rng.integers(0, 3))
+        u_lin, u_log = np.empty(p.shape), np.empty(p.shape)
+        lin = kernels.field_linear(keys, gam, p, code, 0.0, u_lin)
+        log = kernels.field_log(keys, gam, p, code, 0.0, u_log)
+        if math.isnan(lin):
+            continue
+        answered += 1
+        kappa, spread = _condition(keys, gam, p, code)
+        tol = 4 * EPS * (spread + 16 + keys.shape[1]) * kappa
+        assert np.abs(u_lin - u_log).max() <= tol, (k, u_lin, u_log, kappa)
+        assert abs(lin - log) <= tol + 4 * EPS * abs(log)
+    assert answered >= 150  # the moderate radii are the linear form's to answer
+
+
+@pytest.mark.parametrize("radius", [0.3, 30.0, 300.0, 2000.0])
+@pytest.mark.parametrize("code", sorted(LOSSES))
+def test_dispatched_field_matches_mpmath(radius, code):
+    """``field`` (linear where it answers, else log) against 60-digit mpmath from p itself,
+    on both sides of the floor; ties and twins included."""
+    from tests.test_attention import mp_direction, mp_gradient
+
+    rng = np.random.default_rng([int(radius * 10), code])
+    for k in range(4):
+        keys, gam, p = _random_case(rng, radius, ties=k == 1, twins=k == 2)
+        problem = PromptProblem(keys, gam, LOSSES[code])
+        u = np.empty(p.shape)
+        lgn = kernels.field(keys, gam, p, code, 0.0, u)
+        if lgn == -math.inf:  # a stationary point: the reference must say so too
+            assert mp_gradient(problem, torch.from_numpy(p))[1] == 0
+            continue
+        grad_dir, ref_log = mp_direction(problem, torch.from_numpy(p))
+        ref_dir = -grad_dir  # the field is the flow's direction, −∇L/‖∇L‖
+        kappa, spread = _condition(keys, gam, p, code)
+        tol = 4 * EPS * (spread + 16 + keys.shape[1]) * kappa
+        assert np.abs(u - ref_dir).max() <= tol + 1e-15, (k, u, ref_dir)
+        assert abs(lgn - float(ref_log)) <= tol + 8 * EPS * abs(float(ref_log))
+
+
+def test_linear_field_refuses_below_its_floor_and_ignores_twins_for_the_peak():
+    """keys 0, −1 in d = 1 (one input): the only term is e^{−p}-small. At p = 500 (7e-218,
+    above the floor) the linear form answers; at p = 700 (1e-304) it must refuse and the
+    log form answers. A twin of the top token (weight O(1), term exactly 0) must not lift
+    the peak above the floor."""
+    gam = np.array([[1.0, 0.0]])
+    keys = np.array([[[0.0], [-1.0]]])
+    u = np.empty(1)
+    at_500 = kernels.field_linear(keys, gam, np.array([500.0]), kernels.LOGISTIC, 0.0, u)
+    assert not math.isnan(at_500) and u[0] == 1.0
+    far = np.array([700.0])
+    assert math.isnan(kernels.field_linear(keys, gam, far, kernels.LOGISTIC, 0.0, u))
+    lgn = kernels.field(keys, gam, far, kernels.LOGISTIC, 0.0, u)
+    u_log = np.empty(1)
+    assert lgn == kernels.field_log(keys, gam, far, kernels.LOGISTIC, 0.0, u_log)
+    assert u[0] == u_log[0] == 1.0 and -720 < lgn < -690
+    twin_keys = np.array([[[0.0], [0.0], [-1.0]]])
+    twin_gam = np.array([[1.0, 0.5, 0.0]])
+    assert math.isnan(kernels.field_linear(twin_keys, twin_gam, far, kernels.LOGISTIC, 0.0, u))
+    assert kernels.field(twin_keys, twin_gam, far, kernels.LOGISTIC, 0.0, u) > -math.inf
+
+
+def _central_jacobian(keys, gam, p, code, param):
+    d = p.shape[0]
+    jac = np.empty((d, d))
+    up, um = np.empty(d), np.empty(d)
+    for j in range(d):
+        h = 1e-5 * max(1.0, abs(p[j]))
+        q = p.copy()
+        q[j] = p[j] + h
+        kernels.field(keys, gam, q, code, param, up)
+        q[j] = p[j] - h
+        kernels.field(keys, gam, q, code, param, um)
+        jac[:, j] = (up - um) / (2 * h)
+    return jac
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("code", [*sorted(LOSSES), kernels.SQUARE])
+def test_closed_form_jacobian_matches_central_differences(seed, code):
+    """J = −(I − uuᵀ)∇²L/‖∇L‖ against central differences of the field (error O(h²) ≈ 1e-10
+    of the field's curvature), at moderate points and at saturated ones (‖p‖ up to 60,
+    logit gaps of hundreds, where the weights live in log space)."""
+    rng = np.random.default_rng([seed, code])
+    checked = 0
+    for k in range(25):
+        keys, gam, p = _random_case(rng, 10.0 ** rng.uniform(-1, 1.8), ties=k % 5 == 0)
+        jac = np.empty((p.shape[0],) * 2)
+        if not kernels.field_jacobian(keys, gam, p, code, 0.3, jac):
+            u = np.empty(p.shape)
+            assert kernels.field(keys, gam, p, code, 0.3, u) == -math.inf
+            continue
+        ref = _central_jacobian(keys, gam, p, code, 0.3)
+        scale = max(np.abs(ref).max(), np.abs(jac).max())
+        assert np.abs(jac - ref).max() <= 1e-5 * scale + 1e-9, (k, jac, ref)
+        checked += 1
+    assert checked >= 15
+
+
+def test_closed_form_jacobian_refuses_a_stationary_point():
+    """All scores equal: ∇L = 0 everywhere, so there is no unit field to differentiate."""
+    keys = np.random.default_rng(0).normal(size=(2, 3, 2))
+    jac = np.empty((2, 2))
+    assert not kernels.field_jacobian(keys, np.zeros((2, 3)), np.ones(2), 0, 0.0, jac)

@@ -172,12 +172,16 @@ def test_support_weights_carry_their_own_margin_residual_at_lambda():
     np.testing.assert_allclose(far.rho, [0.0, 0.5 * (math.log(2.0) + 1.0)], atol=1e-8)
 
 
-def test_converge_stops_on_the_relaxed_heading_before_the_tracer_stalls():
-    """The cost curve's n = 4, T = 32, d = 8, seed 3 instance (benchmarks/test_cost_curve.py's
-    recipe): the tracer never resolves the heading at p; traced on to 3.2e6 it stalled with the
-    direction drifted to 1 − cos 9.4e-8 (inconclusive). With the relaxed heading in the
-    stopping rule the run stops once aligned for a tenfold growth of ‖p‖, certified."""
-    from models.dynamics import converge
+def test_converge_stops_on_the_relaxed_heading_before_the_tracer_stalls(monkeypatch):
+    """Far out the tracer may not resolve the offset of p from the ray, and the heading at p
+    then fails though the flow converges (docs/performance.md, "Limits found"). Which
+    instance does that hinges on rounding: the cost curve's n = 4, T = 32, d = 8, seed 3 did
+    with the log-space field and differenced Jacobians, and none of its first 12 seeds does
+    with the linear-space field and the closed-form Jacobian. So the heading at p is made to
+    fail here (``kernels.alignment`` reports it as 1): the run must still stop, certified,
+    on the relaxed heading once aligned for a tenfold growth of ‖p‖, and without the
+    relaxed heading it must not stop that way."""
+    from models import dynamics, kernels
     from models.svm import att_svm
 
     rng = np.random.default_rng([4, 32, 8, 3])
@@ -186,8 +190,16 @@ def test_converge_stops_on_the_relaxed_heading_before_the_tracer_stalls():
         if att_svm(keys, scores.argmax(-1)).ok:
             break
     problem = PromptProblem(torch.from_numpy(keys), torch.from_numpy(scores), "logistic")
-    out = converge(problem, target=1e-9)
+    alignment = kernels.alignment
+
+    def heading_fails(p, u, unit):
+        norm, off_p, _ = alignment(p, u, unit)
+        return norm, off_p, 1.0
+
+    monkeypatch.setattr(kernels, "alignment", heading_fails)
+    out = dynamics.converge(problem, target=1e-9)
     assert out.status == "converged", out.reason
     assert out.reason.startswith("direction reached the SVM of the selection and stayed")
-    assert out.relaxed_heading is not None and out.relaxed_heading <= 1e-9
     assert float(torch.linalg.vector_norm(out.p)) < 1e7
+    without = dynamics.converge(problem, target=1e-9, relax=False, max_norm=1e7)
+    assert not without.reason.startswith("direction reached the SVM")
