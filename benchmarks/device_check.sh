@@ -29,4 +29,11 @@ ATTN_DEVICE=cuda ATTN_NIGHTLY=1 "$py" -m pytest benchmarks/test_onestep_large_d.
 [ "$out" = reports ] || cp reports/onestep_large_d.json reports/figures/onestep_large_d.png \
     "$out/" || rc=1
 [ "$out" = reports ] || cp reports/benchmark_device.json "$out/" 2>/dev/null || rc=1
+# The large rung's batched transient against the CPU engine one by one (issue 23; the CPU
+# baseline is CPU_SAMPLE instances of seconds each: budget ~3 min), then its unit tests on cuda.
+# The engine's oracle imports cvxpy, which the lent image lacks: carry its wheels (cvxpy,
+# osqp, clarabel, scs, qdldl; the device tool's README says how) or these tests skip/fail.
+ATTN_DEVICE=cuda "$py" -m pytest benchmarks/test_batched_speedup.py tests/test_batched.py -s -rs \
+    -p no:cacheprovider --no-gate 2>&1 | tee "$out/batched_benchmark.log" || rc=1
+[ "$out" = reports ] || cp reports/benchmark_batched.json "$out/" 2>/dev/null || rc=1
 exit "$rc"

@@ -41,6 +41,7 @@ MODULES = (
     "mirror_joint.py",
     "nonlinear_head.py",
     "kernels.py",
+    "batched.py",
     "offset.py",
     "estimate.py",
 )
@@ -532,5 +533,38 @@ MUTANTS: list[dict[str, str]] = [
         "the group's mean: a token tied with that one member is taken to share the group's "
         "mass, its row is freed, and a flow that converges is left undecided (every row "
         "freed, SVM solution 0) or certified to the wrong SVM.",
+    },
+    {
+        "id": "M50-linear-field-deviation-sign",
+        "file": "models/kernels.py",
+        "old": "                dsum += e[t] * (gam[i, t] - gam_r)\n",
+        "new": "                dsum += e[t] * (gam[i, t] + gam_r)\n",
+        "category": "sign error",
+        "fault": "the linear-space field sums D_i = Σ_t s_t(γ_t + γ_r) instead of (γ_t − γ_r): "
+        "every input's margin and every token's γ_t − m_i are off by 2γ_r·(1 − s_r), so the "
+        "flow the engine traces is not gradient flow wherever the linear form answers.",
+    },
+    {
+        "id": "M51-jacobian-cross-term-sign",
+        "file": "models/kernels.py",
+        "old": "                jac[k, j] += f1 * a[k] * a[j] - f3 * (a[k] * xbar[j] + xbar[k] * a[j])\n",
+        "new": "                jac[k, j] += f1 * a[k] * a[j] + f3 * (a[k] * xbar[j] + xbar[k] * a[j])\n",
+        "category": "sign error",
+        "fault": "the closed-form Jacobian adds the −a x̄ᵀ − x̄ aᵀ part of ∇²m_i with the wrong "
+        "sign: only the stiff integrator's Newton iterations read it, so steps are rejected or "
+        "cost more; the accepted steps' error control is unchanged (expected to survive the "
+        "gate: a slower engine, not a wrong verdict).",
+    },
+    {
+        "id": "M52-batched-deviation-relative-to-top",
+        "file": "models/batched.py",
+        "old": "    ref = torch.where(other, z, NEG_INF).amax(-1, keepdim=True)  # −inf: no such token\n",
+        "new": "    ref = torch.where(live, z, NEG_INF).amax(-1, keepdim=True)  # −inf: no such token\n",
+        "category": "lost precision",
+        "fault": "the batched field sums D_i = Σ_u s_iu(γ_iu − γ_ir) relative to the top logit "
+        "instead of the largest among its own tokens: once the softmax is saturated (every "
+        "other token e^{−745} below the top) D_i underflows to 0, a token tied in score with "
+        "the top one loses its weight s_t·(−D_i), and the batched transient steers differently "
+        "from the CPU engine.",
     },
 ]
