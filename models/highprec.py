@@ -11,6 +11,8 @@ numbers (exact inputs) in ``digits`` decimal digits and differentiated numerical
 
 from __future__ import annotations
 
+import math
+
 import mpmath
 import torch
 
@@ -31,32 +33,52 @@ def _loss(loss):
     raise ValueError(f"no high-precision form of the loss {loss.name!r}")
 
 
+def _loss_value(problem):
+    """q ↦ L(q) in the working precision (call inside ``mpmath.workdps``), from the exact
+    binary values of the problem's float64 keys and scores."""
+    ell = _loss(problem.loss)
+    keys = [[[mpmath.mpf(float(k)) for k in token] for token in x] for x in problem.keys]
+    scores = [[mpmath.mpf(float(g)) for g in row] for row in problem.scores]
+
+    def value(q):
+        total = mpmath.mpf(0)
+        for key_rows, gammas in zip(keys, scores, strict=True):
+            logits = [mpmath.fsum(k * c for k, c in zip(row, q, strict=True)) for row in key_rows]
+            top = max(logits)
+            weights = [mpmath.exp(z - top) for z in logits]
+            margin = mpmath.fsum(w * g for w, g in zip(weights, gammas, strict=True))
+            total += ell(margin / mpmath.fsum(weights))
+        return total / len(keys)
+
+    return value
+
+
 def loss_gradient(problem, p: torch.Tensor, digits: int = 50) -> torch.Tensor:
     """∇L(p) of a PromptProblem, L(p) = (1/n) Σ_i ℓ(Σ_t softmax(K_i p)_t γ_it), computed in
     ``digits`` decimal digits and rounded to float64."""
-    ell = _loss(problem.loss)
     with mpmath.workdps(digits):
-        keys = [[[mpmath.mpf(float(k)) for k in token] for token in x] for x in problem.keys]
-        scores = [[mpmath.mpf(float(g)) for g in row] for row in problem.scores]
+        value = _loss_value(problem)
         point = [mpmath.mpf(float(c)) for c in p]
-
-        def value(q):
-            total = mpmath.mpf(0)
-            for key_rows, gammas in zip(keys, scores, strict=True):
-                logits = [
-                    mpmath.fsum(k * c for k, c in zip(row, q, strict=True)) for row in key_rows
-                ]
-                top = max(logits)
-                weights = [mpmath.exp(z - top) for z in logits]
-                margin = mpmath.fsum(w * g for w, g in zip(weights, gammas, strict=True))
-                total += ell(margin / mpmath.fsum(weights))
-            return total / len(keys)
 
         def partial(j):
             return mpmath.diff(lambda t: value([*point[:j], t, *point[j + 1 :]]), point[j])
 
         grad = [float(partial(j)) for j in range(len(point))]
     return torch.tensor(grad, dtype=torch.float64)
+
+
+def slope(problem, p, direction, digits: int) -> tuple[int, float]:
+    """d/dt L(p + t·direction) at t = 0 in ``digits`` decimal digits, as (sign, log|slope|)
+    (log −inf for a zero slope): the slope can lie far below float64's range (e^{−800} far
+    out), so it is returned as its sign and logarithm."""
+    with mpmath.workdps(digits):
+        value = _loss_value(problem)
+        point = [mpmath.mpf(float(c)) for c in p]
+        step = [mpmath.mpf(float(c)) for c in direction]
+        got = mpmath.diff(lambda t: value([a + t * b for a, b in zip(point, step, strict=True)]), 0)
+        if got == 0:
+            return 0, -math.inf
+        return (1 if got > 0 else -1), float(mpmath.log(abs(got)))
 
 
 def gradient_error(problem, p, engine, autograd, rel_tol: float) -> tuple[float, float]:

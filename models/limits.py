@@ -3,7 +3,8 @@
 ``follow(problem, p0)`` asks the engine (models.dynamics) where the flow from p(0) goes and
 returns a certified `Limit`: "converged" (directional convergence to the SVM of a selection,
 confirmed while ‖p‖ grows a hundredfold: ``settle``), "bounded" (the run ends at a certified
-strict local minimiser, so ‖p(t)‖ stays bounded) or "undecided" (what the engine could not
+strict local minimiser, or inside a certified trapping interval on a one-dimensional key
+span, so ‖p(t)‖ stays bounded) or "undecided" (what the engine could not
 decide, with its reason). The claims read it through ``theorems.limits.flow``, which turns
 "undecided" into an inconclusive example and records the tests' slack; `check`
 (models.predict, models.cross_predict) reports it as it is.
@@ -143,6 +144,77 @@ def settle(problem: PromptProblem, p0, *, tries: int = 3) -> tuple[Outcome, int]
     return out, transient
 
 
+#: ``line_trap``: instances up to this many tokens (n·T) get the high-precision slopes (each
+#: costs a few hundred evaluations of L in mpmath).
+TRAP_MAX_TOKENS = 512
+#: ``line_trap``: half-widths tried around the end point, 1e-6·max(1, |z|)·4^k for k below this.
+TRAP_WIDENINGS = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class LineTrap:
+    """A certificate that a flow on a one-dimensional key span is trapped (``line_trap``).
+
+    The keys' differences span one line, b, so L(p) depends on z = bᵀp alone and the flow
+    moves along b. At z = lo the slope dL/dz is negative and at z = hi positive (signs in
+    ``digits`` decimal digits, confirmed at 20 more): −dL/dz points inward at both ends, so
+    a flow inside [lo, hi] never leaves it (it would have to cross an end against the field)
+    and ‖p(t)‖ stays bounded. log_slopes: log|dL/dz| at lo and hi.
+    """
+
+    lo: float
+    hi: float
+    end: float
+    log_slopes: tuple[float, float]
+    digits: int
+
+
+def certified_slope_sign(problem: PromptProblem, p: np.ndarray, b: np.ndarray) -> int | None:
+    """sign dL/dz at p along the unit vector b, or None where two precisions disagree.
+
+    The precision is set by the slope's own size: the float64 log-space field says it is
+    about e^{lgn}, and L itself is O(1), so the difference quotient needs −lgn/ln 10 digits
+    beyond the 40 kept; it is evaluated again with 20 more and must agree (sign, and
+    |log|slope|| to 1e-6) to count."""
+    from models.highprec import slope
+
+    _, lgn = problem.flow_field_np(p)
+    if lgn == -math.inf:
+        return None
+    digits = 40 + math.ceil(max(0.0, -lgn) / math.log(10))
+    sign, log_abs = slope(problem, p, b, digits)
+    again, log_again = slope(problem, p, b, digits + 20)
+    if sign == 0 or sign != again or not abs(log_abs - log_again) <= 1e-6 * max(1.0, abs(log_abs)):
+        return None
+    return sign
+
+
+def line_trap(problem: PromptProblem, p_end) -> LineTrap | None:
+    """A trapping interval around the point where a run stalled, on a one-dimensional key
+    span; None where the span has more dimensions, the instance is larger than
+    TRAP_MAX_TOKENS, or no interval of the TRAP_WIDENINGS tried has certified inward slopes.
+
+    Why: far out on a line the loss is within e^{−270} of its floor and its float64 value,
+    autograd and Hessian carry no digit of the variation (``finite_minimiser`` declines
+    beyond ‖p‖ = 1e3), while the slopes' signs on either side of the stall decide it."""
+    basis = problem.difference_span
+    if basis.shape[1] != 1 or problem.n * problem.T > TRAP_MAX_TOKENS:
+        return None
+    b = np.ascontiguousarray(basis[:, 0])
+    p = np.asarray(p_end.detach().cpu().numpy() if torch.is_tensor(p_end) else p_end, float)
+    z = float(b @ p)
+    for k in range(TRAP_WIDENINGS):
+        delta = 1e-6 * max(1.0, abs(z)) * 4.0**k
+        below, above = p - delta * b, p + delta * b
+        if certified_slope_sign(problem, below, b) == -1:
+            if certified_slope_sign(problem, above, b) == 1:
+                _, lgn_lo = problem.flow_field_np(below)
+                _, lgn_hi = problem.flow_field_np(above)
+                digits = 40 + math.ceil(max(0.0, -min(lgn_lo, lgn_hi)) / math.log(10))
+                return LineTrap(z - delta, z + delta, z, (lgn_lo, lgn_hi), digits)
+    return None
+
+
 @dataclasses.dataclass
 class Limit:
     """Where gradient flow from p(0) goes, as far as the engine can tell (``follow``).
@@ -163,6 +235,8 @@ class Limit:
     #: "bounded" without a minimiser: why L is constant (``constant_loss``), so that the flow
     #: rests at p(0)
     at_rest: str | None = None
+    #: "bounded" by a trapping interval on a one-dimensional key span (``line_trap``)
+    trap: LineTrap | None = None
 
     @property
     def reason(self) -> str:
@@ -275,6 +349,9 @@ def follow(problem: PromptProblem, p0, *, cls: type[Limit] = Limit) -> Limit:
         found = finite_minimiser(problem, out.p)
         if found is not None:
             return cls("bounded", out, transient, found)
+        trap = line_trap(problem, out.p)
+        if trap is not None:
+            return cls("bounded", out, transient, trap=trap)
     return cls("undecided", out, transient)
 
 
@@ -304,6 +381,15 @@ def constant_loss(problem: PromptProblem) -> str | None:
 
 
 def bounded_message(lim: Limit) -> str:
+    if lim.trap is not None:
+        t = lim.trap
+        return (
+            f"the flow stops at z = {t.end:.6g} on the one line the keys span, inside "
+            f"[{t.lo:.6g}, {t.hi:.6g}], where dL/dz < 0 at the lower end and > 0 at the upper "
+            f"one (|dL/dz| = e^{t.log_slopes[0]:.1f}, e^{t.log_slopes[1]:.1f}; signs in "
+            f"{t.digits} digits, confirmed at {t.digits + 20}): the flow cannot leave the "
+            "interval, ‖p(t)‖ stays bounded"
+        )
     if lim.minimiser is None:
         return (
             f"L is constant ({lim.at_rest}), so ∇L ≡ 0 and the flow rests at p(0): ‖p(t)‖ "

@@ -78,7 +78,8 @@ def _quiet(stage: str) -> None:
 
 def _status(lim: Limit) -> str:
     """ "converged" (certified, confirmed while ‖p‖ grew a hundredfold), "bounded" (the run
-    ends at a certified strict local minimiser: ‖p(t)‖ stays bounded), else the undecided
+    ends at a certified strict local minimiser or inside a certified trapping interval:
+    ‖p(t)‖ stays bounded), else the undecided
     outcome's own status ("inconclusive", "infeasible")."""
     return lim.kind if lim.kind in ("converged", "bounded") else lim.outcome.status
 

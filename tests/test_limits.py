@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.attention import one_minus_cos
+from models.attention import PromptProblem, one_minus_cos
 from models.limits import (
     DERIVATIONS,
     DIRECTION_TOL,
@@ -102,6 +102,77 @@ def test_a_bounded_limit_says_where_the_flow_stops():
     assert message.endswith("‖p(t)‖ stays bounded")
     assert lim.describe() == message == lim.why_not([0])
     assert not lim.converged_to(lim.outcome.selected)
+
+
+def _far_stall():
+    """The size ladder's small clustered k = 50 instance (strategies.ladder): n = 3, T = 2,
+    d = 1. As p → −∞ inputs 0 and 2 select their worse token and input 1 its better one; the
+    pulls e^{−1.334|p|} and e^{−1.337|p|} balance near p = −204.55, where L is within e^{−270}
+    of its floor: the tracer stalls there and float64 second derivatives carry no digit."""
+    from strategies.ladder import clustered_problem
+
+    return clustered_problem(3, 2, 1, 50)
+
+
+def test_a_stall_far_out_on_a_line_is_bounded_by_a_certified_trap():
+    problem = _far_stall()
+    lim = follow(problem, None)
+    assert lim.kind == "bounded" and lim.minimiser is None and lim.trap is not None
+    trap = lim.trap
+    assert trap.lo < trap.end < trap.hi and -205 < trap.lo and trap.hi < -204
+    b = torch.from_numpy(problem.difference_span[:, 0])
+    assert float(b @ lim.outcome.p) == pytest.approx(trap.end, abs=0.0)
+    # the slopes' signs at the ends, independently: the float64 log-space field points inward
+    for z, inward in ((trap.lo, 1.0), (trap.hi, -1.0)):
+        u, _ = problem.flow_field_np((z * b).numpy())
+        assert float(u @ b.numpy()) == pytest.approx(inward)
+    message = bounded_message(lim)
+    assert "dL/dz < 0 at the lower end and > 0 at the upper" in message
+    assert message.endswith("‖p(t)‖ stays bounded") and lim.describe() == message
+
+
+def test_a_trap_encloses_the_zero_of_the_slope_and_none_exists_without_one():
+    """From 30 before the stall the widening intervals reach one that encloses the zero of
+    dL/dz near −204.55 (and the start): a flow through −174.55 is trapped too. One input
+    with keys 1, 0 and scores 1, 0 (or 0, 1): L falls for ever one way, no interval has
+    inward ends.
+    A two-dimensional key span: no trap is looked for."""
+    from models.limits import certified_slope_sign, line_trap
+
+    problem = _far_stall()
+    b = problem.difference_span[:, 0]
+    start = -174.55 * b  # b = ±1 in d = 1
+    # L rises toward 0 there: the flow moves out, toward the stall
+    assert certified_slope_sign(problem, start, b) == float(b[0])
+    trap = line_trap(problem, start)
+    assert trap is not None and trap.lo < -204.6 and -204.5 < trap.hi
+    falling = PromptProblem(
+        torch.tensor([[[1.0], [0.0]]], dtype=DTYPE),
+        torch.tensor([[1.0, 0.0]], dtype=DTYPE),
+        "logistic",
+    )
+    assert line_trap(falling, np.array([5.0])) is None
+    assert certified_slope_sign(falling, np.array([5.0]), np.array([1.0])) == -1
+    rising = PromptProblem(falling.keys, falling.scores.flip(-1), "logistic")  # L falls as z → −∞
+    assert line_trap(rising, np.array([-5.0])) is None
+    assert certified_slope_sign(rising, np.array([-5.0]), np.array([1.0])) == 1
+    assert line_trap(figure2(), np.array([1.0, 1.0])) is None
+
+
+def test_the_high_precision_slope_is_the_field_where_float64_resolves_it():
+    """highprec.slope against −e^{lgn}·(u·b) of the log-space field at moderate points."""
+    from models.highprec import slope
+
+    problem = figure2()
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        p, b = rng.normal(size=2), rng.normal(size=2)
+        b /= np.linalg.norm(b)
+        u, lgn = problem.flow_field_np(p)
+        expected = -math.exp(lgn) * float(u @ b)  # dL/dt = ∇L·b = −‖∇L‖ (u·b)
+        sign, log_abs = slope(problem, p, b, 40)
+        assert sign == (1 if expected > 0 else -1)
+        assert log_abs == pytest.approx(math.log(abs(expected)), rel=1e-12, abs=1e-12)
 
 
 def test_an_undecided_limit_names_its_reason():

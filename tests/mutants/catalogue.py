@@ -567,4 +567,14 @@ MUTANTS: list[dict[str, str]] = [
         "the top one loses its weight s_t·(−D_i), and the batched transient steers differently "
         "from the CPU engine.",
     },
+    {
+        "id": "M53-line-trap-lower-end-unchecked",
+        "file": "models/limits.py",
+        "old": "        if certified_slope_sign(problem, below, b) == -1:\n",
+        "new": "        if certified_slope_sign(problem, below, b) is not None:\n",
+        "category": "missing check",
+        "fault": "the one-dimensional trap certificate checks the slope's sign at the upper end "
+        "only: a flow that keeps moving one way (dL/dz > 0 on both sides of where a run stopped) "
+        "is declared bounded, which would refute a divergence claim on a machinery stop.",
+    },
 ]
