@@ -175,6 +175,24 @@ def test_the_high_precision_slope_is_the_field_where_float64_resolves_it():
         assert log_abs == pytest.approx(math.log(abs(expected)), rel=1e-12, abs=1e-12)
 
 
+def test_an_ill_conditioned_minimiser_is_certified_with_the_log_space_gradient():
+    """The size ladder's small paper k = 86 instance (n = 2, T = 4, d = 2): the flow stops
+    at ‖p‖ ≈ 30 where ‖∇L‖ ≈ 2e-12 and the Hessian's eigenvalues are 2.3e-9 and 1.4e-7.
+    Newton on autograd's gradient (absolute noise ~1e-16) stalls at steps of ~1e-8, above
+    its 3e-11 tolerance; on the engine's log-space gradient it converges."""
+    from models.dynamics import finite_minimiser
+    from strategies.ladder import paper_problem
+
+    problem = paper_problem(2, 4, 2, 86)
+    lim = follow(problem, None)
+    assert lim.kind == "bounded" and lim.minimiser is not None
+    m = lim.minimiser
+    assert 0 < m.min_eig < 1e-8 and m.max_eig > 1e-8 and m.distance < 1e-3
+    assert m.grad_norm < 1e-15  # far below ‖∇L‖ ≈ 2e-12 where the run stopped
+    again = finite_minimiser(problem, lim.outcome.p)
+    assert again is not None and torch.allclose(again.p, m.p, rtol=0, atol=1e-9)
+
+
 def test_an_undecided_limit_names_its_reason():
     lim = follow(_tug_of_war(), [2.0, 1.0])
     undecided = Limit("undecided", lim.outcome, lim.transient)
