@@ -212,6 +212,10 @@ def field_log(keys, gam, p, code, param, u):
     return scale + math.log(norm)
 
 
+#: ``field_linear`` hands over to the log form without exponentiating where every input's top
+#: logit leads each of its other tokens by more than this (a pure function of p: which form
+#: answers never depends on the path).
+LINEAR_MAX_LEAD = 750.0
 #: The linear-space field answers only where its largest term is at least this. Every term it
 #: can lose to underflow (or hold as a subnormal) is below 1e-305 in absolute value, 1e-55 of
 #: that term: far below the ε·Σ|w| rounding both forms share. Below it ``field_log`` answers.
@@ -238,9 +242,10 @@ def loss_deriv(code, param, x):
 def field_linear(keys, gam, p, code, param, u):
     """``field_log``'s arithmetic with the weights in linear space: one exponential per token
     instead of three transcendentals (≈3× faster at n·T = 800). Returns log‖∇L‖ and writes
-    u, or returns NaN (u undefined) where it must not answer: when its largest term (over
-    t ≠ r with k_t ≠ k_r, as in ``combine``) is below LINEAR_FLOOR, when the sum cancels to
-    below 1e-290 of that term, or when anything is not finite.
+    u, or returns NaN (u undefined) where it must not answer: when every input's top logit
+    leads by more than LINEAR_MAX_LEAD (checked first), when its largest term (over t ≠ r
+    with k_t ≠ k_r, as in ``combine``) is below LINEAR_FLOOR, when the sum cancels to below
+    1e-290 of that term, or when anything is not finite.
 
     Same centring as ``token_terms``: e_t = e^{z_t − z_r} ≤ 1 relative to the input's top
     logit, D_i = Σ_{t≠r} s_t(γ_t − γ_r), γ_t − m_i = (γ_t − γ_r) − D_i, so the top token's
@@ -250,25 +255,39 @@ def field_linear(keys, gam, p, code, param, u):
     (tests/test_kernels_ot.py).
     """
     n, T, d = keys.shape
-    e = np.empty(T)
-    for k in range(d):
-        u[k] = 0.0
-    peak = 0.0
+    z = np.empty((n, T))
+    tops = np.empty(n, dtype=np.int64)
+    # First the logits alone: where every input's top logit leads all its other tokens by
+    # LINEAR_MAX_LEAD, every term is below e^{−750} of its input's scale and the log form
+    # will answer anyway; saying so now spares the exponentials (far out, each flow step).
+    lead = math.inf
     for i in range(n):
         best = 0
         for t in range(T):
             acc = 0.0
             for k in range(d):
                 acc += keys[i, t, k] * p[k]
-            e[t] = acc
-            if acc > e[best]:
+            z[i, t] = acc
+            if acc > z[i, best]:
                 best = t
-        top = e[best]
+        tops[i] = best
+        for t in range(T):
+            if t != best and z[i, best] - z[i, t] < lead:
+                lead = z[i, best] - z[i, t]
+    if lead > LINEAR_MAX_LEAD:
+        return math.nan
+    e = np.empty(T)
+    for k in range(d):
+        u[k] = 0.0
+    peak = 0.0
+    for i in range(n):
+        best = tops[i]
+        top = z[i, best]
         gam_r = gam[i, best]
         total = 0.0
         dsum = 0.0
         for t in range(T):
-            e[t] = math.exp(e[t] - top)
+            e[t] = math.exp(z[i, t] - top)
             total += e[t]
             if gam[i, t] != gam_r:
                 dsum += e[t] * (gam[i, t] - gam_r)

@@ -386,6 +386,12 @@ def test_linear_field_refuses_below_its_floor_and_ignores_twins_for_the_peak():
     u_log = np.empty(1)
     assert lgn == kernels.field_log(keys, gam, far, kernels.LOGISTIC, 0.0, u_log)
     assert u[0] == u_log[0] == 1.0 and -720 < lgn < -690
+    # beyond LINEAR_MAX_LEAD the linear form hands over before exponentiating, and the
+    # answer is the log form's to the last bit
+    beyond = np.array([kernels.LINEAR_MAX_LEAD + 1.0])
+    assert math.isnan(kernels.field_linear(keys, gam, beyond, kernels.LOGISTIC, 0.0, u))
+    lgn = kernels.field(keys, gam, beyond, kernels.LOGISTIC, 0.0, u)
+    assert lgn == kernels.field_log(keys, gam, beyond, kernels.LOGISTIC, 0.0, u_log)
     twin_keys = np.array([[[0.0], [0.0], [-1.0]]])
     twin_gam = np.array([[1.0, 0.5, 0.0]])
     assert math.isnan(kernels.field_linear(twin_keys, twin_gam, far, kernels.LOGISTIC, 0.0, u))
