@@ -348,7 +348,8 @@ def _infeasible(
     otherwise the two LPs disagree. ``note`` (why the fast path fell through) leads the reason.
     """
     farkas = linprog(-b, A_eq=A.T, b_eq=np.zeros(A.shape[1]), bounds=(0, 1), method="highs")
-    y = farkas.x if farkas.status == 0 else None
+    # the nonnegative part: HiGHS keeps its bounds only to its tolerance (−1e-14 seen)
+    y = np.clip(farkas.x, 0.0, None) if farkas.status == 0 else None
     accepted, value, residual = _farkas_test(A, b, y, tol)
     if accepted:
         reason = (

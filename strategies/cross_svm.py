@@ -63,12 +63,16 @@ def overparameterized_instances(draw, n=st.integers(1, 5), T=st.integers(2, 6), 
 
 
 @st.composite
-def independent_query_instances(draw):
-    """Official instances with d ≥ max(n, 2) (distinct unit tokens, generic queries) and a
-    selection α drawn uniformly from [T]^n."""
-    n = draw(st.integers(1, 5))
-    d = max(2, n + draw(st.integers(0, 3)))
-    inst = draw(official_cross_instances(n=n, T=st.integers(2, 8), d=d))
+def independent_query_instances(
+    draw, n=st.integers(1, 5), T=st.integers(2, 8), extra=st.integers(0, 3)
+):
+    """Official instances with d = max(2, n + extra) ≥ n (distinct unit tokens, generic
+    queries) and a selection α drawn uniformly from [T]^n. n, T and extra are ints or
+    strategies (the defaults are the small claims' sizes; ``strategies.ladder`` gives a
+    rung's)."""
+    n = draw(n) if isinstance(n, st.SearchStrategy) else n
+    d = max(2, n + (draw(extra) if isinstance(extra, st.SearchStrategy) else extra))
+    inst = draw(official_cross_instances(n=n, T=T, d=d))
     alpha = [draw(st.integers(0, inst.T - 1)) for _ in range(n)]
     return CrossInstance(
         X=inst.X,

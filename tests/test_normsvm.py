@@ -268,6 +268,36 @@ def test_selected_token_inside_hull_is_infeasible(norm, p):
     assert (y >= 0).all() and y.sum() > 0 and np.linalg.norm(A.T @ y) <= 1e-12
 
 
+def test_the_farkas_vector_is_the_lps_nonnegative_part(monkeypatch):
+    """HiGHS keeps its bounds only to its tolerance: an entry of −1e-14 in the LP's vector
+    (seen at the medium rung) must not reach the caller, who reads y ≥ 0 exactly. The LP is
+    made to return one here; the certificate is its nonnegative part, tested as returned."""
+    import models.normsvm as normsvm
+    from models import svm as svm_module
+
+    real = normsvm.linprog
+
+    def sloppy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        if out.x is not None:  # the feasibility LP of an infeasible problem has no point
+            out.x = out.x.copy()
+            out.x[out.x == 0] = -1e-14
+        return out
+
+    # rows W ≥ 1, −W ≥ 1, −2W ≥ 1: the LP maximising Σy puts y = 0 on the last
+    X, Z = np.array([[[0.0], [-1.0], [1.0], [2.0]]]), np.array([[1.0]])
+    monkeypatch.setattr(normsvm, "linprog", sloppy)
+    sol = norm_svm(X, Z, [0], "fro")
+    assert sol.status == "infeasible", sol.reason
+    assert (sol.duals >= 0).all() and sol.duals.sum() > 0
+    # the ATT-SVM oracle's own Farkas LP, likewise
+    monkeypatch.setattr(svm_module, "linprog", sloppy)
+    A = np.array([[1.0], [-1.0], [0.0]])
+    b = np.array([1.0, 1.0, 0.0])
+    farkas = svm_module._infeasible(A, b, 1e-9, "test")
+    assert farkas.status == "infeasible" and (farkas.duals >= 0).all()
+
+
 def test_generic_instance_is_feasible():
     assert is_feasible(*unit_instance(6, 8, 10)) is True
 

@@ -8,6 +8,8 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
+from strategies.cross_svm import independent_query_instances
+from strategies.instances import INDEPENDENT_QUERIES
 from strategies.ladder import (
     FAMILIES,
     RUNGS,
@@ -121,3 +123,27 @@ def test_the_large_rung_reaches_its_corners():
 @given(inst=global_opt_instances(n=st.just(3), T=lambda n: st.just(n + 1), dk=st.just(9)))
 def test_prompt_strategies_draw_T_after_n_by_its_rule(inst):
     assert tuple(inst.keys.shape) == (3, 4, 10)
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    inst=independent_query_instances(
+        n=st.integers(1, RUNGS["medium"].n_max),
+        T=st.integers(2, RUNGS["medium"].T_max),
+        extra=st.integers(0, 16),
+    )
+)
+def test_independent_query_instances_draw_inside_the_medium_box(inst):
+    """With the medium rung's n and T (TF-FEAS-SUFF-MEDIUM), the instances stay in the box and
+    meet the premise: n ≤ d, linearly independent queries, and a selection α ∈ [T]^n."""
+    assert RUNGS["medium"].contains(inst.n, inst.T, inst.d)
+    assert inst.n <= inst.d and INDEPENDENT_QUERIES in inst.assumptions
+    assert np.linalg.matrix_rank(inst.Z.numpy()) == inst.n
+    assert len(inst.alpha) == inst.n and all(0 <= a < inst.T for a in inst.alpha)
+
+
+def test_independent_query_instances_default_to_the_small_sizes():
+    """Without size arguments the strategy draws the small claims' sizes (n ≤ 5, T ≤ 8,
+    n ≤ d ≤ n + 3)."""
+    inst = find(independent_query_instances(), lambda i: i.n >= 3 and i.T >= 5)
+    assert inst.n <= 5 and inst.T <= 8 and inst.n <= inst.d <= inst.n + 3

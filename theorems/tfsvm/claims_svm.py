@@ -46,6 +46,7 @@ from theorems.tfsvm.common_svm import (
     certified_margin_gap,
     decided_rank,
     decoupled_frobenius,
+    distinct_tokens,
     locally_optimal_counts,
     mean_count_bracket,
     random_matrix,
@@ -361,18 +362,12 @@ def test_frobenius_rank_counts_active_inputs(inst):
 # ---- §2.2: feasibility --------------------------------------------------------------------------
 
 
-def _distinct_tokens(inst: CrossInstance) -> bool:
-    X = inst.X.numpy()
-    gaps = np.linalg.norm(X[:, :, None, :] - X[:, None, :, :], axis=-1)
-    return bool((gaps + np.eye(inst.T)[None] > 1e-9).all())
-
-
 @claim("TF-FEAS-SUFF")
 @given(inst=independent_query_instances())
 def test_feasible_for_every_alpha(inst):
     """If the queries z_1, …, z_n are linearly independent and every token is a vertex of its
     input's hull, then Att-SVM(α) is feasible for every selection α ∈ [T]^n."""
-    met = INDEPENDENT_QUERIES in inst.assumptions and _distinct_tokens(inst)
+    met = INDEPENDENT_QUERIES in inst.assumptions and distinct_tokens(inst)
     if not evidence.premise(met, "independent queries and distinct unit tokens"):
         evidence.reject("dependent queries or a repeated token")
     sol = norm_svm(inst.X, inst.Z, inst.alpha, "fro")

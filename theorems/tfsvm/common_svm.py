@@ -97,6 +97,14 @@ def _certificate_terms(A, x, duals) -> _Certificate | None:
     return _Certificate(norm_x, p, g_norm, total, eps)
 
 
+def distinct_tokens(inst: CrossInstance) -> bool:
+    """Whether no two tokens of an input coincide (to 1e-9): with unit tokens, every token is
+    then a vertex of its input's hull (TF-FEAS-SUFF's premise)."""
+    X = inst.X.numpy()
+    gaps = np.linalg.norm(X[:, :, None, :] - X[:, None, :, :], axis=-1)
+    return bool((gaps + np.eye(inst.T)[None] > 1e-9).all())
+
+
 def solve(inst: CrossInstance, norm: str, what: str, alpha=None, **options) -> NormSVM:
     """The certified attention SVM of ``inst`` at ``alpha`` (default inst.alpha); an infeasible
     one rejects the example, an undecided one makes it inconclusive (evidence.solved)."""
