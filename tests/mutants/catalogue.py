@@ -577,4 +577,14 @@ MUTANTS: list[dict[str, str]] = [
         "only: a flow that keeps moving one way (dL/dz > 0 on both sides of where a run stopped) "
         "is declared bounded, which would refute a divergence claim on a machinery stop.",
     },
+    {
+        "id": "M54-farkas-vector-unclipped",
+        "file": "models/normsvm.py",
+        "old": "    y = np.clip(lp.x, 0.0, None)\n",
+        "new": "    y = lp.x\n",
+        "category": "missing check",
+        "fault": "the W-SVM's Farkas vector is returned as HiGHS gives it, with entries kept "
+        "to its bound tolerance only (−1.1e-14 seen): a caller reading y ≥ 0 exactly sees a "
+        "certificate that fails by rounding (TF-FEAS-NEC-MEDIUM's draw at n = 21, T = 4).",
+    },
 ]
