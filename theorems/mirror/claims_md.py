@@ -355,21 +355,24 @@ def test_md_directional_convergence_settled(inst):
     assert not far, "; ".join(far)
 
 
+def closest_svm(result, p: float) -> tuple[float, str]:
+    """(the q whose ℓq-AttSVM at α̂ the MD-p run correlates best with, the correlations and α̂
+    as text); the lead of its own q over the best other is recorded as a metric."""
+    cos = cosines(result, PS)
+    other = max(c for q, c in cos.items() if q != p)
+    evidence.metric(f"cos own − best other, p = {p:g}", cos[p] - other)
+    text = ", ".join(f"{c:.5f} (q = {q:g})" for q, c in cos.items())
+    return max(cos, key=cos.get), f"{text} at α̂ = {result.alpha.tolist()}"
+
+
 @claim("MD-OWN-P")
 @given(inst=OFFICIAL_MD, p=st.sampled_from(PS))
 def test_md_own_p_closest(inst, p):
     """ℓp mirror descent ends closest to its own SVM: among the ℓq-AttSVMs W^mm_α̂(ℓq) at its
     selection α̂, q ∈ {1.75, 2, 3}, the one W_MD-p correlates best with is q = p."""
     result = run_md(inst, p)
-    cos = cosines(result, PS)
-    best = max(cos, key=cos.get)
-    other = max(c for q, c in cos.items() if q != p)
-    evidence.metric(f"cos own − best other, p = {p:g}", cos[p] - other)
-    assert best == p, (
-        f"MD-{p:g} is closest to the ℓ{best:g}-SVM: corr = "
-        + ", ".join(f"{c:.5f} (q = {q:g})" for q, c in cos.items())
-        + f" at α̂ = {result.alpha.tolist()}"
-    )
+    best, text = closest_svm(result, p)
+    assert best == p, f"MD-{p:g} is closest to the ℓ{best:g}-SVM: corr = {text}"
 
 
 def _rise_after_burn_in(result, D: np.ndarray) -> str | None:

@@ -20,8 +20,6 @@ draw whose oracle does not certify it. Each claim records its sizes.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -34,11 +32,11 @@ from strategies.cross import (
     with_random_init,
 )
 from strategies.cross_svm import independent_query_instances, infeasible_cross_instances
-from strategies.instances import INDEPENDENT_QUERIES, CrossInstance
+from strategies.instances import CrossInstance
 from strategies.ladder import RUNGS
 from theorems import claim, evidence
-from theorems.tfsvm.claims_svm import FARKAS_TOL
-from theorems.tfsvm.common_svm import decided_rank, distinct_tokens, solve
+from theorems.tfsvm.claims_svm import FARKAS_TOL, farkas_reading, feasibility_solve
+from theorems.tfsvm.common_svm import decided_rank, solve
 from theorems.tfsvm.common_wgd import official_init_std, w_flow
 
 BOX = RUNGS["medium"]
@@ -130,11 +128,7 @@ def test_feasible_for_every_alpha_medium(inst):
     independent and every token is a vertex of its input's hull, then Att-SVM(α) is feasible for
     every selection α ∈ [T]^n."""
     record_sizes(inst)
-    met = INDEPENDENT_QUERIES in inst.assumptions and distinct_tokens(inst)
-    if not evidence.premise(met, "independent queries and distinct unit tokens"):
-        evidence.reject("dependent queries or a repeated token")
-    sol = norm_svm(inst.X, inst.Z, inst.alpha, "fro")
-    evidence.metric("α = opt", float(inst.alpha.tolist() == inst.meta["opt"]))
+    sol = feasibility_solve(inst)
     assert sol.status != "infeasible", (
         f"Att-SVM(α = {inst.alpha.tolist()}) is infeasible with independent queries "
         f"(n={inst.n}, d={inst.d}): {sol.reason}"
@@ -153,10 +147,7 @@ def test_hull_selection_is_infeasible_medium(inst):
         f"Att-SVM(α) is {sol.status} although x_iα_i is a {inst.meta['kind']} in input "
         f"{inst.meta['input']}: {sol.reason}"
     )
-    y, A = sol.duals, sol.A
-    scale = float(y.sum()) * float(np.linalg.norm(A, axis=1).max())
-    residual = float(np.linalg.norm(A.T @ y))
-    evidence.slack("‖Aᵀy‖ / (Σy·max‖A_k‖)", residual / scale if scale > 0 else math.inf, 1.0)
-    assert y.min() >= 0 and y.sum() > 0 and residual <= FARKAS_TOL * scale, (
-        f"Farkas vector fails: min y = {y.min():.2e}, Σy = {y.sum():.3g}, ‖Aᵀy‖ = {residual:.2e}"
+    y_min, total, residual, ratio = farkas_reading(sol)
+    assert y_min >= 0 and total > 0 and ratio <= FARKAS_TOL, (
+        f"Farkas vector fails: min y = {y_min:.2e}, Σy = {total:.3g}, ‖Aᵀy‖ = {residual:.2e}"
     )

@@ -362,16 +362,34 @@ def test_frobenius_rank_counts_active_inputs(inst):
 # ---- §2.2: feasibility --------------------------------------------------------------------------
 
 
-@claim("TF-FEAS-SUFF")
-@given(inst=independent_query_instances())
-def test_feasible_for_every_alpha(inst):
-    """If the queries z_1, …, z_n are linearly independent and every token is a vertex of its
-    input's hull, then Att-SVM(α) is feasible for every selection α ∈ [T]^n."""
+def feasibility_solve(inst):
+    """TF-FEAS-SUFF's premise (independent queries, distinct unit tokens: a draw without it is
+    rejected) and the Frobenius Att-SVM of inst.alpha, with whether α is the optimum."""
     met = INDEPENDENT_QUERIES in inst.assumptions and distinct_tokens(inst)
     if not evidence.premise(met, "independent queries and distinct unit tokens"):
         evidence.reject("dependent queries or a repeated token")
     sol = norm_svm(inst.X, inst.Z, inst.alpha, "fro")
     evidence.metric("α = opt", float(inst.alpha.tolist() == inst.meta["opt"]))
+    return sol
+
+
+def farkas_reading(sol) -> tuple[float, float, float, float]:
+    """(min y, Σy, ‖Aᵀy‖, ‖Aᵀy‖/(Σy·max‖A_k‖)) of an infeasible solve's Farkas vector y; the
+    ratio (∞ for Σy = 0) is recorded as slack against 1."""
+    y, A = sol.duals, sol.A
+    scale = float(y.sum()) * float(np.linalg.norm(A, axis=1).max())
+    residual = float(np.linalg.norm(A.T @ y))
+    ratio = residual / scale if scale > 0 else math.inf
+    evidence.slack("‖Aᵀy‖ / (Σy·max‖A_k‖)", ratio, 1.0)
+    return float(y.min()), float(y.sum()), residual, ratio
+
+
+@claim("TF-FEAS-SUFF")
+@given(inst=independent_query_instances())
+def test_feasible_for_every_alpha(inst):
+    """If the queries z_1, …, z_n are linearly independent and every token is a vertex of its
+    input's hull, then Att-SVM(α) is feasible for every selection α ∈ [T]^n."""
+    sol = feasibility_solve(inst)
     assert sol.status != "infeasible", (
         f"Att-SVM(α = {inst.alpha.tolist()}) is infeasible with independent queries "
         f"(n={inst.n}, d={inst.d}): {sol.reason}"
@@ -388,12 +406,9 @@ def test_hull_selection_is_infeasible(inst):
         f"Att-SVM(α) is {sol.status} although x_iα_i is a {inst.meta['kind']} in input "
         f"{inst.meta['input']}: {sol.reason}"
     )
-    y, A = sol.duals, sol.A
-    scale = float(y.sum()) * float(np.linalg.norm(A, axis=1).max())
-    residual = float(np.linalg.norm(A.T @ y))
-    evidence.slack("‖Aᵀy‖ / (Σy·max‖A_k‖)", residual / scale if scale > 0 else math.inf, 1.0)
-    assert y.min() >= 0 and y.sum() > 0 and residual <= FARKAS_TOL * scale, (
-        f"Farkas vector fails: min y = {y.min():.2e}, Σy = {y.sum():.3g}, ‖Aᵀy‖ = {residual:.2e}"
+    y_min, total, residual, ratio = farkas_reading(sol)
+    assert y_min >= 0 and total > 0 and ratio <= FARKAS_TOL, (
+        f"Farkas vector fails: min y = {y_min:.2e}, Σy = {total:.3g}, ‖Aᵀy‖ = {residual:.2e}"
     )
 
 
