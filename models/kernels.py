@@ -27,6 +27,22 @@ from numba import njit
 
 
 @njit(cache=True)
+def input_logits(keys, i, p, z):
+    """Input i's logits k_itᵀp into ``z`` (length T); returns its top-logit token, ties to the
+    lowest index (numpy's argmax). The loop every kernel starts from, summed in one order."""
+    T, d = keys.shape[1], keys.shape[2]
+    best = 0
+    for t in range(T):
+        acc = 0.0
+        for k in range(d):
+            acc += keys[i, t, k] * p[k]
+        z[t] = acc
+        if acc > z[best]:
+            best = t
+    return best
+
+
+@njit(cache=True)
 def token_terms(keys, gam, p, log_sd, sign_sd, m, r):
     """Per input i and token t: log|γ_it − m_i| + log s_it into ``log_sd``, its sign into
     ``sign_sd``, the margin m_i = Σ_t s_it γ_it into ``m`` and the top-logit token into ``r``.
@@ -45,14 +61,7 @@ def token_terms(keys, gam, p, log_sd, sign_sd, m, r):
     n, T, d = keys.shape
     logits = np.empty(T)
     for i in range(n):
-        best = 0
-        for t in range(T):
-            acc = 0.0
-            for k in range(d):
-                acc += keys[i, t, k] * p[k]
-            logits[t] = acc
-            if acc > logits[best]:
-                best = t
+        best = input_logits(keys, i, p, logits)
         r[i] = best
         top_logit = logits[best]
         gam_r = gam[i, best]
@@ -262,14 +271,7 @@ def field_linear(keys, gam, p, code, param, u):
     # will answer anyway; saying so now spares the exponentials (far out, each flow step).
     lead = math.inf
     for i in range(n):
-        best = 0
-        for t in range(T):
-            acc = 0.0
-            for k in range(d):
-                acc += keys[i, t, k] * p[k]
-            z[i, t] = acc
-            if acc > z[i, best]:
-                best = t
+        best = input_logits(keys, i, p, z[i])
         tops[i] = best
         for t in range(T):
             if t != best and z[i, best] - z[i, t] < lead:
@@ -344,14 +346,8 @@ def selection(keys, p, r):
     logits = np.empty(T)
     lead = math.inf
     for i in range(n):
-        best, top = 0, -math.inf
-        for t in range(T):
-            acc = 0.0
-            for k in range(d):
-                acc += keys[i, t, k] * p[k]
-            logits[t] = acc
-            if acc > top:
-                best, top = t, acc
+        best = input_logits(keys, i, p, logits)
+        top = logits[best]
         second = -math.inf
         for t in range(T):
             if logits[t] > second:
@@ -433,14 +429,7 @@ def field_jacobian(keys, gam, p, code, param, jac):
     xbar = np.empty(d)
     log_n = math.log(n)
     for i in range(n):
-        best = 0
-        for t in range(T):
-            acc = 0.0
-            for k in range(d):
-                acc += keys[i, t, k] * p[k]
-            z[t] = acc
-            if acc > z[best]:
-                best = t
+        best = input_logits(keys, i, p, z)
         ref = -math.inf
         for t in range(T):
             if t != best and z[t] > ref:
