@@ -642,8 +642,7 @@ def finite_minimiser(
     through the span of the key differences (∇L lies in it, spec §1.8), so Newton's method
     runs there, with the engine's log-space gradient and the Hessian by autograd of the plain
     loss (only the Newton direction and the definiteness test read it): from p it iterates
-    until the
-    Newton step is below ``step_tol``·max(1, ‖p‖). The point is certified when Newton
+    until the Newton step is below ``step_tol``·max(1, ‖p‖). The point is certified when Newton
     converged, the minimiser lies within ``max_distance``·max(1, ‖p‖) of p, and the Hessian
     on the span is positive definite (smallest eigenvalue > ``eig_rel``·largest): Newton's
     quadratic convergence to a point with a positive-definite Hessian is a strict local

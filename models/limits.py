@@ -169,8 +169,9 @@ class LineTrap:
     digits: int
 
 
-def certified_slope_sign(problem: PromptProblem, p: np.ndarray, b: np.ndarray) -> int | None:
-    """sign dL/dz at p along the unit vector b, or None where two precisions disagree.
+def certified_slope(problem: PromptProblem, p: np.ndarray, b: np.ndarray) -> tuple | None:
+    """(sign dL/dz, log‖∇L‖, digits) at p along the unit vector b, or None where two
+    precisions disagree (or p is stationary in float64).
 
     The precision is set by the slope's own size: the float64 log-space field says it is
     about e^{lgn}, and L itself is O(1), so the difference quotient needs −lgn/ln 10 digits
@@ -186,7 +187,7 @@ def certified_slope_sign(problem: PromptProblem, p: np.ndarray, b: np.ndarray) -
     again, log_again = slope(problem, p, b, digits + 20)
     if sign == 0 or sign != again or not abs(log_abs - log_again) <= 1e-6 * max(1.0, abs(log_abs)):
         return None
-    return sign
+    return sign, lgn, digits
 
 
 def line_trap(problem: PromptProblem, p_end) -> LineTrap | None:
@@ -205,13 +206,13 @@ def line_trap(problem: PromptProblem, p_end) -> LineTrap | None:
     z = float(b @ p)
     for k in range(TRAP_WIDENINGS):
         delta = 1e-6 * max(1.0, abs(z)) * 4.0**k
-        below, above = p - delta * b, p + delta * b
-        if certified_slope_sign(problem, below, b) == -1:
-            if certified_slope_sign(problem, above, b) == 1:
-                _, lgn_lo = problem.flow_field_np(below)
-                _, lgn_hi = problem.flow_field_np(above)
-                digits = 40 + math.ceil(max(0.0, -min(lgn_lo, lgn_hi)) / math.log(10))
-                return LineTrap(z - delta, z + delta, z, (lgn_lo, lgn_hi), digits)
+        below = certified_slope(problem, p - delta * b, b)
+        if below is None or below[0] != -1:
+            continue
+        above = certified_slope(problem, p + delta * b, b)
+        if above is not None and above[0] == 1:
+            digits = min(below[2], above[2])
+            return LineTrap(z - delta, z + delta, z, (below[1], above[1]), digits)
     return None
 
 

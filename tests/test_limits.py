@@ -137,13 +137,13 @@ def test_a_trap_encloses_the_zero_of_the_slope_and_none_exists_without_one():
     with keys 1, 0 and scores 1, 0 (or 0, 1): L falls for ever one way, no interval has
     inward ends.
     A two-dimensional key span: no trap is looked for."""
-    from models.limits import certified_slope_sign, line_trap
+    from models.limits import certified_slope, line_trap
 
     problem = _far_stall()
     b = problem.difference_span[:, 0]
     start = -174.55 * b  # b = ±1 in d = 1
     # L rises toward 0 there: the flow moves out, toward the stall
-    assert certified_slope_sign(problem, start, b) == float(b[0])
+    assert certified_slope(problem, start, b)[0] == float(b[0])
     trap = line_trap(problem, start)
     assert trap is not None and trap.lo < -204.6 and -204.5 < trap.hi
     falling = PromptProblem(
@@ -152,10 +152,10 @@ def test_a_trap_encloses_the_zero_of_the_slope_and_none_exists_without_one():
         "logistic",
     )
     assert line_trap(falling, np.array([5.0])) is None
-    assert certified_slope_sign(falling, np.array([5.0]), np.array([1.0])) == -1
+    assert certified_slope(falling, np.array([5.0]), np.array([1.0]))[0] == -1
     rising = PromptProblem(falling.keys, falling.scores.flip(-1), "logistic")  # L falls as z → −∞
     assert line_trap(rising, np.array([-5.0])) is None
-    assert certified_slope_sign(rising, np.array([-5.0]), np.array([1.0])) == 1
+    assert certified_slope(rising, np.array([-5.0]), np.array([1.0]))[0] == 1
     assert line_trap(figure2(), np.array([1.0, 1.0])) is None
 
 

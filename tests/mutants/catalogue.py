@@ -570,8 +570,8 @@ MUTANTS: list[dict[str, str]] = [
     {
         "id": "M53-line-trap-lower-end-unchecked",
         "file": "models/limits.py",
-        "old": "        if certified_slope_sign(problem, below, b) == -1:\n",
-        "new": "        if certified_slope_sign(problem, below, b) is not None:\n",
+        "old": "        if below is None or below[0] != -1:\n",
+        "new": "        if below is None:\n",
         "category": "missing check",
         "fault": "the one-dimensional trap certificate checks the slope's sign at the upper end "
         "only: a flow that keeps moving one way (dL/dz > 0 on both sides of where a run stopped) "
