@@ -250,7 +250,8 @@ def loss_deriv(code, param, x):
 @njit(cache=True)
 def field_linear(keys, gam, p, code, param, u):
     """``field_log``'s arithmetic with the weights in linear space: one exponential per token
-    instead of three transcendentals (≈3× faster at n·T = 800). Returns log‖∇L‖ and writes
+    instead of three transcendentals (12 against 24 µs at n·T = 800, d = 8:
+    benchmarks/test_field_kernels.py). Returns log‖∇L‖ and writes
     u, or returns NaN (u undefined) where it must not answer: when every input's top logit
     leads by more than LINEAR_MAX_LEAD (checked first), when its largest term (over t ≠ r
     with k_t ≠ k_r, as in ``combine``) is below LINEAR_FLOOR, when the sum cancels to below
