@@ -6,14 +6,18 @@ The cost of one is measured here, on the instance itself (the median of a few co
 calls at a point of norm 1 in key space). The count is not known before the flow is traced;
 it is taken from the benchmarks: a certified decision (``models.limits.follow``: converge to
 1 − cos ≤ 1e-6, then a confirmation over two decades of ‖p‖) made BASE_EVALS field
-evaluations plus JACOBIANS Jacobians of r + 1 evaluations each (r: the dimension the tracer
-integrates in, taken as min(d, n(T − 1))), and the confirmation repeats about as much again.
+evaluations plus JACOBIANS Jacobians of r + 1 evaluations' worth each (r: the dimension the
+tracer integrates in, taken as min(d, n(T − 1)); the closed-form Jacobian,
+``kernels.field_jacobian``, costs O(n·T·r²), about that much at r ≳ 50 and less below), and
+the confirmation repeats about as much again.
 So the estimate is a typical time, not a bound: a flow with many selection changes or a long
 transient takes several times more (the warning says so), and `--timeout` bounds the wait.
 
 Measured against it (`python -m theorems check` on Gaussian prompt instances, this 2-core
 machine, 2026-12-04): n = 200, T = 50, d = 50 (10 MB): estimated 7.1 s, took 7.3 s;
-n = T = 64, d = 128: estimated 11 s, took 6.1 s.
+n = T = 64, d = 128: estimated 11 s, took 6.1 s. With the linear-space field and the
+closed-form Jacobian (third session of that day): estimated 4.4 s, took 5.6 s; estimated 8 s,
+took 8.0 s.
 """
 
 from __future__ import annotations
