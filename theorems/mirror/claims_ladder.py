@@ -21,22 +21,20 @@ margin is feasible), so no draw is rejected for the premise. Each claim records 
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from strategies.cross import local_gap, official_cross_instances, with_random_init
+from strategies.cross import official_cross_instances, with_random_init
 from strategies.instances import CrossInstance
 from strategies.ladder import RUNGS
 from theorems import claim, evidence
 from theorems.mirror.claims_md import (
-    LOCAL_GAP,
     _far,
     _own_bregman,
-    _rise_after_burn_in,
     closest_svm,
+    local_bregman_rise,
 )
-from theorems.mirror.common import BREGMAN_BOUND, PS, lp_svm, run_md
+from theorems.mirror.common import BREGMAN_BOUND, PS, run_md
 
 BOX = RUNGS["medium"]
 #: The largest d (module docstring: one ℓ3 run and three ℓq-SVMs per example at n = T = 32).
@@ -92,11 +90,7 @@ def test_bregman_eventually_monotone_local_medium(inst, p):
     its final selection α̂, and α̂ is ℓp-locally optimal with a margin gap, D_ψ(Ŵ^mm_α̂(ℓp), Ŵ(k))
     is non-increasing in k."""
     record_sizes(inst)
-    result = run_md(inst, p)
-    W_svm = lp_svm(inst, result.alpha, p).W
-    gap = local_gap(inst, np.asarray(result.alpha), W_svm)
-    evidence.metric("margin gap δ of α̂ (ℓp)", min(gap, 10.0))
-    if not evidence.premise(gap >= LOCAL_GAP, "α̂ ℓp-locally optimal with gap ≥ 0.1"):
+    met, rise = local_bregman_rise(inst, p)
+    if not met:
         return
-    rise = _rise_after_burn_in(result, result.bregman(W_svm))
     assert rise is None, rise

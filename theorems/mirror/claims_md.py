@@ -406,18 +406,26 @@ def test_bregman_eventually_monotone(inst, p):
     assert rise is None, rise
 
 
-@claim("MD-BREGMAN-MONOTONE-LOCAL")
-@given(inst=OFFICIAL_MD, p=st.sampled_from(PS))
-def test_bregman_eventually_monotone_local(inst, p):
-    """Once normalised ℓp mirror descent has settled on its final selection α̂, and α̂ is ℓp-locally
-    optimal with a margin gap, D_ψ(Ŵ^mm_α̂(ℓp), Ŵ(k)) is non-increasing in k."""
+def local_bregman_rise(inst, p: float) -> tuple[bool, str | None]:
+    """(premise met, the first rise of D_ψ(Ŵ^mm_α̂(ℓp), Ŵ(k)) after the burn-in or None) of one
+    MD-p run: the premise is α̂ ℓp-locally optimal with margin gap ≥ LOCAL_GAP (recorded)."""
     result = run_md(inst, p)
     W_svm = lp_svm(inst, result.alpha, p).W
     gap = local_gap(inst, np.asarray(result.alpha), W_svm)
     evidence.metric("margin gap δ of α̂ (ℓp)", min(gap, 10.0))
     if not evidence.premise(gap >= LOCAL_GAP, "α̂ ℓp-locally optimal with gap ≥ 0.1"):
+        return False, None
+    return True, _rise_after_burn_in(result, result.bregman(W_svm))
+
+
+@claim("MD-BREGMAN-MONOTONE-LOCAL")
+@given(inst=OFFICIAL_MD, p=st.sampled_from(PS))
+def test_bregman_eventually_monotone_local(inst, p):
+    """Once normalised ℓp mirror descent has settled on its final selection α̂, and α̂ is ℓp-locally
+    optimal with a margin gap, D_ψ(Ŵ^mm_α̂(ℓp), Ŵ(k)) is non-increasing in k."""
+    met, rise = local_bregman_rise(inst, p)
+    if not met:
         return
-    rise = _rise_after_burn_in(result, result.bregman(W_svm))
     assert rise is None, rise
 
 
