@@ -2,7 +2,10 @@
 
 ``follow(problem, p0)`` asks the engine (models.dynamics) where the flow from p(0) goes and
 returns a certified `Limit`: "converged" (directional convergence to the SVM of a selection,
-confirmed while ‖p‖ grows a hundredfold: ``settle``), "bounded" (the run ends at a certified
+confirmed while ‖p‖ grows a hundredfold: ``settle``), "shared" (the general limit of
+``models.shared``: sets of tokens keep the mass for ever, p(t) = R·p_dir + q* + o(1), the
+direction the equality SVM of the sets, q* a certified minimiser of the reduced loss),
+"bounded" (the run ends at a certified
 strict local minimiser, or inside a certified trapping interval on a one-dimensional key
 span, so ‖p(t)‖ stays bounded) or "undecided" (what the engine could not
 decide, with its reason). The claims read it through ``theorems.limits.flow``, which turns
@@ -32,6 +35,7 @@ from models.dynamics import (
     twin_tokens,
 )
 from models.selection import local_optimality
+from models.shared import SharedLimit, shared_limit
 
 #: 1 − cos(p, p^mm(α)) at which ``converge`` declares directional convergence (its default
 #: target). Spec §6 asks cos ≥ 0.999 after 2000–3000 NGD steps; the tracer goes on to ‖p‖ of
@@ -221,8 +225,9 @@ class Limit:
     """Where gradient flow from p(0) goes, as far as the engine can tell (``follow``).
 
     kind: "converged" (``settle`` certified directional convergence to the SVM of
-    ``outcome.selected``), "bounded" (the run ended at a certified strict local minimiser of
-    L, ``minimiser``: the flow never leaves its basin, so ‖p(t)‖ stays bounded), or
+    ``outcome.selected``), "shared" (certified convergence to a shared-mass limit,
+    ``shared``: sets of tokens keep their mass, p → R·p_dir + q*), "bounded" (the run ended
+    at a certified strict local minimiser of L, ``minimiser``: the flow never leaves its basin, so ‖p(t)‖ stays bounded), or
     "undecided" (a machinery failure: the budget ran out while p was still moving, an
     integrator stall that is no minimiser, a solver failure; ``reason`` says which).
     ``symbol``: how messages name the SVM solution ("p^mm", or "W^mm" for a flow on W).
@@ -238,6 +243,9 @@ class Limit:
     at_rest: str | None = None
     #: "bounded" by a trapping interval on a one-dimensional key span (``line_trap``)
     trap: LineTrap | None = None
+    #: "shared": the certified general limit (``models.shared``): sets of tokens share the
+    #: mass for ever, p(t) = R·p_dir + q* + o(1)
+    shared: SharedLimit | None = None
 
     @property
     def reason(self) -> str:
@@ -249,8 +257,9 @@ class Limit:
 
     @property
     def diverges(self) -> bool:
-        """‖p(t)‖ → ∞ (certified: the flow converged in direction)."""
-        return self.kind == "converged"
+        """‖p(t)‖ → ∞ (certified: the flow converged in direction, to one token per input or
+        to a shared-mass limit)."""
+        return self.kind in ("converged", "shared")
 
     def converged_to(self, alpha) -> bool:
         """Directional convergence to p^mm(α): the selection is α, 1 − cos ≤ DIRECTION_TOL,
@@ -284,6 +293,8 @@ class Limit:
         target = f"{what} {self.symbol}({alpha.tolist()})".strip()
         if self.kind == "bounded":
             return bounded_message(self)
+        if self.kind == "shared":
+            return f"{shared_message(self.shared, self.symbol)}, not to {target}"
         if self.kind != "converged":
             return f"undecided ({out.reason})"
         if not np.array_equal(out.selected, alpha):
@@ -323,7 +334,21 @@ class Limit:
             return f"converged to {self.symbol}({out.selected.tolist()})"
         if self.kind == "bounded":
             return bounded_message(self)
+        if self.kind == "shared":
+            return shared_message(self.shared, self.symbol)
         return f"undecided ({out.reason})"
+
+
+def shared_message(shared: SharedLimit, symbol: str = "p^mm") -> str:
+    """What a certified shared-mass limit is, in a sentence (``Limit.why_not``, ``check``)."""
+    var = symbol.split("^", 1)[0]
+    sets = [np.nonzero(row)[0].tolist() for row in shared.sets]
+    return (
+        f"converged to a shared-mass limit: the inputs' token sets {sets} keep their mass, "
+        f"{var} → R·{var}_dir + {var}_fin with {var}_dir the equality SVM of the sets "
+        f"(1 − cos = {shared.one_minus_cos:.1e}) and ‖{var}_fin‖ = "
+        f"{float(np.linalg.norm(shared.finite.q)):.4g} ({shared.reason})"
+    )
 
 
 def follow(problem: PromptProblem, p0, *, cls: type[Limit] = Limit) -> Limit:
@@ -342,6 +367,13 @@ def follow(problem: PromptProblem, p0, *, cls: type[Limit] = Limit) -> Limit:
         out, transient = settle(problem, p0)
     if out.converged:
         return cls("converged", out, transient)
+    # sets of tokens that share the mass (an "ambiguous selection", or the integrator's stall
+    # where the within-set terms of ∇L cancel to rounding): the general limit
+    shared = shared_limit(
+        problem, out.p, target=DIRECTION_TOL, select_tol=SELECT_TOL, persist=CONFIRM_FACTOR
+    )
+    if shared is not None and shared.converged:
+        return cls("shared", out, transient, shared=shared)
     if out.trajectory.stop.startswith("stationary point"):
         why = constant_loss(problem)
         if why is not None:

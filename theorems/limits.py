@@ -80,7 +80,8 @@ def deadline(seconds: float | None) -> Iterator[None]:
 
 
 def flow(problem: PromptProblem, p0=None, *, budget_s: float | None = None) -> Limit:
-    """Where gradient flow from ``p0`` goes: a certified `Limit` ("converged" or "bounded").
+    """Where gradient flow from ``p0`` goes: a certified `Limit` ("converged", "shared" or
+    "bounded").
     A flow the engine cannot decide ends the example as inconclusive, with its reason; so
     does one it has not decided within ``budget_s`` seconds (the large rung's claims: an
     instance there can take the engine minutes, and a nightly run must end)."""
@@ -101,6 +102,8 @@ def conclude(problem: PromptProblem, p0, alpha=None, what: str = "") -> Outcome:
     lim = flow(problem, p0)
     if lim.kind == "bounded":
         raise AssertionError(bounded_message(lim))
+    if alpha is not None and lim.kind == "shared":  # ‖p‖ → ∞, but not to one token per input
+        raise AssertionError(lim.why_not(alpha, what))
     if alpha is not None:
         check_limit(problem, lim.outcome, alpha, what)
     return lim.outcome

@@ -1,0 +1,372 @@
+"""The general limit of gradient flow: tokens that share the softmax mass for ever (issue 23's
+"vocabulary of the general limit"; the W = R·W_dir + W_fin of 2403.08081, spec ntp.md §1.2,
+and the SVM-eq of 2308.16898, spec tfsvm.md §2.9).
+
+Where n(T − 1) ≫ d the flow often selects, in some input i, a *set* S_i of tokens with
+different keys that keep a fixed share of the mass while every other token's mass decays.
+Then p(t) = R(t)·p_dir + q* + o(1), with
+
+- **p_dir** the max-margin direction with equalities inside the sets:
+  min ‖p‖ s.t. (k_is − k_ir)ᵀp = 0 for s ∈ S_i, (k_ir − k_it)ᵀp ≥ 1 for t ∉ S_i
+  (r a member of S_i; ``models.ntp.qp.solve_equality_qp``, KKT-certified);
+- **q*** the finite part: in D = span{k_is − k_ir : s ∈ S_i}, a strict local minimiser of
+  the reduced loss L_S(q) = (1/n) Σ_i ℓ(Σ_{s∈S_i} softmax_{S_i}(K_i q)_s γ_is), which is what
+  L tends to on the sets (each within-set logit difference depends on P_D p only, since
+  p_dir ⊥ D), certified by Newton's convergence, its gradient and a positive-definite Hessian
+  on D.
+
+Why the engine cannot just trace on (``dynamics.converge``): the within-set terms of ∇L are
+Θ(1) and cancel at q*, leaving rounding of ~1e-16, while the outside tokens' terms, which
+carry the direction, decay like e^{−margin·‖p‖}: past ‖p‖ ≈ 30 the computed flow direction
+is rounding and the integrator stalls (measured on ``tests/test_shared.py``'s instance:
+"integrator stalled at ‖p‖ = 31"). So once the sets are read and q* certified, and the flow is
+seen to sit at q* (P_D p within HANDOVER_TOL of it), the D part is pinned at q* and the rest of
+the flow is traced in D⊥: there each set's tokens have one key (exactly: their projected keys
+are snapped to one, their differences being rounding of the projection) and keep their split
+as constant logit offsets k_isᵀq*. That flow has no within-set cancellation, and it is traced
+until p and its heading both point along p_dir while ‖p‖ grows by ``persist``, as
+``dynamics.converge`` does for one selected token. Pinning is the limit's own asymptotics
+(the correction to q* is of the order of the outside mass), not an observation of the full
+flow past the hand-over: the outcome says so in its reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from models.attention import PromptProblem
+from models.ntp.qp import EqualityQPSolution, orthonormal_rows, solve_equality_qp
+
+#: Newton on the reduced loss stops when its step is below this (relative to max(1, ‖z‖)).
+STEP_TOL = 1e-13
+#: The finite part is certified when the reduced loss's gradient on D is at most this.
+GRAD_TOL = 1e-10
+#: ... and its Hessian on D has smallest eigenvalue > EIG_REL × largest (positive definite).
+EIG_REL = 1e-9
+#: Hand-over: the flow's D part must lie within this of q* (relative to max(1, ‖q*‖)).
+HANDOVER_TOL = 1e-5
+#: Projected keys of one set may differ by rounding only: at most this, relative to the
+#: largest key norm, before they are snapped to one.
+SNAP_TOL = 1e-10
+NEWTON_STEPS = 60
+
+
+@dataclass(frozen=True, eq=False)
+class FinitePart:
+    """q*, the finite part, with its certificate: Newton converged, ‖∇L_S‖ on D ≤ GRAD_TOL and
+    the Hessian on D positive definite (eigenvalues ``min_eig``, ``max_eig``)."""
+
+    q: np.ndarray
+    basis: np.ndarray  # (m, d) orthonormal rows spanning D
+    loss: float
+    grad_norm: float
+    min_eig: float
+    max_eig: float
+    steps: int
+    ok: bool
+    reason: str
+
+
+@dataclass(frozen=True, eq=False)
+class SharedLimit:
+    """Outcome of ``shared_limit``: status "converged" (certified: see the module docstring),
+    "inconclusive" (``reason`` says which test failed), or "infeasible" (the equality SVM has
+    no solution: no direction keeps the sets and separates them from the rest)."""
+
+    status: str
+    reason: str
+    sets: np.ndarray  # (n, T) bool: the tokens of each input that share the mass
+    direction: EqualityQPSolution | None = None
+    finite: FinitePart | None = None
+    p: np.ndarray | None = None  # where the certificate was read (q* + the traced D⊥ part)
+    one_minus_cos: float = math.nan  # 1 − cos(p, p_dir)
+    heading: float = math.nan  # 1 − cos of the flow's D⊥ part with p_dir
+    max_other_prob: float = math.nan  # largest softmax mass outside the sets at p
+    handover: float = math.nan  # ‖P_D p − q*‖ where the trace was handed over
+    handover_norm: float = math.nan  # ‖p‖ there
+    steps: int = 0
+    #: each input's limiting split of the mass over its set, {token: share} (at q*)
+    shares: list = field(default_factory=list)
+
+    @property
+    def converged(self) -> bool:
+        return self.status == "converged"
+
+
+def _omc(a: np.ndarray, unit: np.ndarray) -> float:
+    """1 − cos(a, unit) as ½‖a/‖a‖ − unit‖² (no cancellation near 0, as the engine's)."""
+    norm = float(np.linalg.norm(a))
+    return 1.0 if norm == 0.0 else 0.5 * float(np.sum((a / norm - unit) ** 2))
+
+
+def read_sets(keys: np.ndarray, p: np.ndarray, lead: float) -> np.ndarray:
+    """(n, T) mask: the tokens whose logit is within ``lead`` of their input's top logit."""
+    logits = np.einsum("itd,d->it", keys, p)
+    return logits >= logits.max(axis=1, keepdims=True) - lead
+
+
+def _tops(keys: np.ndarray, p: np.ndarray) -> np.ndarray:
+    return np.argmax(np.einsum("itd,d->it", keys, p), axis=1)
+
+
+def is_shared(keys: np.ndarray, sets: np.ndarray) -> bool:
+    """Whether some input's set holds two tokens with different keys (twins, the very same
+    key, share for ever anyway and are the single-token engine's business)."""
+    for i in np.nonzero(sets.sum(axis=1) > 1)[0]:
+        members = keys[i, sets[i]]
+        if (members != members[:1]).any():
+            return True
+    return False
+
+
+def equality_rows(keys: np.ndarray, sets: np.ndarray, tops: np.ndarray):
+    """(A_in, A_eq) of the equality SVM: k_ir − k_it ≥ 1 for t outside S_i, k_is − k_ir = 0
+    for s in S_i (r = ``tops[i]``); zero rows (twins) dropped from A_eq."""
+    n, _, d = keys.shape
+    rows_in, rows_eq = [], []
+    for i in range(n):
+        r = tops[i]
+        for t in np.nonzero(~sets[i])[0]:
+            rows_in.append(keys[i, r] - keys[i, t])
+        for s in np.nonzero(sets[i])[0]:
+            diff = keys[i, s] - keys[i, r]
+            if s != r and diff.any():
+                rows_eq.append(diff)
+    A_in = np.array(rows_in).reshape(-1, d)
+    A_eq = np.array(rows_eq).reshape(-1, d)
+    return A_in, A_eq
+
+
+def reduced_loss(problem: PromptProblem, sets: np.ndarray):
+    """L_S as a torch function of q ∈ ℝ^d (logits outside the sets at −∞; normaliser n)."""
+    keys, scores = problem.keys, problem.scores
+    mask = torch.as_tensor(sets)
+    neg_inf = torch.tensor(-math.inf, dtype=keys.dtype)
+
+    def value(q: torch.Tensor) -> torch.Tensor:
+        logits = torch.where(mask, keys @ q, neg_inf)
+        s = torch.softmax(logits, dim=-1)
+        return problem.loss.value((s * torch.where(mask, scores, 0.0)).sum(-1)).mean()
+
+    return value
+
+
+def finite_part(problem: PromptProblem, sets: np.ndarray, basis: np.ndarray, q0) -> FinitePart:
+    """Newton on L_S over D (orthonormal rows ``basis``) from the flow's P_D p, certified."""
+    B = torch.from_numpy(np.ascontiguousarray(basis))
+    value = reduced_loss(problem, sets)
+
+    def at(z: torch.Tensor) -> torch.Tensor:
+        return value(B.T @ z)
+
+    z = B @ torch.as_tensor(np.asarray(q0, dtype=np.float64))
+    steps, converged, why = 0, False, f"Newton did not converge in {NEWTON_STEPS} steps"
+    for steps in range(1, NEWTON_STEPS + 1):  # noqa: B007 (the count is reported)
+        grad = torch.autograd.functional.jacobian(at, z)
+        hess = torch.autograd.functional.hessian(at, z)
+        try:
+            step = torch.linalg.solve(hess, grad)
+        except RuntimeError:
+            why = "singular Hessian of the reduced loss"
+            break
+        if not bool(torch.isfinite(step).all()):
+            why = "non-finite Newton step"
+            break
+        z = z - step
+        if float(torch.linalg.vector_norm(step)) <= STEP_TOL * max(1.0, float(z.norm())):
+            converged = True
+            break
+    grad = torch.autograd.functional.jacobian(at, z)
+    eigs = torch.linalg.eigvalsh(torch.autograd.functional.hessian(at, z))
+    lo, hi = float(eigs[0]), float(eigs[-1])
+    gnorm = float(grad.norm())
+    ok = converged and gnorm <= GRAD_TOL and hi > 0 and lo > EIG_REL * hi
+    if converged:
+        why = (
+            f"Newton converged in {steps} steps, ‖∇L_S‖ = {gnorm:.1e}, Hessian eigenvalues on D "
+            f"in [{lo:.3g}, {hi:.3g}]"
+        )
+        if not ok:
+            why += " (not a certified strict minimiser)"
+    q = (B.T @ z).numpy()
+    return FinitePart(q, basis, float(at(z)), gnorm, lo, hi, steps, ok, why)
+
+
+def set_shares(keys: np.ndarray, sets: np.ndarray, q: np.ndarray) -> list[dict[int, float]]:
+    """The split of each input's mass over its set at the finite part q."""
+    out = []
+    for i in range(keys.shape[0]):
+        members = np.nonzero(sets[i])[0]
+        logits = keys[i, members] @ q
+        w = np.exp(logits - logits.max())
+        out.append({int(t): float(x) for t, x in zip(members, w / w.sum(), strict=True)})
+    return out
+
+
+class _Pinned(PromptProblem):
+    """The flow on D⊥ with the D part pinned at q* (``pinned_problem``): keys K C with a last
+    coordinate holding each token's logit offset, which the field never moves (its last
+    component, of the size of the others, is dropped before normalising)."""
+
+    @property
+    def difference_span(self) -> np.ndarray:
+        # every coordinate: the tracer must not rotate this problem into a plain one
+        return np.eye(self.keys.shape[2])
+
+    def flow_field_np(self, p: np.ndarray) -> tuple[np.ndarray, float]:
+        u, lgn = super().flow_field_np(p)
+        u = u.copy()
+        u[-1] = 0.0
+        norm = float(np.linalg.norm(u))
+        if lgn == -math.inf or norm == 0.0:
+            return np.zeros_like(u), -math.inf
+        return u / norm, lgn + math.log(norm)
+
+    def flow_jacobian_np(self, p: np.ndarray) -> np.ndarray | None:
+        # central differences of the pinned field (d − m + 1 coordinates, a handful)
+        dim = p.shape[0]
+        jac = np.zeros((dim, dim))
+        h = 1e-6 * max(1.0, float(np.linalg.norm(p)))
+        for j in range(dim - 1):
+            e = np.zeros(dim)
+            e[j] = h
+            jac[:, j] = (self.flow_field_np(p + e)[0] - self.flow_field_np(p - e)[0]) / (2 * h)
+        return jac
+
+
+def pinned_problem(problem: PromptProblem, sets, tops, finite: FinitePart, perp: np.ndarray):
+    """The pinned problem (``_Pinned``) in the coordinates y of D⊥ = span(perp's columns), or
+    None where a set's projected keys differ by more than rounding.
+
+    With the D part at q*, input i's set is one token of key C ᵀk_ir, of logit offset
+    LSE_{s∈S_i}(k_isᵀq*) and of score γ̄_i = Σ_s share_s γ_is (its split at q*): each member
+    becomes that token's exact twin (the same key, offset and score; twins split the mass
+    equally, so each carries the offset less log|S_i|). The set then adds nothing to the field
+    (a twin's terms vanish exactly), and the field is the outside tokens' alone."""
+    keys, scores = problem._np
+    reduced = keys @ perp  # (n, T, d − m)
+    offsets = keys @ finite.q
+    new_scores = scores.copy()
+    scale = max(1.0, float(np.abs(keys).max()))
+    for i in range(keys.shape[0]):
+        members = np.nonzero(sets[i])[0]
+        spread = np.abs(reduced[i, members] - reduced[i, tops[i]]).max()
+        if spread > SNAP_TOL * scale:
+            return None
+        b = offsets[i, members]
+        top = b.max()
+        w = np.exp(b - top)
+        total = w.sum()
+        reduced[i, members] = reduced[i, tops[i]]
+        offsets[i, members] = top + math.log(total) - math.log(len(members))
+        new_scores[i, members] = float(w @ scores[i, members]) / total
+    pinned_keys = np.concatenate([reduced, offsets[..., None]], axis=-1)
+    return _Pinned(torch.from_numpy(pinned_keys), torch.from_numpy(new_scores), problem.loss)
+
+
+def shared_limit(
+    problem: PromptProblem,
+    p,
+    *,
+    target: float = 1e-6,
+    select_tol: float = 1e-6,
+    persist: float = 10.0,
+    max_norm: float = 1e8,
+) -> SharedLimit | None:
+    """Certify that the flow through p converges to a shared-mass limit (module docstring), or
+    None where p shows no shared set (every input's mass on one token or its twins)."""
+    from models.dynamics import trace_flow  # the tracer, only needed here
+
+    keys = problem._np[0]
+    p = np.asarray(p.detach().numpy() if isinstance(p, torch.Tensor) else p, dtype=np.float64)
+    lead = math.log(problem.T / select_tol)
+    sets = read_sets(keys, p, lead)
+    if not is_shared(keys, sets):
+        return None
+    tops = _tops(keys, p)
+
+    def fail(status: str, why: str, **kw) -> SharedLimit:
+        return SharedLimit(status, why, sets, **kw)
+
+    A_in, A_eq = equality_rows(keys, sets, tops)
+    if len(A_in) == 0:
+        return fail("inconclusive", "every token is in its input's set: no direction to certify")
+    direction = solve_equality_qp(A_in, A_eq)
+    if direction.status == "infeasible":
+        return fail(
+            "infeasible", f"the equality SVM of the sets: {direction.reason}", direction=direction
+        )
+    if not direction.ok:
+        return fail("inconclusive", f"equality SVM: {direction.status} ({direction.reason})")
+    basis = orthonormal_rows(A_eq)
+    q0 = basis.T @ (basis @ p)
+    finite = finite_part(problem, sets, basis, q0)
+    if not finite.ok:
+        return fail(
+            "inconclusive", f"finite part: {finite.reason}", direction=direction, finite=finite
+        )
+    handover = float(np.linalg.norm(q0 - finite.q))
+    norm0 = float(np.linalg.norm(p))
+    kw = dict(direction=direction, finite=finite, handover=handover, handover_norm=norm0)
+    if handover > HANDOVER_TOL * max(1.0, float(np.linalg.norm(finite.q))):
+        why = f"the flow's D part is {handover:.2e} from q* at ‖p‖ = {norm0:.3g}: not settled"
+        return fail("inconclusive", why, **kw)
+    # D⊥: an orthonormal basis of the complement of the equality rows' span
+    _, _, vt = np.linalg.svd(basis, full_matrices=True)
+    perp = vt[basis.shape[0] :].T  # (d, d − m)
+    pinned = pinned_problem(problem, sets, tops, finite, perp)
+    if pinned is None:
+        return fail("inconclusive", "a set's keys differ outside D: sets misread", **kw)
+    unit = direction.w / np.linalg.norm(direction.w)
+    state: dict = {"start": None}
+
+    def full_point(y: np.ndarray) -> np.ndarray:
+        return finite.q + perp @ y[:-1]
+
+    def tests(y: np.ndarray, u: np.ndarray, lgn: float) -> tuple[float, float, float, bool]:
+        q = full_point(y)
+        logits = keys @ q
+        top = logits.max(axis=1, keepdims=True)
+        same = np.array_equal(read_sets(keys, q, lead), sets)
+        z = np.exp(logits - top)
+        z /= z.sum(axis=1, keepdims=True)
+        leak = float(np.where(sets, 0.0, z).max())
+        flow = perp @ u[:-1]
+        return _omc(q, unit), _omc(flow, unit) if lgn > -math.inf else 1.0, leak, same
+
+    def reached(y, u, lgn):
+        omc, heading, leak, same = tests(y, u, lgn)
+        norm = float(np.linalg.norm(full_point(y)))
+        if not (same and leak <= select_tol and omc <= target and heading <= target):
+            state["start"] = None
+            return None
+        if state["start"] is None:
+            state["start"] = norm
+        if norm >= persist * state["start"]:
+            return "direction reached the equality SVM of the sets and stayed"
+        return None
+
+    y0 = np.concatenate([perp.T @ p, [1.0]])
+    traj = trace_flow(pinned, y0, max_norm=max_norm, stop_when=reached, rtol=1e-5)
+    y_end = traj.final.numpy()
+    u_end, lgn_end = pinned.flow_field_np(y_end)
+    omc, heading, leak, same = tests(y_end, u_end, lgn_end)
+    q_end = full_point(y_end)
+    kw.update(p=q_end, one_minus_cos=omc, heading=heading, max_other_prob=leak, steps=traj.evals)
+    ok = same and leak <= select_tol and omc <= target and heading <= target
+    ended = (
+        f"pinned flow {traj.stop} at ‖p‖ = {np.linalg.norm(q_end):.3g}: 1 − cos(p, p_dir) = "
+        f"{omc:.1e}, heading {heading:.1e}, mass outside the sets {leak:.1e}"
+    )
+    if not ok or not traj.stop.startswith("direction reached"):
+        return fail("inconclusive", ended + ("" if same else "; the sets changed"), **kw)
+    why = (
+        f"{ended}; q* certified ({finite.reason}); the flow sat at q* within {handover:.1e} "
+        f"at ‖p‖ = {norm0:.3g}, where the D part was pinned"
+    )
+    shares = set_shares(keys, sets, finite.q)
+    return SharedLimit("converged", why, sets, shares=shares, **kw)
