@@ -159,8 +159,10 @@ def combine(keys, log_w, sign_w, r, vec):
     return peak_w + math.log(peak) - math.log(n)
 
 
-#: Loss codes of the compiled path (models.losses gives each loss its code).
-LOGISTIC, EXPONENTIAL, CORRELATION, SQUARE = 0, 1, 2, 3
+#: Loss codes of the compiled path (models.losses gives each loss its code). NEG_LOG is
+#: ℓ(x) = −log x, the NTP loss of 2403.08081 seen as a prompt problem (x > 0 there: the mass
+#: on the label's positions).
+LOGISTIC, EXPONENTIAL, CORRELATION, SQUARE, NEG_LOG = 0, 1, 2, 3, 4
 
 
 @njit(cache=True)
@@ -173,6 +175,8 @@ def loss_log_deriv(code, param, x):
         return -x, -1.0
     if code == CORRELATION:
         return 0.0, -1.0
+    if code == NEG_LOG:  # ℓ'(x) = −1/x
+        return -math.log(x), -1.0
     # square: ℓ'(x) = −2(target − x), zero at the target
     deriv = -2.0 * (param - x)
     if deriv == 0.0:
@@ -244,6 +248,8 @@ def loss_deriv(code, param, x):
         return -math.exp(-x)
     if code == CORRELATION:
         return -1.0
+    if code == NEG_LOG:
+        return -1.0 / x
     return -2.0 * (param - x)
 
 
@@ -398,6 +404,8 @@ def loss_log_second_deriv(code, param, x):
         return -x
     if code == CORRELATION:
         return -math.inf
+    if code == NEG_LOG:  # ℓ''(x) = 1/x²
+        return -2.0 * math.log(x)
     return math.log(2.0)
 
 

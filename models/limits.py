@@ -227,7 +227,8 @@ class Limit:
     kind: "converged" (``settle`` certified directional convergence to the SVM of
     ``outcome.selected``), "shared" (certified convergence to a shared-mass limit,
     ``shared``: sets of tokens keep their mass, p → R·p_dir + q*), "bounded" (the run ended
-    at a certified strict local minimiser of L, ``minimiser``: the flow never leaves its basin, so ‖p(t)‖ stays bounded), or
+    at a certified strict local minimiser of L, ``minimiser``: the flow never leaves its
+    basin, so ‖p(t)‖ stays bounded), or
     "undecided" (a machinery failure: the budget ran out while p was still moving, an
     integrator stall that is no minimiser, a solver failure; ``reason`` says which).
     ``symbol``: how messages name the SVM solution ("p^mm", or "W^mm" for a flow on W).

@@ -146,6 +146,30 @@ class _Square(Loss):
         return delta * (2.0 * (self.target - x) + delta)
 
 
+class _NegLog(Loss):
+    """−log x for x > 0: the NTP loss of 2403.08081, −log p̂_y with p̂_y = Σ_t s_t·1[tok_t = y],
+    as a margin loss of the prompt problem whose scores are the label indicators
+    (``models.ntp.flow``). Not offered by name: the margin must stay positive, which only
+    scores in [0, 1] with a label in every input guarantee."""
+
+    kernel_code = kernels.NEG_LOG
+
+    def value(self, x):
+        return -torch.log(x)
+
+    def deriv(self, x):
+        return -1.0 / x
+
+    def log_neg_deriv(self, x):
+        return -torch.log(x)
+
+    def log_neg_deriv_np(self, x):
+        return _compiled_log_neg_deriv(self, x)
+
+    def increment(self, x, delta):
+        return -torch.log1p(-delta / x)
+
+
 def _compiled_log_neg_deriv(loss: Loss, x) -> np.ndarray:
     """log(−ℓ'(x)) by the compiled kernel the engine uses (one implementation for numpy and
     the hot path; the torch ``log_neg_deriv`` is the independent reference)."""
@@ -158,6 +182,7 @@ def _compiled_log_neg_deriv(loss: Loss, x) -> np.ndarray:
 LOGISTIC = _Logistic("logistic", True)
 EXPONENTIAL = _Exponential("exponential", True)
 CORRELATION = _Correlation("correlation", True)
+NEG_LOG = _NegLog("neg-log", True)
 
 LOSSES = {loss.name: loss for loss in (LOGISTIC, EXPONENTIAL, CORRELATION)}
 

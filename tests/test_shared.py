@@ -1,0 +1,171 @@
+"""The general (shared-mass) limit of gradient flow: models.shared and its place in the engine
+(models.limits.follow).
+
+The hand instance: three inputs, keys in ℝ³, scores (3, −3, −4). In inputs 0 and 1 tokens 0
+and 1 differ by +e1, in input 2 by −e1, and token 2 lies below both along e3. Along e1 the
+inputs pull against each other, so no direction selects one token in every input with the
+loss at its best: the flow keeps tokens {0, 1} sharing the mass in every input, and
+p(t) = R·p_dir + q*, with q* = z·e1 where, by symmetry of the logistic loss,
+2ℓ'(6σ(z) − 3) = ℓ'(3 − 6σ(z)) (solved below by bisection, independently of the engine).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import brentq
+
+from models import shared
+from models.attention import PromptProblem
+from models.dynamics import converge
+from models.limits import follow
+
+KEYS = np.array(
+    [
+        [[1, 0.3, 1], [0, 0.3, 1], [0, 0.1, 0]],
+        [[1, -0.1, 1], [0, -0.1, 1], [0, -0.3, 0]],
+        [[0, 0.2, 1], [1, 0.2, 1], [0, -0.4, 0]],
+    ]
+)
+SCORES = np.array([[3.0, -3.0, -4.0]] * 3)
+START = np.full(3, 0.01)
+
+
+def problem(keys=KEYS, scores=SCORES, loss="logistic") -> PromptProblem:
+    return PromptProblem(torch.tensor(keys, dtype=torch.float64), torch.tensor(scores), loss)
+
+
+def sigmoid(z):
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def closed_form_z() -> float:
+    """The finite part's e1 coordinate: 2ℓ'(6σ(z) − 3) = ℓ'(3 − 6σ(z)), ℓ' = −σ(−x)."""
+
+    def balance(z):
+        x = 6 * sigmoid(z) - 3
+        return 2 * sigmoid(-x) - sigmoid(x)
+
+    return brentq(balance, -5.0, 5.0, xtol=1e-15)
+
+
+@pytest.fixture(scope="module")
+def limit():
+    return follow(problem(), START)
+
+
+def test_single_token_engine_cannot_decide_it():
+    out = converge(problem(), START)
+    assert out.status == "inconclusive"
+    assert "ambiguous selection" in out.reason or "stalled" in out.reason
+
+
+def test_follow_certifies_the_shared_limit(limit):
+    assert limit.kind == "shared" and limit.diverges
+    sh = limit.shared
+    assert sh.converged
+    assert sh.sets.tolist() == [[True, True, False]] * 3
+    assert sh.one_minus_cos <= 1e-6 and sh.heading <= 1e-6
+    assert sh.max_other_prob <= 1e-6
+    assert "shared-mass limit" in limit.describe()
+    assert "shared-mass limit" in limit.why_not([0, 0, 0])
+    assert not limit.converged_to([0, 0, 0])
+
+
+def test_finite_part_matches_the_closed_form(limit):
+    q = limit.shared.finite.q
+    assert q[1:] == pytest.approx([0.0, 0.0], abs=1e-12)
+    assert q[0] == pytest.approx(closed_form_z(), abs=1e-10)
+    share = sigmoid(closed_form_z())
+    for i, row in enumerate(limit.shared.shares):
+        want = share if i < 2 else 1 - share
+        assert row[0] == pytest.approx(want, abs=1e-10)
+
+
+def test_direction_matches_the_closed_form(limit):
+    """p₁ = 0 (the equalities); the margins 0.2p₂ + p₃ ≥ 1 (inputs 0, 1) and 0.6p₂ + p₃ ≥ 1
+    (input 2), of which the first binds: p_dir = (0, 0.2, 1)/1.04."""
+    sh = limit.shared
+    ref = np.array([0.0, 0.2, 1.0]) / 1.04
+    assert sh.direction.w == pytest.approx(ref, abs=1e-9)
+    # and the flow's own point lies along it
+    unit = ref / np.linalg.norm(ref)
+    p = sh.p
+    assert 1 - p @ unit / np.linalg.norm(p) <= 1e-6
+
+
+def test_pinned_field_is_the_flow_outside_D():
+    """At a point where the outside tokens still carry mass ~1e-3, the pinned problem's field
+    is the true flow's D⊥ part: equal to first order in that mass."""
+    pr = problem()
+    keys = KEYS
+    sets = np.array([[True, True, False]] * 3)
+    tops = np.zeros(3, dtype=int)
+    A_in, A_eq = shared.equality_rows(keys, sets, tops)
+    basis = shared.orthonormal_rows(A_eq)
+    fin = shared.finite_part(pr, sets, basis, np.zeros(3))
+    assert fin.ok
+    _, _, vt = np.linalg.svd(basis, full_matrices=True)
+    perp = vt[basis.shape[0] :].T
+    pinned = shared.pinned_problem(pr, sets, tops, fin, perp)
+    for lam in (6.0, 9.0, 12.0):
+        p = fin.q + lam * np.array([0.0, 0.2, 1.0])
+        u_true, _ = pr.flow_field_np(p)
+        y = np.concatenate([perp.T @ p, [1.0]])
+        u_pin, _ = pinned.flow_field_np(y)
+        true_perp = perp.T @ u_true
+        true_perp /= np.linalg.norm(true_perp)
+        leak = math.exp(-lam * 0.2)  # scale of the outside mass along this ray
+        assert np.linalg.norm(u_pin[:-1] - true_perp) <= 20 * leak
+
+
+def test_not_shared_for_twins_only():
+    keys = KEYS.copy()
+    keys[:, 1] = keys[:, 0]  # token 1 is token 0's twin everywhere
+    pr = problem(keys)
+    assert shared.shared_limit(pr, np.array([0.0, 0.0, 40.0])) is None
+
+
+def test_handover_needs_the_flow_at_q_star():
+    pr = problem()
+    p = np.array([closed_form_z() + 0.5, 7.9, 30.9])  # D part 0.5 away from q*
+    out = shared.shared_limit(pr, p)
+    assert out.status == "inconclusive" and "not settled" in out.reason
+    p[0] = closed_form_z()
+    assert shared.shared_limit(pr, p).converged
+
+
+def test_no_strict_minimiser_no_limit():
+    """The correlation loss makes L_S linear in the shares: no finite part to certify."""
+    pr = problem(loss="correlation")
+    out = shared.shared_limit(pr, np.array([0.0, 7.9, 30.9]))
+    assert out is not None and not out.converged
+    assert "finite part" in out.reason
+
+
+def test_infeasible_sets():
+    """A token on the segment between two set members has their logit whenever they tie:
+    the equality SVM's rows for it cannot reach 1 (certified infeasible, with its Farkas
+    pair)."""
+    keys = KEYS.copy()
+    keys[2, 2] = [0.5, 0.2, 1.0]  # on the segment between input 2's two set tokens
+    p = np.array([0.0, 7.9, 30.9])
+    sets = shared.read_sets(keys, p, math.log(3 / 1e-6))
+    sets[2, 2] = False
+    A_in, A_eq = shared.equality_rows(keys, sets, np.zeros(3, dtype=int))
+    from models.ntp.qp import solve_equality_qp
+
+    assert solve_equality_qp(A_in, A_eq).status == "infeasible"
+
+
+def test_symmetric_instance_splits_in_half():
+    """Inputs 0 and 2 only (one each way): q* = 0 by symmetry, shares ½."""
+    keys, scores = KEYS[[0, 2]], SCORES[[0, 2]]
+    lim = follow(problem(keys, scores), START)
+    assert lim.kind == "shared"
+    assert np.abs(lim.shared.finite.q).max() <= 1e-12
+    for row in lim.shared.shares:
+        assert row[0] == pytest.approx(0.5, abs=1e-12)
