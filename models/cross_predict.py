@@ -10,8 +10,11 @@ Training, by parametrisation (spec tfsvm §4: lr 0.1, normalised steps):
   certified engine ``models.limits.follow`` on the vectorised prompt problem (GD, NGD and
   the flow follow one path), the one the claims use. Its status is the engine's: "converged"
   certifies the direction (1 − cos to the SVM of the selection ≤ the engine's target,
-  confirmed while ‖W‖ grows a hundredfold), "bounded" that the run ends at a certified strict
-  local minimiser, "inconclusive" says why neither, "infeasible" means the selection has no
+  confirmed while ‖W‖ grows a hundredfold), "shared" certifies the general limit where some
+  inputs keep a set of tokens sharing the mass for ever (``models.shared``: W → R·W_dir +
+  W_fin; the final W, ``one_minus_cos`` and ``max_other_prob`` are then the shared limit's,
+  read where its certificate was), "bounded" that the run ends at a certified strict local
+  minimiser, "inconclusive" says why none of these, "infeasible" means the selection has no
   SVM.
 - ``KQ``: the official (K, Q) recipe (``models.cross.kq_ngd``): each factor's gradient
   normalised separately, the penalty λ(‖K‖² + ‖Q‖²) with λ = float64 machine epsilon, computed
@@ -48,7 +51,7 @@ import torch
 
 from models import precision
 from models.cross import MACHINE_EPS, CrossProblem, correlation, kq_ngd, md, random_factors
-from models.limits import bounded_message, follow, tie_sharing_message
+from models.limits import bounded_message, follow, shared_message, tie_sharing_message
 from models.selection import has_unique_opt
 
 #: The official recipe's step size and iteration count (spec tfsvm §4: lr 0.1, 2000 steps).
@@ -228,22 +231,29 @@ def _train_w(problem: CrossProblem) -> tuple[np.ndarray, dict]:
     lim = follow(problem.prompt, np.zeros(d * d))
     outcome = lim.outcome
     W = outcome.p.numpy().reshape(d, d)
+    omc, leak, evals = outcome.one_minus_cos, outcome.max_other_prob, outcome.trajectory.evals
     if lim.kind == "bounded":
         reason = bounded_message(lim)
+    elif lim.kind == "shared":  # the general limit: sets of tokens share the mass for ever
+        sh = lim.shared
+        reason = shared_message(sh, "W^mm")
+        W = np.asarray(sh.p, dtype=np.float64).reshape(d, d)
+        omc, leak, evals = sh.one_minus_cos, sh.max_other_prob, evals + sh.steps
     elif lim.kind == "converged" and outcome.tie_sharing:  # twins or exact ties share mass
         reason = tie_sharing_message(outcome, f"W^mm({outcome.selected.tolist()})")
     else:
         reason = outcome.reason
+    certified = ("converged", "shared", "bounded")
     return W, {
         "method": "W gradient flow",
         "recipe": FLOW_RECIPE,
         "init": "W = 0",
-        "status": lim.kind if lim.kind in ("converged", "bounded") else outcome.status,
+        "status": lim.kind if lim.kind in certified else outcome.status,
         "reason": reason,
-        "one_minus_cos": _finite(outcome.one_minus_cos),
-        "evaluations": int(outcome.trajectory.evals),
+        "one_minus_cos": _finite(omc),
+        "evaluations": int(evals),
         "W_norm": float(np.linalg.norm(W)),
-        "max_other_prob": float(outcome.max_other_prob),
+        "max_other_prob": float(leak),
     }
 
 

@@ -175,8 +175,8 @@ def loss_log_deriv(code, param, x):
         return -x, -1.0
     if code == CORRELATION:
         return 0.0, -1.0
-    if code == NEG_LOG:  # ℓ'(x) = −1/x
-        return -math.log(x), -1.0
+    if code == NEG_LOG:  # ℓ'(x) = −1/x; +inf where the label's mass underflowed (x = 0)
+        return (-math.log(x) if x > 0.0 else math.inf), -1.0
     # square: ℓ'(x) = −2(target − x), zero at the target
     deriv = -2.0 * (param - x)
     if deriv == 0.0:
@@ -248,8 +248,8 @@ def loss_deriv(code, param, x):
         return -math.exp(-x)
     if code == CORRELATION:
         return -1.0
-    if code == NEG_LOG:
-        return -1.0 / x
+    if code == NEG_LOG:  # −inf where the label's mass underflowed: the caller sees non-finite
+        return -1.0 / x if x > 0.0 else -math.inf
     return -2.0 * (param - x)
 
 
@@ -405,7 +405,7 @@ def loss_log_second_deriv(code, param, x):
     if code == CORRELATION:
         return -math.inf
     if code == NEG_LOG:  # ℓ''(x) = 1/x²
-        return -2.0 * math.log(x)
+        return -2.0 * math.log(x) if x > 0.0 else math.inf
     return math.log(2.0)
 
 

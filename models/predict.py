@@ -10,6 +10,13 @@ float64's resolution, E⁰ absorbed by the step η0·∇, keys that overflow) ge
 the answer keeps its fields, with ``status`` "inconclusive", ``reason`` "precision: …", each SVM
 ``{"p": null, "status": "inconclusive", "reason": …}`` and null for everything computed from
 the dynamics.
+
+A flow the engine certifies to the general, shared-mass limit (``models.limits.Limit`` of kind
+"shared", ``models.shared``: some inputs keep a set of tokens sharing the mass for ever,
+p(t) = R·p_dir + p_fin + o(1)) is answered with ``status`` "shared", the limit's sentence as
+``reason`` and the certificate in ``shared`` (null for every other outcome); the fields read
+at a point (``one_minus_cos``, ``cos_to_global``, ``p_norm``, ``loss``) are then read where the
+engine's run ended, the point of that certificate.
 """
 
 from __future__ import annotations
@@ -17,11 +24,12 @@ from __future__ import annotations
 import math
 import time
 
+import numpy as np
 import torch
 
 from models import precision
 from models.attention import PromptProblem, cosine, one_minus_cos
-from models.limits import Limit, bounded_message, follow
+from models.limits import Limit, bounded_message, follow, shared_message
 from models.selection import global_opt, has_unique_opt, local_optimality, support_sets
 from models.svm import SVMSolution, att_svm, cls_svm
 
@@ -42,11 +50,12 @@ def _finite(x: float) -> float | None:
 #: The fields of each answer, in order (the precision answer has the same ones).
 PROMPT_FIELDS = tuple(
     "model opt opt_unique svm_global selected locally_optimal locally_optimal_reason "
-    "svm_selected tie_sharing status reason minimiser one_minus_cos cos_to_global p_norm loss "
-    "loss_floor seconds".split()
+    "svm_selected tie_sharing status reason minimiser shared one_minus_cos cos_to_global p_norm "
+    "loss loss_floor seconds".split()
 )
 EMBEDDING_FIELDS = tuple(
-    "model alpha shift bound max_error selected svm status reason minimiser one_minus_cos "
+    "model alpha shift bound max_error selected svm status reason minimiser shared "
+    "one_minus_cos "
     "p_norm seconds".split()
 )
 
@@ -77,11 +86,60 @@ def _quiet(stage: str) -> None:
 
 
 def _status(lim: Limit) -> str:
-    """ "converged" (certified, confirmed while ‖p‖ grew a hundredfold), "bounded" (the run
-    ends at a certified strict local minimiser or inside a certified trapping interval:
-    ‖p(t)‖ stays bounded), else the undecided
-    outcome's own status ("inconclusive", "infeasible")."""
-    return lim.kind if lim.kind in ("converged", "bounded") else lim.outcome.status
+    """ "converged" (certified, confirmed while ‖p‖ grew a hundredfold), "shared" (certified
+    convergence to a shared-mass limit, ``_shared_json``), "bounded" (the run ends at a
+    certified strict local minimiser or inside a certified trapping interval: ‖p(t)‖ stays
+    bounded), else the undecided outcome's own status ("inconclusive", "infeasible")."""
+    return lim.kind if lim.kind in ("converged", "shared", "bounded") else lim.outcome.status
+
+
+def _reason(lim: Limit) -> str:
+    """The run's reason: the certificate's sentence for a bounded or shared limit, else the
+    outcome's own."""
+    if lim.kind == "bounded":
+        return bounded_message(lim)
+    if lim.kind == "shared":
+        return shared_message(lim.shared, lim.symbol)
+    return lim.outcome.reason
+
+
+def _end_point(lim: Limit):
+    """Where the engine's run ended: the shared limit's certificate point (past the hand-over
+    to the pinned flow) for kind "shared", else the outcome's p."""
+    if lim.kind == "shared":
+        return torch.as_tensor(lim.shared.p, dtype=lim.outcome.p.dtype)
+    return lim.outcome.p
+
+
+def _shared_json(lim: Limit) -> dict | None:
+    """The certified shared-mass limit (``models.shared.SharedLimit``), or None for any other
+    kind: each input's set (token positions), the unit direction p_dir (the equality SVM of
+    the sets) and its solver status, the finite part p_fin (q*), each set's limiting split,
+    the certificate's two angles, the reduced loss at p_fin and its Hessian's extreme
+    eigenvalues on D."""
+    sh = lim.shared
+    if lim.kind != "shared" or sh is None:
+        return None
+    w = np.asarray(sh.direction.w, dtype=np.float64)
+    return {
+        "sets": [np.nonzero(row)[0].tolist() for row in sh.sets],
+        "p_dir": (w / np.linalg.norm(w)).tolist(),
+        "p_dir_status": sh.direction.status,
+        "p_fin": np.asarray(sh.finite.q, dtype=np.float64).tolist(),
+        "shares": [[[int(t), float(x)] for t, x in row.items()] for row in sh.shares],
+        "one_minus_cos": float(sh.one_minus_cos),
+        "heading": float(sh.heading),
+        "reduced_loss": float(sh.finite.loss),
+        "hessian_eigenvalues": [float(sh.finite.min_eig), float(sh.finite.max_eig)],
+    }
+
+
+def _one_minus_cos_at(lim: Limit, p, svm) -> float | None:
+    """1 − cos to ``svm`` at the run's end: the engine's own value where it certified (or
+    gave up on) one token per input; recomputed at the shared limit's point for "shared"."""
+    if lim.kind == "shared":
+        return one_minus_cos(p, torch.as_tensor(svm.x)) if svm.ok else None
+    return _finite(lim.outcome.one_minus_cos)
 
 
 def _minimiser_json(lim: Limit) -> dict | None:
@@ -118,7 +176,7 @@ def predict_prompt(X, y, v, W=None, loss="logistic", p0=None, *, stage=_quiet) -
     outcome = lim.outcome
     sel = outcome.selected
     local = local_optimality(problem.keys, scores, sel)
-    p = outcome.p
+    p = _end_point(lim)
     return {
         "model": "prompt",
         "opt": opt.tolist(),
@@ -132,9 +190,10 @@ def predict_prompt(X, y, v, W=None, loss="logistic", p0=None, *, stage=_quiet) -
         # SVM (no rows for the tied tokens), and this says whether it differs from ATT-SVM(sel)
         "tie_sharing": outcome.tie_sharing,
         "status": _status(lim),
-        "reason": bounded_message(lim) if lim.kind == "bounded" else outcome.reason,
+        "reason": _reason(lim),
         "minimiser": _minimiser_json(lim),
-        "one_minus_cos": _finite(outcome.one_minus_cos),
+        "shared": _shared_json(lim),
+        "one_minus_cos": _one_minus_cos_at(lim, p, outcome.svm),
         "cos_to_global": cosine(p, torch.as_tensor(svm_global.x)) if svm_global.ok else None,
         "p_norm": float(torch.linalg.vector_norm(p)),
         "loss": float(problem.loss_value(p)),
@@ -170,7 +229,7 @@ def predict_embedding(sequences, y, E0, v, eta0, *, stage=_quiet) -> dict:
     selected = problem.sequences[torch.arange(problem.n), positions]
     stage("solving the <cls> SVM of the selection")
     svm = cls_svm(step.E1, problem.sequences, selected)
-    p = outcome.p
+    p = _end_point(lim)
     return {
         "model": "embedding",
         "alpha": step.alpha.tolist(),
@@ -182,8 +241,9 @@ def predict_embedding(sequences, y, E0, v, eta0, *, stage=_quiet) -> dict:
         "selected": selected.tolist(),
         "svm": _svm_json(svm),
         "status": _status(lim),
-        "reason": bounded_message(lim) if lim.kind == "bounded" else outcome.reason,
+        "reason": _reason(lim),
         "minimiser": _minimiser_json(lim),
+        "shared": _shared_json(lim),
         "one_minus_cos": one_minus_cos(p, torch.as_tensor(svm.x)) if svm.ok else None,
         "p_norm": float(torch.linalg.vector_norm(p)),
         "seconds": flow_seconds,

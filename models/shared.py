@@ -20,7 +20,11 @@ Why the engine cannot just trace on (``dynamics.converge``): the within-set term
 carry the direction, decay like e^{−margin·‖p‖}: past ‖p‖ ≈ 30 the computed flow direction
 is rounding and the integrator stalls (measured on ``tests/test_shared.py``'s instance:
 "integrator stalled at ‖p‖ = 31"). So once the sets are read and q* certified, and the flow is
-seen to sit at q* (P_D p within HANDOVER_TOL of it), the D part is pinned at q* and the rest of
+seen to sit at q* (the D part of p within BASIN_TOL of it, the tracer's own accuracy there
+being rtol·‖p‖, and the full loss's equilibrium in D at p's D⊥ part, found by Newton from the
+flow's point, within HANDOVER_TOL of q*: the flow relaxes in D infinitely faster than it moves
+along p_dir, so that equilibrium is where its D part is), the flow is
+seen to sit at q* (below), the D part is pinned at q* and the rest of
 the flow is traced in D⊥: there each set's tokens have one key (exactly: their projected keys
 are snapped to one, their differences being rounding of the projection) and keep their split
 as constant logit offsets k_isᵀq*. That flow has no within-set cancellation, and it is traced
@@ -47,8 +51,13 @@ STEP_TOL = 1e-13
 GRAD_TOL = 1e-10
 #: ... and its Hessian on D has smallest eigenvalue > EIG_REL × largest (positive definite).
 EIG_REL = 1e-9
-#: Hand-over: the flow's D part must lie within this of q* (relative to max(1, ‖q*‖)).
+#: Hand-over: the full loss's equilibrium in D at the flow's D⊥ part must lie within this of q*
+#: (relative to max(1, ‖q*‖)): the outside tokens' pull on it is of the order of their mass.
 HANDOVER_TOL = 1e-5
+#: ... and the flow's own D part within this of that equilibrium (relative to max(1, ‖q*‖)):
+#: the tracer controls p to rtol·‖p‖ (1e-5 × ‖p‖ ≈ 30–1000 at the hand-overs seen), so its D
+#: part is known to ~1e-3 only; a flow in another basin is O(1) away.
+BASIN_TOL = 1e-2
 #: Projected keys of one set may differ by rounding only: at most this, relative to the
 #: largest key norm, before they are snapped to one.
 SNAP_TOL = 1e-10
@@ -86,8 +95,11 @@ class SharedLimit:
     one_minus_cos: float = math.nan  # 1 − cos(p, p_dir)
     heading: float = math.nan  # 1 − cos of the flow's D⊥ part with p_dir
     max_other_prob: float = math.nan  # largest softmax mass outside the sets at p
-    handover: float = math.nan  # ‖P_D p − q*‖ where the trace was handed over
+    handover: float = math.nan  # ‖q_full − q*‖ where the trace was handed over
     handover_norm: float = math.nan  # ‖p‖ there
+    #: the full loss's equilibrium in D at the hand-over (Newton from the flow's D part)
+    q_full: np.ndarray | None = None
+    basin: float = math.nan  # ‖P_D p − q_full‖ at the hand-over
     steps: int = 0
     #: each input's limiting split of the mass over its set, {token: share} (at q*)
     shares: list = field(default_factory=list)
@@ -194,6 +206,39 @@ def finite_part(problem: PromptProblem, sets: np.ndarray, basis: np.ndarray, q0)
             why += " (not a certified strict minimiser)"
     q = (B.T @ z).numpy()
     return FinitePart(q, basis, float(at(z)), gnorm, lo, hi, steps, ok, why)
+
+
+def full_equilibrium(problem: PromptProblem, p: np.ndarray, basis: np.ndarray, q0: np.ndarray):
+    """(q, why): Newton on the full loss over D at p's D⊥ part, from p's own D part: the
+    point the flow's D part relaxes to. The gradient is the engine's log-space one (its
+    within-set terms cancel near q to an absolute ~1e-16, far below the Θ(1) curvature), the
+    Newton matrix the reduced loss's Hessian at the iterate (what the full one is, up to the
+    outside mass). q is None where Newton does not converge to gradient ≤ GRAD_TOL."""
+    B = np.ascontiguousarray(basis)
+    Bt = torch.from_numpy(B)
+    perp_part = p - B.T @ (B @ p)
+    z = B @ q0
+    # the Newton matrix: the reduced loss's Hessian on the sets at the flow's point
+    value = reduced_loss(problem, read_sets(problem._np[0], p, math.log(problem.T / 1e-6)))
+    perp_t = torch.from_numpy(perp_part)
+
+    def on_d(y: torch.Tensor) -> torch.Tensor:
+        return value(Bt.T @ y + perp_t)
+
+    for step_count in range(1, NEWTON_STEPS + 1):
+        point = perp_part + B.T @ z
+        log_scale, vec = problem.gradient_log_np(point)
+        grad = np.zeros_like(z) if log_scale == -math.inf else math.exp(log_scale) * (B @ vec)
+        if not np.isfinite(grad).all():
+            return None, "non-finite gradient"
+        if float(np.linalg.norm(grad)) <= GRAD_TOL:
+            return B.T @ z, f"{step_count - 1} Newton steps"
+        hess = torch.autograd.functional.hessian(on_d, torch.from_numpy(z)).numpy()
+        try:
+            z = z - np.linalg.solve(hess, grad)
+        except np.linalg.LinAlgError:
+            return None, "singular Newton matrix"
+    return None, f"Newton did not reach ‖∇‖ ≤ {GRAD_TOL:g} in {NEWTON_STEPS} steps"
 
 
 def set_shares(keys: np.ndarray, sets: np.ndarray, q: np.ndarray) -> list[dict[int, float]]:
@@ -309,11 +354,35 @@ def shared_limit(
         return fail(
             "inconclusive", f"finite part: {finite.reason}", direction=direction, finite=finite
         )
-    handover = float(np.linalg.norm(q0 - finite.q))
     norm0 = float(np.linalg.norm(p))
-    kw = dict(direction=direction, finite=finite, handover=handover, handover_norm=norm0)
-    if handover > HANDOVER_TOL * max(1.0, float(np.linalg.norm(finite.q))):
-        why = f"the flow's D part is {handover:.2e} from q* at ‖p‖ = {norm0:.3g}: not settled"
+    scale = max(1.0, float(np.linalg.norm(finite.q)))
+    q_full, why_full = full_equilibrium(problem, p, basis, q0)
+    if q_full is None:
+        return fail(
+            "inconclusive",
+            f"the full loss's equilibrium in D: {why_full}",
+            direction=direction,
+            finite=finite,
+        )
+    handover = float(np.linalg.norm(q_full - finite.q))
+    basin = float(np.linalg.norm(q0 - q_full))
+    kw = dict(
+        direction=direction,
+        finite=finite,
+        handover=handover,
+        handover_norm=norm0,
+        q_full=q_full,
+        basin=basin,
+    )
+    if basin > BASIN_TOL * scale:
+        why = f"the flow's D part is {basin:.2e} from its equilibrium at ‖p‖ = {norm0:.3g}"
+        why += ": not settled"
+        return fail("inconclusive", why, **kw)
+    if handover > HANDOVER_TOL * scale:
+        why = (
+            f"the full loss's equilibrium in D is {handover:.2e} from q* at ‖p‖ = {norm0:.3g}: "
+            "the outside tokens still pull"
+        )
         return fail("inconclusive", why, **kw)
     # D⊥: an orthonormal basis of the complement of the equality rows' span
     _, _, vt = np.linalg.svd(basis, full_matrices=True)
@@ -365,8 +434,9 @@ def shared_limit(
     if not ok or not traj.stop.startswith("direction reached"):
         return fail("inconclusive", ended + ("" if same else "; the sets changed"), **kw)
     why = (
-        f"{ended}; q* certified ({finite.reason}); the flow sat at q* within {handover:.1e} "
-        f"at ‖p‖ = {norm0:.3g}, where the D part was pinned"
+        f"{ended}; q* certified ({finite.reason}); at ‖p‖ = {norm0:.3g}, where the D part was "
+        f"pinned, the full loss's equilibrium in D was {handover:.1e} from q* and the flow "
+        f"{basin:.1e} from it"
     )
     shares = set_shares(keys, sets, finite.q)
     return SharedLimit("converged", why, sets, shares=shares, **kw)
