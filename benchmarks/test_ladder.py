@@ -4,8 +4,9 @@ For each rung of ``strategies.ladder`` (small, medium; large under ATTN_NIGHTLY=
 held-out family (paper, ties, clustered), INSTANCES problems with sizes drawn log-uniformly
 in the rung's box are followed from p(0) = 0 by ``models.limits.follow``, the certified
 decision the claims and `check` use: "converged" (directional convergence to the SVM of a
-selection, confirmed while ‖p‖ grows a hundredfold), "bounded" (the run ends at a certified
-strict local minimiser: a finite stall) or "undecided". A run that exceeds its rung's
+selection, confirmed while ‖p‖ grows a hundredfold), "shared" (the general limit: sets of
+tokens keep the mass, p → R·p_dir + q*, ``models.shared``), "bounded" (the run ends at a
+certified strict local minimiser: a finite stall) or "undecided". A run that exceeds its rung's
 budget counts as undecided ("budget").
 
 Reported per rung and family: decisions, the regime n(T − 1) > d separately, median and
@@ -89,6 +90,7 @@ def summarise(rows: list[dict]) -> dict:
         "decided": len(decided),
         "converged": sum(r["kind"] == "converged" for r in rows),
         "bounded": sum(r["kind"] == "bounded" for r in rows),
+        "shared": sum(r["kind"] == "shared" for r in rows),
         "overdetermined": len(over),
         "overdetermined_decided": len(over_decided),
         "median_s": statistics.median(secs),
@@ -102,19 +104,21 @@ def markdown(data: dict) -> str:
         "# The engine's decisions on the size ladder",
         "",
         "`python -m pytest benchmarks/test_ladder.py -p no:xdist -q -s` "
-        "(+ `ATTN_NIGHTLY=1` for the large rung). Decided = converged (certified direction) "
-        "or bounded (certified finite minimiser); n(T − 1) > d is the regime where the "
-        "top-score SVM is often infeasible.",
+        "(+ `ATTN_NIGHTLY=1` for the large rung). Decided = converged (certified direction), "
+        "shared (certified shared-mass limit: direction and finite part) or bounded (certified "
+        "finite minimiser); n(T − 1) > d is the regime where the top-score SVM is often "
+        "infeasible.",
         "",
-        "| rung | family | decided | converged | bounded | n(T−1) > d: decided | median s "
-        "| max s | max heap MB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| rung | family | decided | converged | shared | bounded | n(T−1) > d: decided "
+        "| median s | max s | max heap MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for rung, fams in data["summary"].items():
         for fam, s in fams.items():
             lines.append(
                 f"| {rung} | {fam} | {s['decided']}/{s['instances']} | {s['converged']} | "
-                f"{s['bounded']} | {s['overdetermined_decided']}/{s['overdetermined']} | "
+                f"{s['shared']} | {s['bounded']} | "
+                f"{s['overdetermined_decided']}/{s['overdetermined']} | "
                 f"{s['median_s']:.3f} | {s['max_s']:.2f} | {s['max_heap_mb']:.1f} |"
             )
     lines += ["", "Peak resident size of the process after each rung (MB):", ""]

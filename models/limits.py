@@ -375,6 +375,8 @@ def follow(problem: PromptProblem, p0, *, cls: type[Limit] = Limit) -> Limit:
     )
     if shared is not None and shared.converged:
         return cls("shared", out, transient, shared=shared)
+    if shared is not None:  # say why the general limit was not certified either
+        out = dataclasses.replace(out, reason=f"{out.reason}; general limit: {shared.reason}")
     if out.trajectory.stop.startswith("stationary point"):
         why = constant_loss(problem)
         if why is not None:

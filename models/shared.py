@@ -348,6 +348,8 @@ def shared_limit(
     if not direction.ok:
         return fail("inconclusive", f"equality SVM: {direction.status} ({direction.reason})")
     basis = orthonormal_rows(A_eq)
+    if basis.shape[0] == 0:  # is_shared saw different keys: their difference is a row
+        return fail("inconclusive", "the sets' key differences span nothing: misread sets")
     q0 = basis.T @ (basis @ p)
     finite = finite_part(problem, sets, basis, q0)
     if not finite.ok:

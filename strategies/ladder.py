@@ -19,7 +19,10 @@ uniform on [−1, 1], benchmarks/test_cost_curve.py):
 - ``ties``: keys uniform on the unit sphere, integer scores in {−2, …, 2} (exact ties in
   score, the tie-sharing SVM and shared-mass limits);
 - ``clustered``: each token is one of a few types (a type's key plus noise of 0.05, its score
-  the type's), as in Fig. 2 of 2306.13596 (near-duplicate keys, flows that share mass).
+  the type's), as in Fig. 2 of 2306.13596 (near-duplicate keys, flows that share mass);
+- ``conflict``: pairs of tokens that differ only in a subspace D along which the inputs pull
+  in random directions, above the rest: shared-mass limits by construction (the engine's
+  general limit, ``models.shared``).
 
 Each family is a plain function of (n, T, d, seed), deterministic (numpy's generator seeded
 by the family, the sizes and the seed), and a Hypothesis strategy ``ladder_problems``.
@@ -110,7 +113,36 @@ def clustered_problem(n: int, T: int, d: int, seed: int) -> PromptProblem:
     return _problem(keys, levels[types])
 
 
-FAMILIES = {"paper": paper_problem, "ties": tied_problem, "clustered": clustered_problem}
+def conflict_problem(n: int, T: int, d: int, seed: int) -> PromptProblem:
+    """Shared-mass limits by construction: D = the first max(1, d // 2) coordinates, the rest
+    D⊥. In each input two tokens (all T when T = 2) share a D⊥ part one unit above the others'
+    along the last coordinate, with D parts drawn N(0, I) and scores uniform on [−3, 3]; the
+    others score below them (by 0.5–1.5) with D parts N(0, I) too. Along D the inputs' best
+    tokens pull in random directions, so once n exceeds dim D no direction in D serves them
+    all and the pair keeps sharing the mass (models.shared) while the flow grows along D⊥."""
+    rng = np.random.default_rng([4, n, T, d, seed])
+    m = max(1, d // 2)
+    keys = np.zeros((n, T, d))
+    scores = np.zeros((n, T))
+    pair = min(T, 2)
+    for i in range(n):
+        base = 0.3 * rng.standard_normal(d)
+        keys[i] = base
+        keys[i, :, :m] += rng.standard_normal((T, m))
+        if d > m:
+            keys[i, pair:, m:] += 0.1 * rng.standard_normal((T - pair, d - m))
+            keys[i, pair:, -1] -= 1.0
+        scores[i, :pair] = rng.uniform(-3.0, 3.0, pair)
+        scores[i, pair:] = scores[i, :pair].min() - rng.uniform(0.5, 1.5, T - pair)
+    return _problem(keys, scores)
+
+
+FAMILIES = {
+    "paper": paper_problem,
+    "ties": tied_problem,
+    "clustered": clustered_problem,
+    "conflict": conflict_problem,
+}
 
 
 @st.composite

@@ -14,6 +14,7 @@ from strategies.ladder import (
     FAMILIES,
     RUNGS,
     clustered_problem,
+    conflict_problem,
     draw_sizes,
     ladder_problems,
     paper_problem,
@@ -86,6 +87,32 @@ def test_clustered_tokens_have_three_types():
         # one type: every key within a few noise widths (0.05·√d) of the type's mean
         spread = np.linalg.norm(members - members.mean(0), axis=-1).max()
         assert spread < 6 * 0.05 * np.sqrt(16)
+
+
+def test_conflict_pairs_share_their_complement_part_and_lead_it():
+    """Each input's first two tokens differ only in D (the first d // 2 coordinates), sit one
+    unit above the others along the last coordinate, and outscore them."""
+    n, T, d = 7, 5, 6
+    problem = conflict_problem(n, T, d, 3)
+    keys, scores = problem.keys.numpy(), problem.scores.numpy()
+    m = d // 2
+    np.testing.assert_array_equal(keys[:, 0, m:], keys[:, 1, m:])
+    assert not np.array_equal(keys[:, 0, :m], keys[:, 1, :m])
+    lead = keys[:, :2, -1].min(axis=1) - keys[:, 2:, -1].max(axis=1)
+    assert (lead > 0.4).all()  # 1 less the others' N(0, 0.1²) noise along it
+    assert (scores[:, :2].min(axis=1) > scores[:, 2:].max(axis=1)).all()
+
+
+def test_conflict_family_has_a_shared_limit():
+    """The family exists for the engine's general limit: some small draw reaches it."""
+    from models import failures
+    from models.limits import follow
+
+    kinds = []
+    for seed in range(12):
+        with failures.tolerate(failures.GRADIENT_FLOW):
+            kinds.append(follow(conflict_problem(6, 3, 2, seed), None).kind)
+    assert "shared" in kinds, kinds
 
 
 @settings(max_examples=30, deadline=None, database=None)
