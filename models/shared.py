@@ -193,8 +193,12 @@ def finite_part(problem: PromptProblem, sets: np.ndarray, basis: np.ndarray, q0)
             converged = True
             break
     grad = torch.autograd.functional.jacobian(at, z)
-    eigs = torch.linalg.eigvalsh(torch.autograd.functional.hessian(at, z))
-    lo, hi = float(eigs[0]), float(eigs[-1])
+    try:
+        eigs = torch.linalg.eigvalsh(torch.autograd.functional.hessian(at, z))
+        lo, hi = float(eigs[0]), float(eigs[-1])
+    except RuntimeError:  # torch.linalg.LinAlgError (a NaN Hessian): nothing to certify
+        lo = hi = math.nan
+        converged, why = False, "the reduced loss's Hessian has no eigendecomposition"
     gnorm = float(grad.norm())
     ok = converged and gnorm <= GRAD_TOL and hi > 0 and lo > EIG_REL * hi
     if converged:

@@ -97,31 +97,6 @@ def test_direction_matches_the_closed_form(limit):
     assert 1 - p @ unit / np.linalg.norm(p) <= 1e-6
 
 
-def test_pinned_field_is_the_flow_outside_D():
-    """At a point where the outside tokens still carry mass ~1e-3, the pinned problem's field
-    is the true flow's D⊥ part: equal to first order in that mass."""
-    pr = problem()
-    keys = KEYS
-    sets = np.array([[True, True, False]] * 3)
-    tops = np.zeros(3, dtype=int)
-    A_in, A_eq = shared.equality_rows(keys, sets, tops)
-    basis = shared.orthonormal_rows(A_eq)
-    fin = shared.finite_part(pr, sets, basis, np.zeros(3))
-    assert fin.ok
-    _, _, vt = np.linalg.svd(basis, full_matrices=True)
-    perp = vt[basis.shape[0] :].T
-    pinned = shared.pinned_problem(pr, sets, tops, fin, perp)
-    for lam in (6.0, 9.0, 12.0):
-        p = fin.q + lam * np.array([0.0, 0.2, 1.0])
-        u_true, _ = pr.flow_field_np(p)
-        y = np.concatenate([perp.T @ p, [1.0]])
-        u_pin, _ = pinned.flow_field_np(y)
-        true_perp = perp.T @ u_true
-        true_perp /= np.linalg.norm(true_perp)
-        leak = math.exp(-lam * 0.2)  # scale of the outside mass along this ray
-        assert np.linalg.norm(u_pin[:-1] - true_perp) <= 20 * leak
-
-
 def test_not_shared_for_twins_only():
     keys = KEYS.copy()
     keys[:, 1] = keys[:, 0]  # token 1 is token 0's twin everywhere
@@ -169,3 +144,36 @@ def test_symmetric_instance_splits_in_half():
     assert np.abs(lim.shared.finite.q).max() <= 1e-12
     for row in lim.shared.shares:
         assert row[0] == pytest.approx(0.5, abs=1e-12)
+
+
+# ---------------------------------------------------------------- appended: the pinned problem
+
+
+def pinned_setup(pr, keys, sets, tops):
+    """(finite part, D⊥ basis, pinned problem) as ``shared_limit`` builds them."""
+    A_in, A_eq = shared.equality_rows(keys, sets, tops)
+    basis = shared.orthonormal_rows(A_eq)
+    fin = shared.finite_part(pr, sets, basis, np.zeros(keys.shape[2]))
+    assert fin.ok
+    _, _, vt = np.linalg.svd(basis, full_matrices=True)
+    perp = vt[basis.shape[0] :].T
+    return fin, perp, shared.pinned_problem(pr, sets, tops, fin, perp)
+
+
+@pytest.mark.parametrize("lam", [0.5, 2.0, 6.0, 12.0])
+def test_pinned_field_is_the_flow_outside_D_exactly_at_q_star(lam):
+    """With the D part at q*, the pinned problem has the full problem's logits, set masses
+    and margins (each set's twins carry its LSE offset and its split-weighted score), so its
+    field is the true flow's D⊥ part to rounding, not only to first order in the outside
+    mass: along any D⊥ direction, also where an outside token leads (the last direction)."""
+    pr = problem()
+    sets = np.array([[True, True, False]] * 3)
+    fin, perp, pinned = pinned_setup(pr, KEYS, sets, np.zeros(3, dtype=int))
+    for direction in ([0, 0.2, 1], [0, 1, 0.3], [0, -1, 0.5], [0, 0.4, -1]):
+        p = fin.q + lam * np.array(direction, dtype=float)
+        log_scale, vec = pr.gradient_log_np(p)
+        g = perp.T @ vec  # the true gradient's D⊥ part, up to e^{log_scale}
+        u_pin, lgn_pin = pinned.flow_field_np(np.concatenate([perp.T @ p, [1.0]]))
+        assert u_pin[-1] == 0.0  # the offset coordinate never moves
+        assert np.abs(u_pin[:-1] + g / np.linalg.norm(g)).max() <= 1e-12, direction
+        assert lgn_pin == pytest.approx(log_scale + math.log(np.linalg.norm(g)), abs=1e-12)

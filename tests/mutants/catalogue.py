@@ -44,6 +44,8 @@ MODULES = (
     "batched.py",
     "offset.py",
     "estimate.py",
+    "shared.py",
+    "ntp/flow.py",
 )
 
 MUTANTS: list[dict[str, str]] = [
@@ -586,5 +588,59 @@ MUTANTS: list[dict[str, str]] = [
         "fault": "the W-SVM's Farkas vector is returned as HiGHS gives it, with entries kept "
         "to its bound tolerance only (−1.1e-14 seen): a caller reading y ≥ 0 exactly sees a "
         "certificate that fails by rounding (TF-FEAS-NEC-MEDIUM's draw at n = 21, T = 4).",
+    },
+    # ---------------------------------------------------------------- shared.py
+    {
+        "id": "M55-shared-pinned-set-score-of-top-token",
+        "file": "models/shared.py",
+        "old": "        new_scores[i, members] = float(w @ scores[i, members]) / total\n",
+        "new": "        new_scores[i, members] = scores[i, tops[i]]\n",
+        "category": "wrong reference",
+        "fault": "the pinned problem gives each set the score of its top-logit member instead "
+        "of the members' scores weighted by their split at q*: the outside tokens' weights "
+        "ℓ'(m_i)·s_it·(γ̄_i − γ_it) in the D⊥ flow are wrong (zero where the top member shares "
+        "the outside tokens' score, an NTP set whose top member is not the label).",
+    },
+    {
+        "id": "M56-shared-reduced-loss-unmasked",
+        "file": "models/shared.py",
+        "old": "        logits = torch.where(mask, keys @ q, neg_inf)\n",
+        "new": "        logits = keys @ q\n",
+        "category": "missing restriction",
+        "fault": "the reduced loss L_S takes the softmax over every token, not over each input's "
+        "set: q* minimises the full loss on D at the origin of D⊥ instead of the loss the flow "
+        "tends to on the sets, so the finite part (and the shares) are wrong.",
+    },
+    {
+        "id": "M57-shared-equality-svm-margin-rows-reversed",
+        "file": "models/shared.py",
+        "old": "            rows_in.append(keys[i, r] - keys[i, t])\n",
+        "new": "            rows_in.append(keys[i, t] - keys[i, r])\n",
+        "category": "flipped sign",
+        "fault": "the equality SVM's margin rows ask each outside token to lead the set by 1 "
+        "instead of trailing it: p_dir is the SVM of the opposite selection (or infeasible), "
+        "not the direction the flow takes.",
+    },
+    # ---------------------------------------------------------------- ntp/flow.py
+    {
+        "id": "M58-ntp-flow-key-transposed",
+        "file": "models/ntp/flow.py",
+        "old": '    keys = np.einsum("ita,ib->itab", E[seqs], E[queries]).reshape(len(seqs), seqs.shape[1], -1)\n',
+        "new": '    keys = np.einsum("ita,ib->itba", E[seqs], E[queries]).reshape(len(seqs), seqs.shape[1], -1)\n',
+        "category": "transposed",
+        "fault": "the NTP prompt view's key is vec(x_q x_tokᵀ) instead of vec(x_tok x_qᵀ): the "
+        "engine follows the flow of x_qᵀ W x_tok, i.e. of Wᵀ, so its limit is the transpose of "
+        "the graph-SVM and W_fin (wrong wherever they are not symmetric).",
+    },
+    # ---------------------------------------------------------------- kernels.py (NEG_LOG)
+    {
+        "id": "M59-kernels-neg-log-second-deriv-factor",
+        "file": "models/kernels.py",
+        "old": "        return -2.0 * math.log(x) if x > 0.0 else math.inf\n",
+        "new": "        return -math.log(x) if x > 0.0 else math.inf\n",
+        "category": "wrong derivative",
+        "fault": "log ℓ'' of ℓ(x) = −log x is −log x (ℓ'' = 1/x) instead of −2 log x (1/x²): "
+        "the closed-form Jacobian of the NTP flow field is wrong wherever the label mass is "
+        "below 1 (only the stiff integrator's Newton iterations read it, as M51).",
     },
 ]
