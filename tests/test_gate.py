@@ -659,3 +659,62 @@ def test_d_a_broken_model_makes_the_gate_fail(tmp_path):
     assert '{"model":"prompt","X":[[[' in out  # the instance, in the check CLI's schema
     saved = json.loads((root / "theorems/counterexamples/GATE-DESCENT.json").read_text())
     assert saved["model"] == "prompt" and set(saved["replay"]) == {"inst", "r"}
+
+
+def test_lock_update_from_another_profile_pins_only_the_claims_that_run_there_alone(
+    tmp_path, monkeypatch, capsys
+):
+    """A nightly report updates the ci lock's nightly-only pins and nothing else, and the
+    lock keeps its profile (before, its header became `# profile: nightly`)."""
+    from theorems.framework import cli
+
+    checkout = tmp_path / "checkout"
+    (checkout / "theorems").mkdir(parents=True)
+    lock = checkout / "theorems" / "verdicts.lock"
+    lock.write_text("# profile: ci\nT-A holds p\nT-BIG inconclusive p\n")
+    monkeypatch.setattr(cli, "REPO_ROOT", checkout)
+    monkeypatch.setattr(
+        cli, "_known_claims", lambda: ({"T-A": "holds", "T-BIG": "holds"}, ["T-A", "T-BIG"], None)
+    )
+    monkeypatch.setattr(cli, "_profile_only_claims", lambda profile: {"T-BIG"})
+    monkeypatch.setattr(cli, "_write_index", lambda: None)
+    claims = [
+        {"id": "T-A", "verdict": "refuted", "paper": "p", "expected": "holds"},
+        {"id": "T-BIG", "verdict": "holds", "paper": "p", "expected": "holds"},
+    ]
+    report = tmp_path / "nightly.json"
+    report.write_text(json.dumps({"profile": "nightly", "claims": claims}))
+    assert cli.main(["lock", "--update", "--lock", str(lock), "--from", str(report)]) == 0
+    captured = capsys.readouterr()
+    assert "only the 1 claims that run under 'nightly' alone are updated" in captured.err
+    new = locks.read(lock)
+    assert new.profile == "ci"
+    assert new.verdict("T-BIG") == "holds" and new.verdict("T-A") == "holds"
+    # the same report under the lock's own profile updates everything
+    report.write_text(json.dumps({"profile": "ci", "claims": claims}))
+    assert cli.main(["lock", "--update", "--lock", str(lock), "--from", str(report)]) == 0
+    assert locks.read(lock).verdict("T-A") == "refuted"
+
+
+def test_lock_update_from_another_profile_refuses_a_lock_it_cannot_read_claims_for(
+    tmp_path, capsys
+):
+    from theorems.framework import cli
+
+    lock = tmp_path / "mine.lock"
+    lock.write_text("# profile: ci\nT-A holds p\n")
+    report = tmp_path / "nightly.json"
+    claims = [{"id": "T-A", "verdict": "refuted", "paper": "p", "expected": "holds"}]
+    report.write_text(json.dumps({"profile": "nightly", "claims": claims}))
+    assert cli.main(["lock", "--update", "--lock", str(lock), "--from", str(report)]) == 2
+    assert "is not known here" in capsys.readouterr().err
+    assert locks.read(lock).verdict("T-A") == "holds"
+
+
+def test_profile_only_claims_are_the_nightly_only_ones():
+    from theorems.framework import cli
+
+    cli._known_claims()  # imports the claim modules
+    only = cli._profile_only_claims("nightly")
+    assert "MM-THM-L-RANDOM-LARGE" in only and "MM-THM-L-RANDOM" not in only
+    assert cli._profile_only_claims("ci") == set()

@@ -288,6 +288,16 @@ def _known_claims() -> tuple[dict[str, str] | None, list[str], str | None]:
     return {c.id: c.expected for c in mine}, [c.id for c in mine], None
 
 
+def _profile_only_claims(profile: str) -> set[str]:
+    """Ids of the claims that run under ``profile`` alone (after ``_known_claims`` imported
+    them): the nightly-only ones for "nightly", none for any other profile."""
+    from theorems.framework import registry
+
+    if profile != "nightly":
+        return set()
+    return {c.id for c in registry.REGISTRY.values() if c.runs_only_with == registry.NIGHTLY_ONLY}
+
+
 def cmd_lock(args: argparse.Namespace) -> int:
     from theorems.framework import lock as locks
 
@@ -328,6 +338,28 @@ def cmd_lock(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     command = locks.update_command(lock_path, report_path)  # what every hint says to run
+    profile = report.get("profile")
+    if args.update and lock is not None and lock.profile and profile and profile != lock.profile:
+        # A lock is made under one profile: a report of another may only pin the claims that
+        # run under that profile alone (the nightly-only large-rung claims), and the lock
+        # keeps its own profile (before, the header became the report's).
+        if known is None:
+            return _error(
+                f"{report_path} was made under the {profile!r} profile and {lock_path} under "
+                f"{lock.profile!r}: which claims run only under {profile!r} is not known here",
+                2,
+            )
+        only = _profile_only_claims(profile)
+        kept_out = [c["id"] for c in claims if c["id"] not in only]
+        claims = [c for c in claims if c["id"] in only]
+        skipped = [s for s in skipped if s["id"] in only]
+        print(
+            f"note: {report_path} was made under the {profile!r} profile, {lock_path} under "
+            f"{lock.profile!r}: only the {len(claims)} claims that run under {profile!r} alone "
+            f"are updated; {len(kept_out)} others keep their pins",
+            file=sys.stderr,
+        )
+        profile = lock.profile
     if args.update:
         done = locks.update(
             lock,
@@ -338,9 +370,7 @@ def cmd_lock(args: argparse.Namespace) -> int:
             unfinished=incomplete.get("not_finished", []),
         )
         mine = lock_path.resolve() == (REPO_ROOT / locks.DEFAULT_LOCK).resolve()
-        text = locks.render(
-            done.rows, report.get("profile"), header=locks.HEADER if mine else locks.OTHER_HEADER
-        )
+        text = locks.render(done.rows, profile, header=locks.HEADER if mine else locks.OTHER_HEADER)
         try:
             lock_path.parent.mkdir(parents=True, exist_ok=True)
             lock_path.write_text(text, encoding="utf-8")
