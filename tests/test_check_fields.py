@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from tests.mutmut_aware import cache_key, cached
+from tests.test_check_shared import CROSS_SHARED, PROMPT_SHARED
 from tests.test_cli import EMBEDDING, PROMPT
 from tests.test_cli_bad_input import CROSS
-from tests.test_cli_ntp import I1
+from tests.test_cli_ntp import I1, OFFICIAL_CYCLIC
 from theorems.framework import cli
 from theorems.framework.instances import load_instance
 
@@ -56,6 +57,11 @@ INSTANCES = {
     "joint": JOINT,
     "ntp": I1,
     "ntp-linear": LINEAR,
+    # the engine's general (shared-mass) limit: status "shared" and its block, the cross W
+    # training's status, and NTP's `flow` where the sequences have one length (I1's do not)
+    "prompt shared": PROMPT_SHARED,
+    "cross W shared": CROSS_SHARED,
+    "ntp one length": OFFICIAL_CYCLIC,
 }
 #: Fields whose inner keys are the same in every branch (each SVM's, the face fit's).
 NESTED = ("svm", "svm_global", "svm_selected", "svm_fro", "svm_nuc", "svm_lp", "v_svm",
@@ -161,3 +167,18 @@ def test_every_training_method_is_one_the_page_names(kind, tmp_path):
     for method in methods:
         named = re.sub(r"ℓ\d+(\.\d+)? ", "ℓp ", method)  # "ℓ2 mirror descent": "ℓp …"
         assert f'`"{named}"`' in DOC, (kind, method)
+
+
+@pytest.mark.parametrize(
+    ("kind", "reached"),
+    [
+        ("prompt shared", lambda a: a["status"] == "shared" and isinstance(a["shared"], dict)),
+        ("cross W shared", lambda a: a["training"]["status"] == "shared"),
+        ("ntp one length", lambda a: a["flow"]["kind"] == "shared" and a["flow"]["W_dir"]),
+    ],
+)
+def test_the_shared_limits_fields_are_among_those_checked(kind, reached, tmp_path):
+    """The instances added for the general limit reach it, so the tests above meet its status
+    word and every key of its blocks (else they would pass without ever seeing them)."""
+    computed, _ = answers(kind, tmp_path)
+    assert reached(computed), kind

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+from strategies.ntp_attention import official_ntp_data
 from theorems.framework import cli
 
 I1 = {
@@ -18,6 +19,17 @@ I1 = {
     "sequences": [[1, 2, 3, 0], [2, 3, 0], [3, 0]],
     "labels": [1, 2, 3],
 }
+
+
+def _official(seed: int = 0, graphs: str = "cyclic") -> dict:
+    """The official generator's draw (spec ntp §4.1: n = 6 sequences of T = 4 distinct tokens
+    of K = 6 unit vectors in R^8): one sequence length, so the engine follows its flow."""
+    E, sequences, labels, _ = official_ntp_data(seed, graphs=graphs)
+    return {"model": "ntp", "embeddings": E.tolist(), "sequences": sequences, "labels": labels}
+
+
+#: An official cyclic draw (some query graph has a cycle): the engine's limit is "shared".
+OFFICIAL_CYCLIC = _official(0, "cyclic")
 
 
 def _i2() -> dict:
@@ -178,3 +190,103 @@ def test_a_compatible_separable_linear_instance_measures_gds_direction():
     assert out["compatible"] and out["separable"] and not out["ntp_svm"]["vacuous"]
     assert out["status"] == "ok" and out["reason"].startswith("compatible and separable")
     assert 0 <= out["gd"]["one_minus_corr"] < 1e-3 and out["gd"]["fin_error"] < 1e-2
+
+
+def _unit(A) -> np.ndarray:
+    A = np.asarray(A, dtype=float)
+    return A / np.linalg.norm(A)
+
+
+def test_the_engine_follows_an_official_cyclic_instance_to_the_graph_svm_and_w_fin(
+    tmp_path, monkeypatch
+):
+    """Cyclic graphs: the flow keeps each label's SCC sharing the mass, W = R·W_dir + W_fin,
+    and the engine, reading W_dir and W_fin from the flow alone, gets the graph-SVM's direction
+    and the priority graphs' W_fin (spec ntp §1.2)."""
+    monkeypatch.setenv("ATTN_PROGRESS", "0")
+    answer = _check(tmp_path, OFFICIAL_CYCLIC)
+    assert answer["status"] == "ok" and any(c["cyclic"] for c in answer["components"])
+    flow = answer["flow"]
+    assert flow["kind"] == "shared" and flow["status"] == "shared", flow["reason"]
+    assert flow["reason"].startswith("converged to a shared-mass limit")
+    W_dir = np.array(flow["W_dir"])
+    assert W_dir.shape == (8, 8) and np.linalg.norm(W_dir) == pytest.approx(1.0, abs=1e-12)
+    assert np.abs(W_dir - _unit(answer["graph_svm"]["W"])).max() <= 1e-8
+    assert flow["one_minus_cos_to_graph_svm"] <= 1e-12
+    W_fin = np.array(flow["W_fin"])
+    assert np.abs(W_fin - np.array(answer["W_fin"])).max() <= 1e-8
+    assert flow["fin_error"] == pytest.approx(np.linalg.norm(W_fin - answer["W_fin"]), abs=1e-15)
+    assert flow["fin_error"] <= 1e-8 and flow["seconds"] > 0
+    assert answer["gd"] is not None  # the measured run is still there
+
+
+def test_the_engines_finite_part_is_the_log_odds_closed_form(tmp_path, monkeypatch):
+    """I2's log-odds case with one sequence length: query 0's three samples [1, 2, 3, 0]
+    labelled 1, 1, 2 make {1, 2} an SCC that keeps the mass 2 : 1, so W_fin =
+    log 2·(x_1 − x_2)x_0ᵀ/‖x_1 − x_2‖² (spec §2.4), and the flow's own finite part is it;
+    query 4's samples (labels 3, 3) add an acyclic graph."""
+    monkeypatch.setenv("ATTN_PROGRESS", "0")
+    doc = _i2()
+    doc["sequences"] = [[1, 2, 3, 0]] * 3 + [[3, 1, 2, 4], [2, 1, 3, 4]]
+    doc["labels"] = [1, 1, 2, 3, 3]
+    answer = _check(tmp_path, doc)
+    flow = answer["flow"]
+    assert flow["kind"] == "shared", flow["reason"]
+    x = np.array(doc["embeddings"])
+    diff = x[1] - x[2]
+    expected = math.log(2) * np.outer(diff, x[0]) / (diff @ diff)
+    assert np.abs(np.array(flow["W_fin"]) - expected).max() <= 1e-12
+    assert flow["fin_error"] <= 1e-12
+    assert np.abs(np.array(flow["W_dir"]) - _unit(answer["graph_svm"]["W"])).max() <= 1e-8
+
+
+def test_the_engine_follows_an_official_acyclic_instance_to_the_graph_svm(tmp_path, monkeypatch):
+    """Acyclic graphs: one token per sample, W_dir the SVM of that selection, which is the
+    graph-SVM, and no finite part."""
+    monkeypatch.setenv("ATTN_PROGRESS", "0")
+    answer = _check(tmp_path, _official(0, "acyclic"))
+    assert not any(c["cyclic"] for c in answer["components"])
+    flow = answer["flow"]
+    assert flow["kind"] == "converged" and flow["status"] == "converged", flow["reason"]
+    assert np.abs(np.array(flow["W_dir"]) - _unit(answer["graph_svm"]["W"])).max() <= 1e-8
+    assert np.array(flow["W_fin"]).tolist() == np.zeros((8, 8)).tolist()
+    assert flow["fin_error"] <= 1e-12 and flow["one_minus_cos_to_graph_svm"] <= 1e-12
+
+
+def test_sequences_of_several_lengths_have_no_flow_but_say_why(tmp_path, monkeypatch):
+    """I1's sequences have lengths 4, 3, 2: the engine's prompt view needs one T, so `flow`
+    keeps its keys, null, with status inconclusive and the reason; the rest is computed."""
+    monkeypatch.setenv("ATTN_PROGRESS", "0")
+    answer = _check(tmp_path, I1)
+    flow = answer["flow"]
+    assert flow["status"] == "inconclusive"
+    assert flow["reason"].startswith("sequences: ") and "lengths [2, 3, 4]" in flow["reason"]
+    computed = {"status", "reason", "seconds"}
+    assert all(flow[k] is None for k in flow if k not in computed), flow
+    assert answer["status"] == "ok" and answer["gd"] is not None
+
+
+def test_the_flow_is_followed_where_the_graph_svm_has_no_solution():
+    """The infeasible instance above: tokens 0 and 1 share an embedding, so no W gives the
+    label a margin over token 1, but the flow still converges in direction (the two positions
+    are twins and share the mass for ever); flow says so, with nothing to compare it to."""
+    from models.ntp.predict import predict_ntp
+
+    out = predict_ntp([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], [[0, 1, 2]], [0])
+    assert out["status"] == "infeasible" and out["gd"] is None
+    flow = out["flow"]
+    assert flow["kind"] == "converged", flow["reason"]
+    assert flow["one_minus_cos_to_graph_svm"] is None
+    # W_dir raises both twins' logit over token 2's, (x_0 − x_2)ᵀ W x_2 > 0
+    x = np.array([[1.0, 0.0], [0.0, 1.0]])
+    assert (x[0] - x[1]) @ np.array(flow["W_dir"]) @ x[1] > 0
+
+
+def test_the_answers_that_compute_nothing_carry_a_null_flow(tmp_path, monkeypatch):
+    from models.ntp.predict import NTP_FIELDS, inconclusive_answer
+
+    monkeypatch.setenv("ATTN_PROGRESS", "0")
+    answer = _check(tmp_path, {**I1, "embeddings": (1e300 * np.eye(4)).tolist()})
+    assert answer["reason"].startswith("precision:") and answer["flow"] is None
+    budget = inconclusive_answer("ntp", {}, "budget: test", 0.0)
+    assert "flow" in NTP_FIELDS and budget["flow"] is None

@@ -1522,11 +1522,11 @@ def test_the_documented_answer_fields():
     assert predict.PROMPT_FIELDS == (
         "model", "opt", "opt_unique", "svm_global", "selected", "locally_optimal",
         "locally_optimal_reason", "svm_selected", "tie_sharing", "status", "reason", "minimiser",
-        "one_minus_cos", "cos_to_global", "p_norm", "loss", "loss_floor", "seconds",
+        "shared", "one_minus_cos", "cos_to_global", "p_norm", "loss", "loss_floor", "seconds",
     )  # fmt: skip
     assert predict.EMBEDDING_FIELDS == (
         "model", "alpha", "shift", "bound", "max_error", "selected", "svm", "status", "reason",
-        "minimiser", "one_minus_cos", "p_norm", "seconds",
+        "minimiser", "shared", "one_minus_cos", "p_norm", "seconds",
     )  # fmt: skip
 
 

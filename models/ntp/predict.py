@@ -12,6 +12,12 @@
 the spec's step (η = 1/L_bound for attention, η = 0.5 for the linear model) for ``GD_STEPS``
 steps, and its distance to the predicted limit. It is evidence about this instance, not a
 certificate of the limit: 1 − corr decays like 1/log²k (spec §2.6).
+
+For the attention model ``flow`` is the certificate: gradient flow on W from 0 followed by the
+engine every other model uses (``models.ntp.flow.flow_limit``, ``models.limits.follow``), its
+limit read from the flow alone and compared with the graph-SVM and W_fin built from the
+priority graphs. The engine's prompt view needs sequences of one length; for others ``flow``
+keeps its keys, null, with status "inconclusive" and the reason.
 """
 
 from __future__ import annotations
@@ -23,9 +29,11 @@ import numpy as np
 
 from models import precision
 from models.cross import correlation
+from models.limits import Limit, bounded_message, shared_message
 from models.ntp.attention import ntp_attention, smoothness_bound
 from models.ntp.data import ntp_data
 from models.ntp.finite import finite_component, reduced_model
+from models.ntp.flow import flow_limit, prompt_view
 from models.ntp.gd import gd
 from models.ntp.graph import priority_graphs
 from models.ntp.linear import linear_ntp
@@ -39,7 +47,7 @@ GD_STEPS = 10_000
 LINEAR_LR = 0.5
 
 NTP_FIELDS = tuple(
-    "model components graph_svm W_fin finite loss_floor label_shares gd status reason "
+    "model components graph_svm W_fin finite loss_floor label_shares gd flow status reason "
     "seconds".split()
 )
 LINEAR_FIELDS = tuple(
@@ -98,6 +106,84 @@ def _label_shares(data, W_fin: np.ndarray) -> list[dict]:
     return out
 
 
+#: The keys of ``flow`` (the engine's certified limit of gradient flow on W), in order.
+FLOW_FIELDS = tuple(
+    "kind status W_dir W_fin one_minus_cos_to_graph_svm fin_error reason seconds".split()
+)
+
+
+def _unit_omc(a: np.ndarray, b: np.ndarray) -> float:
+    """1 − cos(a, b) as ½‖a/‖a‖ − b/‖b‖‖² (no cancellation near 0); both nonzero."""
+    return 0.5 * float(np.sum((a / np.linalg.norm(a) - b / np.linalg.norm(b)) ** 2))
+
+
+def _flow_limit_parts(lim: Limit, d: int) -> tuple[np.ndarray | None, np.ndarray | None, str]:
+    """(W_dir, W_fin, reason) of a certified limit: "converged" (one token per sample: the
+    unit SVM direction of the selection, no finite part), "shared" (the unit equality SVM of
+    the sets, W_fin = q*), "bounded" (no direction; the strict local minimiser, or W(0) where
+    L is constant), else neither."""
+    out = lim.outcome
+    if lim.kind == "converged":
+        x = np.asarray(out.svm.x, dtype=np.float64)
+        return (x / np.linalg.norm(x)).reshape(d, d), np.zeros((d, d)), out.reason
+    if lim.kind == "shared":
+        sh = lim.shared
+        w = np.asarray(sh.direction.w, dtype=np.float64)
+        W_dir = (w / np.linalg.norm(w)).reshape(d, d)
+        return (
+            W_dir,
+            np.asarray(sh.finite.q, dtype=np.float64).reshape(d, d),
+            shared_message(sh, lim.symbol),
+        )
+    if lim.kind == "bounded":
+        if lim.minimiser is not None:
+            W_fin = np.asarray(lim.minimiser.p, dtype=np.float64).reshape(d, d)
+        elif lim.at_rest is not None:
+            W_fin = out.p.numpy().reshape(d, d)  # L is constant: the flow rests at W(0)
+        else:
+            W_fin = None  # a trapping interval: bounded, with no certified point
+        return None, W_fin, bounded_message(lim)
+    return None, None, out.reason
+
+
+def _flow(data, svm, fin) -> dict:
+    """``flow``: where gradient flow on W from 0 goes, certified by the engine
+    (``models.ntp.flow.flow_limit``), against the graph-SVM and W_fin of the priority graphs:
+    ``one_minus_cos_to_graph_svm`` = 1 − cos(W_dir, W_svm) (null where either is missing or
+    W_svm is vacuous), ``fin_error`` = ‖W_fin(engine) − W_fin‖_F (null where either is
+    missing). Sequences of several lengths: every field null, status "inconclusive"."""
+    t0 = time.perf_counter()
+    try:
+        prompt_view(data)  # the engine's view: one sequence length
+    except ValueError as err:
+        return dict.fromkeys(FLOW_FIELDS) | {
+            "status": "inconclusive",
+            "reason": str(err),
+            "seconds": time.perf_counter() - t0,
+        }
+    d = data.dim
+    lim = flow_limit(data)
+    W_dir, W_fin, reason = _flow_limit_parts(lim, d)
+    svm_W = None if svm.W is None or not svm.ok or svm.vacuous else np.asarray(svm.W)
+    certified = ("converged", "shared", "bounded")
+    return {
+        "kind": lim.kind,
+        "status": lim.kind if lim.kind in certified else lim.outcome.status,
+        "W_dir": None if W_dir is None else W_dir.tolist(),
+        "W_fin": None if W_fin is None else W_fin.tolist(),
+        "one_minus_cos_to_graph_svm": (
+            None if W_dir is None or svm_W is None else _unit_omc(W_dir, svm_W)
+        ),
+        "fin_error": (
+            None
+            if W_fin is None or not fin.converged
+            else float(np.linalg.norm(W_fin - np.asarray(fin.W)))
+        ),
+        "reason": reason,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
 def predict_ntp(embeddings, sequences, labels, *, stage=_quiet) -> dict:
     """The answer for one self-attention NTP instance (the query is each sequence's last
     token; labels must occur in their sequences)."""
@@ -133,10 +219,13 @@ def predict_ntp(embeddings, sequences, labels, *, stage=_quiet) -> dict:
         "loss_floor": fin.loss,
         "label_shares": _label_shares(data, fin.W),
     }
+    # no stage line of its own (the stages are pinned by tests/test_ntp_predict.py): a
+    # fraction of a second on the official sizes, reported as part of the finite part's stage
+    flow = _flow(data, svm, fin)
     if not svm.ok or not fin.converged:
         why = svm.reason if not svm.ok else f"W_fin: {fin.reason}"
         status = "infeasible" if svm.status == "infeasible" else "inconclusive"
-        return answer | {"gd": None, "status": status, "reason": why} | _took(t0)
+        return answer | {"gd": None, "flow": flow, "status": status, "reason": why} | _took(t0)
     stage(f"running GD for {GD_STEPS} steps (η = 1/L_bound)")
     model = ntp_attention(data)
     lr = 1.0 / smoothness_bound(data)
@@ -153,6 +242,7 @@ def predict_ntp(embeddings, sequences, labels, *, stage=_quiet) -> dict:
         "excess_loss": model.loss(W) - fin.loss,
         "W_norm": float(np.linalg.norm(W)),
     }
+    answer["flow"] = flow
     status, reason = "ok", "W(k) ≈ R·W_svm + W_fin: see gd for the distances after the run"
     if svm.vacuous:
         reason = "no edge leaves an SCC: W_svm = 0 and W(k) → W_fin (the loss floor is attained)"
