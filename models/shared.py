@@ -212,7 +212,9 @@ def finite_part(problem: PromptProblem, sets: np.ndarray, basis: np.ndarray, q0)
     return FinitePart(q, basis, float(at(z)), gnorm, lo, hi, steps, ok, why)
 
 
-def full_equilibrium(problem: PromptProblem, p: np.ndarray, basis: np.ndarray, q0: np.ndarray):
+def full_equilibrium(
+    problem: PromptProblem, p: np.ndarray, basis: np.ndarray, q0: np.ndarray, lead: float
+):
     """(q, why): Newton on the full loss over D at p's D⊥ part, from p's own D part: the
     point the flow's D part relaxes to. The gradient is the engine's log-space one (its
     within-set terms cancel near q to an absolute ~1e-16, far below the Θ(1) curvature), the
@@ -223,7 +225,7 @@ def full_equilibrium(problem: PromptProblem, p: np.ndarray, basis: np.ndarray, q
     perp_part = p - B.T @ (B @ p)
     z = B @ q0
     # the Newton matrix: the reduced loss's Hessian on the sets at the flow's point
-    value = reduced_loss(problem, read_sets(problem._np[0], p, math.log(problem.T / 1e-6)))
+    value = reduced_loss(problem, read_sets(problem._np[0], p, lead))
     perp_t = torch.from_numpy(perp_part)
 
     def on_d(y: torch.Tensor) -> torch.Tensor:
@@ -362,7 +364,7 @@ def shared_limit(
         )
     norm0 = float(np.linalg.norm(p))
     scale = max(1.0, float(np.linalg.norm(finite.q)))
-    q_full, why_full = full_equilibrium(problem, p, basis, q0)
+    q_full, why_full = full_equilibrium(problem, p, basis, q0, lead)
     if q_full is None:
         return fail(
             "inconclusive",
