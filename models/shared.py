@@ -101,6 +101,8 @@ class SharedLimit:
     q_full: np.ndarray | None = None
     basin: float = math.nan  # ‖P_D p − q_full‖ at the hand-over
     steps: int = 0
+    #: the pinned trace's recorded points in p's coordinates (q* + the traced D⊥ part), (k, d)
+    path: np.ndarray | None = None
     #: each input's limiting split of the mass over its set, {token: share} (at q*)
     shares: list = field(default_factory=list)
 
@@ -433,7 +435,15 @@ def shared_limit(
     u_end, lgn_end = pinned.flow_field_np(y_end)
     omc, heading, leak, same = tests(y_end, u_end, lgn_end)
     q_end = full_point(y_end)
-    kw.update(p=q_end, one_minus_cos=omc, heading=heading, max_other_prob=leak, steps=traj.evals)
+    path = finite.q + traj.ps.numpy()[:, :-1] @ perp.T
+    kw.update(
+        p=q_end,
+        one_minus_cos=omc,
+        heading=heading,
+        max_other_prob=leak,
+        steps=traj.evals,
+        path=path,
+    )
     ok = same and leak <= select_tol and omc <= target and heading <= target
     ended = (
         f"pinned flow {traj.stop} at ‖p‖ = {np.linalg.norm(q_end):.3g}: 1 − cos(p, p_dir) = "
