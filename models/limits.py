@@ -5,12 +5,11 @@ returns a certified `Limit`: "converged" (directional convergence to the SVM of 
 confirmed while ‖p‖ grows a hundredfold: ``settle``), "shared" (the general limit of
 ``models.shared``: sets of tokens keep the mass for ever, p(t) = R·p_dir + q* + o(1), the
 direction the equality SVM of the sets, q* a certified minimiser of the reduced loss),
-"bounded" (the run ends at a certified
-strict local minimiser, or inside a certified trapping interval on a one-dimensional key
-span, so ‖p(t)‖ stays bounded) or "undecided" (what the engine could not
-decide, with its reason). The claims read it through ``theorems.limits.flow``, which turns
-"undecided" into an inconclusive example and records the tests' slack; `check`
-(models.predict, models.cross_predict) reports it as it is.
+"bounded" (the run ends at a certified strict local minimiser, or inside a certified
+trapping interval on a one-dimensional key span, so ‖p(t)‖ stays bounded) or "undecided"
+(what the engine could not decide, with its reason). The claims read it through
+``theorems.limits.flow``, which turns "undecided" into an inconclusive example and records
+the tests' slack; `check` (models.predict, models.cross_predict) reports it as it is.
 
 The prompt model of 2306.13596 and the cross-attention W of 2308.16898 (through its vectorised
 prompt problem) are followed by the same code.
@@ -353,7 +352,14 @@ def shared_message(shared: SharedLimit, symbol: str = "p^mm") -> str:
 
 
 def follow(problem: PromptProblem, p0, *, cls: type[Limit] = Limit) -> Limit:
-    """``settle``, with a run that ends at a finite point decided instead of excused.
+    """``settle``, with a run that ends at a finite point decided instead of excused, and a
+    run that keeps several tokens' mass handed to the general limit.
+
+    A run that ends with some input's mass on a set of tokens with different keys (the
+    single-token engine's "ambiguous selection", or its stall where the within-set terms of
+    ∇L cancel to rounding) goes to ``models.shared.shared_limit`` first: a certified
+    shared-mass limit makes the run "shared" (‖p(t)‖ → ∞ along the sets' equality SVM, the
+    split at the reduced loss's minimiser).
 
     A stall of the flow (gradient ≈ 0 with the loss above every floor) is evidence against
     ‖p(t)‖ → ∞, not a failure of the machinery: the end point is handed to
