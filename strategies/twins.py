@@ -46,6 +46,26 @@ embedding
  rotate-embedding      E0 ↦ E0 Uᵀ with Uv = v                          p ↦ Uᵀp, E ↦ EU
  signed-permute-       E0 ↦ E0 Pᵀ, P a signed permutation fixing v     p ↦ Pᵀp, E ↦ EP
  embedding             (only where v has zero coordinates)
+NTP (2403.08081)
+ permute-sequences     samples (sequences with their labels)           per-sample arrays,
+                       reordered                                       selection
+ relabel-tokens        token ids permuted: E's rows, sequences,        token ids, vocabulary
+                       labels, meta (chains, cycles, counts, cycle,    arrays, E; where E = I
+                       query); where E = I also E's coordinates, so    W ↦ ΠᵀWΠ
+                       E stays I and W ↦ ΠWΠᵀ
+ rotate-embedding      E ↦ EMᵀ (x ↦ Mx, M Haar), W ↦ MWMᵀ; not made    W ↦ MᵀWM, E ↦ EM
+                       where E = I exactly
+ signed-permute-       as rotate-embedding with M a signed             as rotate-embedding
+ embedding             permutation (exact)
+linear NTP (2402.18551)
+ permute-contexts      H's columns with P's rows and π̂; meta          per-context arrays,
+                       "repeat"                                        selection
+ relabel-vocabulary    P's columns, W's rows (W'[π(z)] = W[z]), meta   W's rows, token ids,
+                       "twins"                                         vocabulary arrays
+ rotate-embedding      H ↦ MH (M Haar; equal contexts stay equal),     W ↦ W'M
+                       W ↦ WMᵀ
+ signed-permute-       as rotate-embedding with M a signed             as rotate-embedding
+ embedding             permutation (exact)
 =====================  ==============================================  ======================
 
 Exactness rules (the twin must be the same instance, ties included):
@@ -90,6 +110,13 @@ Not made, and why:
   scaling the scores changes the loss landscape (ℓ is not homogeneous): no statement here is
   scale-free in both, so no rescaled twin is offered.
 
+NTP and linear NTP instances: there is no head v to fix, so the coordinate twins are free
+rotations (or signed permutations) of the embedding space, and the logits agree with the
+original's to rounding only (``exact_scores`` is False for every NTP twin: the loss sums
+samples, distinct tokens and coordinates in another order). The literal promise E = I
+(ORTHONORMAL_VOCAB, the chain closed form) admits no change of coordinates; relabel-tokens
+then permutes the coordinates with the ids, which keeps E = I bit for bit.
+
 Meta: entries whose meaning is known are mapped (token and input indices, score and key
 arrays, vectors in key space, token ids, per-token vocabulary arrays, the signed quantities a
 label flip negates); every other entry is dropped, and ``Twin.dropped_meta`` names it. The
@@ -121,10 +148,11 @@ from strategies.instances import (
     EmbeddingInstance,
     PromptInstance,
 )
+from strategies.ntp_instances import LinearNTPInstance, NTPInstance
 
 Tensor = torch.Tensor
 DTYPE = torch.float64
-Instance = PromptInstance | CrossInstance | EmbeddingInstance
+Instance = PromptInstance | CrossInstance | EmbeddingInstance | NTPInstance | LinearNTPInstance
 
 __all__ = [
     "Twin",
@@ -139,6 +167,8 @@ __all__ = [
     "permute_positions",
     "relabel_tokens",
     "flip_labels_and_head",
+    "permute_contexts",
+    "relabel_vocabulary",
 ]
 
 
@@ -158,9 +188,14 @@ class Twin:
       twin (scores, logits, attention) → the original's. Key vectors in a trailing axis
       are not rotated back: use ``param_back`` for vectors of the key space.
     - ``inputs_back(a)``: an array indexed by input first (n, ...) → the original's.
-    - ``vocab_back(a)``, ``embedding_back(E)`` (embedding twins only, else None): an array
-      indexed by token id first (|S|, ...) → the original's; embeddings E (|S|, d) → the
-      original's (rows relabelled and the embedding space rotated back).
+    - ``vocab_back(a)``, ``embedding_back(E)`` (embedding and NTP twins; linear NTP twins
+      have ``vocab_back`` only; else None): an array indexed by token id first (|S|, ...) →
+      the original's; embeddings E (|S|, d) → the original's (rows relabelled and the
+      embedding space rotated back).
+    - NTP: a selection is one token id per sample, ``inputs_back`` and ``tokens_back`` take
+      per-sample arrays or lists (ragged ones too), ``param_back`` W (d, d). Linear NTP: a
+      selection is one token id per context, ``inputs_back`` takes per-context arrays,
+      ``tokens_back`` (context, token) arrays (m, V, ...), ``param_back`` W (V, d).
     - ``exact_scores``: the twin's scores, mapped back, equal the original's bit for bit.
     - ``dropped_meta``: the meta entries that could not be mapped (not in the twin).
     - ``note``: what was done where a rule forced a choice.
@@ -680,6 +715,10 @@ def _coordinate_twin(inst, kind: str) -> Twin | None:
     rng = _rng(inst, name)
     if isinstance(inst, EmbeddingInstance):
         return _embedding_coordinates(inst, name, kind, rng)
+    if isinstance(inst, NTPInstance):
+        return _ntp_coordinates(inst, name, kind, rng)
+    if isinstance(inst, LinearNTPInstance):
+        return _linear_coordinates(inst, name, kind, rng)
     _require(inst, (PromptInstance, CrossInstance), name)
     if kind == "rotate" and isinstance(inst, PromptInstance) and SVM_INFEASIBLE in inst.assumptions:
         return None  # exact key relations: only the exact signed permutation keeps them
@@ -746,13 +785,15 @@ def _coordinate_twin(inst, kind: str) -> Twin | None:
 def rotate_embedding(inst: Instance) -> Twin | None:
     """A rotation of the embedding (token) space that fixes v (module rules). Prompt:
     W ↦ UWUᵀ, p ↦ Up; cross: queries rotated by a free V, W ↦ UWVᵀ; embedding: E0 ↦ E0Uᵀ,
-    p ↦ Up. None for a prompt instance with SVM_INFEASIBLE (exact key relations)."""
+    p ↦ Up; NTP: E ↦ EQ, W ↦ QᵀWQ (Q a free rotation; none where E = I exactly); linear NTP:
+    H ↦ QH, W ↦ WQᵀ. None for a prompt instance with SVM_INFEASIBLE (exact key relations)."""
     return _coordinate_twin(inst, "rotate")
 
 
 def signed_permute_embedding(inst: Instance) -> Twin | None:
     """As `rotate_embedding` with signed permutation matrices (exact): the coordinates where
-    v is zero are permuted and sign-flipped; cross queries by a free signed permutation."""
+    v is zero are permuted and sign-flipped; cross queries by a free signed permutation; NTP
+    and linear NTP: a free signed permutation of the embedding space."""
     return _coordinate_twin(inst, "signed")
 
 
@@ -818,7 +859,10 @@ def _embedding_twin(
 
 
 def permute_sequences(inst: EmbeddingInstance) -> Twin | None:
-    """The sequences in a random order (y, s* and per-sequence meta with them); None at n = 1."""
+    """The sequences in a random order (y, s* and per-sequence meta with them); None at n = 1.
+    An NTP instance's samples (sequences with their labels): `_ntp_permute_sequences`."""
+    if isinstance(inst, NTPInstance):
+        return _ntp_permute_sequences(inst)
     _require(inst, (EmbeddingInstance,), "permute_sequences")
     if inst.n < 2:
         return None
@@ -859,7 +903,10 @@ def permute_positions(inst: EmbeddingInstance) -> Twin | None:
 def relabel_tokens(inst: EmbeddingInstance) -> Twin | None:
     """Token ids permuted: token s of the original is token π(s) of the twin, with E0's rows,
     the sequences, s*, ``relevant``, ``groups`` and the token-indexed meta relabelled. None at
-    |S| = 1. Meta "n_stop" (the stopwords are ids < n_stop) is dropped: it names ids."""
+    |S| = 1. Meta "n_stop" (the stopwords are ids < n_stop) is dropped: it names ids. An NTP
+    instance's vocabulary: `_ntp_relabel_tokens`."""
+    if isinstance(inst, NTPInstance):
+        return _ntp_relabel_tokens(inst)
     _require(inst, (EmbeddingInstance,), "relabel_tokens")
     S = inst.vocab_size
     if S < 2:
@@ -950,17 +997,269 @@ def flip_labels_and_head(inst: EmbeddingInstance) -> Twin:
     return _embedding_twin(inst, "flip-labels-and-head", fields, rules)
 
 
+# ---- NTP twins (2403.08081 self-attention; 2402.18551 linear decoder) ------------------------
+
+#: The NTP strategies' meta entries (strategies.ntp_attention, theorems.ntp.common): generator
+#: labels and per-query dicts of token ids, no sample index. Kept by a twin that moves no token
+#: id; relabel-tokens maps the ids (and drops "id": it names a fixed instance of the paper,
+#: whose closed forms are written in its own ids).
+_NTP_KEEP = {
+    key: _KEEP
+    for key in ("generator", "redraws", "id", "chains", "cycles", "counts", "cycle", "query")
+}
+#: The linear NTP strategies' meta entries (strategies.ntp_linear): generator labels and sizes,
+#: the twin tokens (vocabulary ids) and the repeated contexts (context indices).
+_LINEAR_KEEP = {key: _KEEP for key in ("family", "size", "d", "twins", "repeat", "resampled")}
+
+
+def _reordering(src: np.ndarray) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    """(forward, back) over the first axis for "item j of the twin is item src[j] of the
+    original": arrays, tensors, lists and tuples (ragged ones included)."""
+    inv = np.argsort(src)
+
+    def move(a, order):
+        if isinstance(a, list | tuple):
+            return type(a)(a[int(i)] for i in order)
+        return _like(_np(a)[order], a)
+
+    return (lambda a: move(a, src)), (lambda a: move(a, inv))
+
+
+def _ids_back(pi: np.ndarray) -> Callable[[Any], Any]:
+    """Token ids of the twin (any shape; lists, tuples, arrays, tensors) → the original's, for
+    the relabelling "token s of the original is token pi[s] of the twin"."""
+    inv = np.argsort(pi)
+
+    def back(sel):
+        if isinstance(sel, list | tuple):
+            return type(sel)(
+                back(x) if isinstance(x, list | tuple) else int(inv[int(x)]) for x in sel
+            )
+        return _like(inv[_np(sel).astype(np.int64)], sel)
+
+    return back
+
+
+def _rows_back(pi: np.ndarray, axis: int = 0) -> Callable[[Any], Any]:
+    """An array indexed by token id on ``axis``, of the twin → the original's (a[pi])."""
+
+    def back(a):
+        return _like(np.take(_np(a), pi, axis=axis), a)
+
+    return back
+
+
+def _is_identity(E: np.ndarray) -> bool:
+    """E = I exactly (ORTHONORMAL_VOCAB's literal promise)."""
+    return E.shape[0] == E.shape[1] and np.array_equal(E, np.eye(E.shape[0]))
+
+
+def _ntp_twin(inst: NTPInstance, name: str, fields: dict, rules: dict, **maps) -> Twin:
+    meta, dropped = _map_meta(inst.meta, name, {**_NTP_KEEP, **rules})
+    twin = dataclasses.replace(inst, **fields, meta=meta)
+    base = {
+        "selection_back": _identity,
+        "param_back": _identity,
+        "tokens_back": _identity,
+        "inputs_back": _identity,
+        "vocab_back": _identity,
+        "embedding_back": _identity,
+    }
+    return Twin(
+        name=name, instance=twin, exact_scores=False, dropped_meta=dropped, **{**base, **maps}
+    )
+
+
+def _ntp_permute_sequences(inst: NTPInstance) -> Twin | None:
+    """The samples (sequences with their labels) in a random order; None at n = 1. The loss is
+    a mean over samples and the graphs depend on the set of samples: nothing else moves."""
+    if inst.n < 2:
+        return None
+    src = _perm(_rng(inst, "permute-sequences"), inst.n)
+    forward, back = _reordering(src)
+    fields = {"sequences": forward(inst.sequences), "labels": forward(inst.labels)}
+    return _ntp_twin(
+        inst,
+        "permute-sequences",
+        fields,
+        {},
+        selection_back=back,
+        tokens_back=back,
+        inputs_back=back,
+    )
+
+
+def _ntp_relabel_tokens(inst: NTPInstance) -> Twin | None:
+    """Token ids permuted: token s of the original is token π(s) of the twin (embedding rows,
+    sequences, labels and the token ids of meta with it). Where E = I exactly (orthonormal
+    vocabulary: the promise is literal), the embedding space's coordinates are permuted by π
+    too, so the twin's E is I again and W ↦ ΠWΠᵀ (W'[π(a), π(b)] = W[a, b]). A drawn π that
+    fixes every token the samples use is composed with a shift by one. None at K = 1."""
+    K = inst.num_tokens
+    if K < 2:
+        return None
+    pi = _perm(_rng(inst, "relabel-tokens"), K)  # new id of old token s
+    used = np.unique(np.concatenate([np.asarray(seq) for seq in inst.sequences]))
+    if np.array_equal(pi[used], used):  # the samples would not change: shift every id by one
+        pi = (pi + 1) % K
+
+    def tok(t) -> int:
+        return int(pi[int(t)])
+
+    E = inst.embeddings
+    identity = _is_identity(E)
+    if identity:
+        E2 = np.eye(K)
+    else:
+        E2 = np.empty_like(E)
+        E2[pi] = E
+    fields = {
+        "embeddings": E2,
+        "sequences": tuple(tuple(tok(t) for t in seq) for seq in inst.sequences),
+        "labels": tuple(tok(y) for y in inst.labels),
+    }
+    rules = {
+        "chains": lambda v: {tok(k): [tok(t) for t in c] for k, c in v.items()},
+        "cycles": lambda v: {tok(k): [[tok(t) for t in C] for C in cs] for k, cs in v.items()},
+        "counts": lambda v: {
+            tok(k): ({tok(a): n for a, n in c.items()} if isinstance(c, dict) else c)
+            for k, c in v.items()
+        },
+        "cycle": lambda v: type(v)(tok(t) for t in v),
+        "query": tok,
+        "id": None,
+    }
+    rows = _rows_back(pi)
+    if identity:
+
+        def param_back(W):
+            return _like(_np(W)[np.ix_(pi, pi)], W)
+
+        def embedding_back(E):
+            return _like(_np(E)[np.ix_(pi, pi)], E)
+
+    else:
+        param_back, embedding_back = _identity, rows
+    return _ntp_twin(
+        inst,
+        "relabel-tokens",
+        fields,
+        rules,
+        selection_back=_ids_back(pi),
+        param_back=param_back,
+        vocab_back=rows,
+        embedding_back=embedding_back,
+    )
+
+
+def _ntp_coordinates(inst: NTPInstance, name: str, kind: str, rng) -> Twin | None:
+    """E ↦ EMᵀ (each embedding x ↦ Mx, M a Haar rotation or a signed permutation of R^d), so
+    the logits x_aᵀWx_q are those of W' = MWMᵀ. None where E = I exactly: E = I is a literal
+    promise (ORTHONORMAL_VOCAB) that no change of coordinates keeps."""
+    if _is_identity(inst.embeddings):
+        return None
+    U = _rotation(rng, inst.dim, kind)
+    if U.trivial:
+        return None
+
+    def param_back(W, U=U):
+        return _matrix_back(W, U, U)
+
+    return _ntp_twin(
+        inst,
+        name,
+        {"embeddings": U.forward(inst.embeddings)},
+        {},
+        param_back=param_back,
+        embedding_back=U.back,
+    )
+
+
+def _linear_twin(inst: LinearNTPInstance, name: str, fields: dict, rules: dict, **maps) -> Twin:
+    meta, dropped = _map_meta(inst.meta, name, {**_LINEAR_KEEP, **rules})
+    twin = dataclasses.replace(inst, **fields, meta=meta)
+    base = {
+        "selection_back": _identity,
+        "param_back": _identity,
+        "tokens_back": _identity,
+        "inputs_back": _identity,
+        "vocab_back": _identity,
+    }
+    return Twin(
+        name=name, instance=twin, exact_scores=False, dropped_meta=dropped, **{**base, **maps}
+    )
+
+
+def permute_contexts(inst: LinearNTPInstance) -> Twin | None:
+    """The contexts in a random order: H's columns with P's rows and pi; None at m = 1. The
+    decoder W (V×d) does not move."""
+    _require(inst, (LinearNTPInstance,), "permute_contexts")
+    if inst.m < 2:
+        return None
+    src = _perm(_rng(inst, "permute-contexts"), inst.m)
+    forward, back = _reordering(src)
+    inv = np.argsort(src)
+    fields = {"H": inst.H[:, src], "P": forward(inst.P), "pi": forward(inst.pi)}
+    rules = {"repeat": lambda v: type(v)(int(inv[int(c)]) for c in v)}
+    return _linear_twin(
+        inst,
+        "permute-contexts",
+        fields,
+        rules,
+        selection_back=back,
+        tokens_back=back,
+        inputs_back=back,
+    )
+
+
+def relabel_vocabulary(inst: LinearNTPInstance) -> Twin | None:
+    """Token ids permuted: token z of the original is token π(z) of the twin (P's columns, the
+    decoder's rows W'[π(z)] = W[z], meta "twins"); None at V = 1."""
+    _require(inst, (LinearNTPInstance,), "relabel_vocabulary")
+    V = inst.vocab
+    if V < 2:
+        return None
+    pi = _perm(_rng(inst, "relabel-vocabulary"), V)
+    P = np.empty_like(inst.P)
+    P[:, pi] = inst.P
+    rules = {"twins": lambda v: type(v)(int(pi[int(t)]) for t in v)}
+    return _linear_twin(
+        inst,
+        "relabel-vocabulary",
+        {"P": P},
+        rules,
+        selection_back=_ids_back(pi),
+        param_back=_rows_back(pi),
+        tokens_back=_rows_back(pi, axis=1),
+        vocab_back=_rows_back(pi),
+    )
+
+
+def _linear_coordinates(inst: LinearNTPInstance, name: str, kind: str, rng) -> Twin | None:
+    """H ↦ MH (each context h̄_j ↦ Mh̄_j, M a Haar rotation or a signed permutation of R^d),
+    so the logits Wh̄_j are those of W' = WMᵀ; equal contexts stay equal."""
+    U = _rotation(rng, inst.dim, kind)
+    if U.trivial:
+        return None
+    H = _np(U.forward(inst.H.T)).T.copy()
+    return _linear_twin(inst, name, {"H": H}, {}, param_back=U.back)
+
+
 # ---- registry --------------------------------------------------------------------------------
 
 #: The twin functions of each instance class, in the order ``twins_of`` lists them.
-#: Twins that only reorder (inputs, tokens, sequences, positions, vocabulary ids): valid for
-#: a claim whose body draws further points (a random W or p) in the instance's coordinates.
+#: Twins that only reorder (inputs, tokens, sequences, positions, contexts, vocabulary ids):
+#: valid for a claim whose body draws further points (a random W or p) in the instance's
+#: coordinates, as long as those points are not indexed by what the twin reorders (the linear
+#: decoder's W, V×d, is indexed by the vocabulary: relabel-vocabulary moves its rows).
 REORDERINGS = (
     "permute-inputs",
     "permute-tokens",
     "permute-sequences",
     "permute-positions",
     "relabel-tokens",
+    "permute-contexts",
+    "relabel-vocabulary",
 )
 #: Twins that move coordinates by a sign: valid where the geometry is only invariant under
 #: signed permutations (ℓp norms, diagonal (K, Q)).
@@ -997,6 +1296,18 @@ TWINS: dict[type, tuple[Callable[[Any], Twin | None], ...]] = {
         permute_positions,
         relabel_tokens,
         flip_labels_and_head,
+        rotate_embedding,
+        signed_permute_embedding,
+    ),
+    NTPInstance: (
+        permute_sequences,
+        relabel_tokens,
+        rotate_embedding,
+        signed_permute_embedding,
+    ),
+    LinearNTPInstance: (
+        permute_contexts,
+        relabel_vocabulary,
         rotate_embedding,
         signed_permute_embedding,
     ),

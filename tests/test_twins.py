@@ -10,6 +10,15 @@ applied in the wrong direction, token ids relabelled without E0's rows, p not ro
 not negated after a flip) fail these same checks. Also: twins are deterministic, differ from
 their original, pass their class's validation, and keep the premises of their original's
 assumptions.
+
+NTP instances (2403.08081) and the linear decoder (2402.18551): the loss, the per-sample losses
+and the gradient of every twin at W', and the original's at W = param_back(W'), agree to 1e-12;
+the SCC partitions map by the relabelling; the certified graph-SVM, W_fin and L* (the linear
+decoder: entropy, compatibility, W*, the NTP-SVM and W^mm, dim F) map back; the meta (chains,
+cycles, counts, twin tokens, repeated contexts) still describes the twin; E = I stays I.
+Controls: ids relabelled without the embedding rows, a rotation mapped back the wrong way, an
+orthonormal vocabulary relabelled without its coordinates, chains left in the old ids, contexts
+permuted without their weights, a vocabulary mapped back the wrong way.
 """
 
 from __future__ import annotations
@@ -25,6 +34,10 @@ from hypothesis import strategies as st
 from models.attention import one_minus_cos
 from models.dynamics import converge
 from models.embedding import EmbeddingProblem, one_step
+from models.ntp.attention import ntp_attention
+from models.ntp.finite import finite_component
+from models.ntp.graph import priority_graphs, scc_partition
+from models.ntp.linear import linear_ntp
 from models.svm import att_svm, cls_svm
 from strategies import (
     DECOUPLED,
@@ -56,16 +69,37 @@ from strategies import (
     with_random_init,
     zipf_instance,
 )
-from strategies.instances import PRESCRIBED_SCORES
+from strategies.instances import ORTHONORMAL_VOCAB, PRESCRIBED_SCORES
+from strategies.ntp_attention import (
+    chain_ntp_instances,
+    graph_assumptions,
+    log_odds_instances,
+    official_ntp_instances,
+    orthonormal_ntp_instances,
+    partial_cycle_instances,
+)
+from strategies.ntp_instances import LinearNTPInstance, NTPInstance
+from strategies.ntp_linear import (
+    fig1_instance,
+    fig1_instances,
+    incompatible_instances,
+    linear_instances,
+    one_hot_instances,
+    overparameterized_instances,
+    twin_token_instances,
+)
 from strategies.twins import (
     TWINS,
     Twin,
     flip_labels_and_tokens,
+    permute_contexts,
     permute_tokens,
     relabel_tokens,
+    relabel_vocabulary,
     rotate_embedding,
     twins_of,
 )
+from theorems.ntp.common import c6_instance, i1, i2, solve_svm
 
 SMALL = settings(max_examples=20, deadline=None)
 #: Two certified SVM solutions of one problem (the oracle polishes to ~1e-12; issue 21's bound).
@@ -349,7 +383,13 @@ def test_twins_of_depends_on_the_seed_and_rejects_unknown_types():
     a = permute_tokens(inst).instance.X
     assert torch.equal(a, permute_tokens(inst).instance.X)
     assert not torch.equal(a, permute_tokens(other).instance.X)
-    assert set(TWINS) == {PromptInstance, CrossInstance, EmbeddingInstance}
+    assert set(TWINS) == {
+        PromptInstance,
+        CrossInstance,
+        EmbeddingInstance,
+        NTPInstance,
+        LinearNTPInstance,
+    }
     with pytest.raises(TypeError, match="no twins for"):
         twins_of(object())
     with pytest.raises(TypeError, match="expected a PromptInstance or CrossInstance"):
@@ -501,3 +541,310 @@ def test_control_flip_without_negating_p_fails_the_svm_check():
     wrong = dataclasses.replace(twin, param_back=lambda p: p)
     with pytest.raises(AssertionError, match="SVM solutions"):
         check_svm(inst, wrong)
+
+
+# ---- NTP instances (2403.08081) and the linear decoder (2402.18551) ---------------------------
+
+#: The NTP loss, per-sample losses and gradient at W and the twin's at the mapped W: sums of a
+#: few dozen O(‖W‖) terms in another order (the samples, the distinct tokens of a sample, the
+#: coordinates): 1e-12 relative to max(1, |value|).
+NTP_AGREEMENT = 1e-12
+#: W_fin (Newton to gradient ≤ 1e-12 on each side) and W* (a least-squares solve), mapped back.
+SOLVE_AGREEMENT = 1e-8
+
+NTP_DRAWS = st.one_of(
+    official_ntp_instances(graphs="any"),
+    official_ntp_instances(n=st.integers(2, 8), T=st.integers(2, 5), K=6, d=st.integers(1, 6)),
+    orthonormal_ntp_instances(n=st.integers(1, 6), T=st.integers(1, 4), K=st.integers(4, 6)),
+    chain_ntp_instances(),
+    chain_ntp_instances(d=st.integers(2, 8)),
+    log_odds_instances(),
+    partial_cycle_instances(),
+)
+NTP_PAPER = [i1(), i2(), c6_instance()]
+LINEAR_DRAWS = st.one_of(
+    linear_instances(),
+    overparameterized_instances(extra=st.integers(0, 2)),
+    fig1_instances(),
+    one_hot_instances(),
+    twin_token_instances(),
+    incompatible_instances(),
+)
+
+
+def _ntp_graphs_in_twin_ids(inst, twin: Twin) -> dict:
+    """The original's SCC partitions with every token id written as the twin's."""
+    new = np.asarray(twin.vocab_back(np.arange(inst.num_tokens)))  # new[s]: s's id in the twin
+    return {
+        int(new[k]): frozenset(frozenset(int(new[t]) for t in c) for c in part)
+        for k, part in scc_partition(inst.sequences, inst.labels, inst.num_tokens).items()
+    }
+
+
+def check_ntp_loss(inst, twin: Twin) -> None:
+    """L, the per-sample losses and ∇L of the twin at W' equal the original's at W =
+    param_back(W') (the gradient mapped back as W is: every map here is orthogonal)."""
+    a, b = ntp_attention(inst.data), ntp_attention(twin.instance.data)
+    rng = np.random.default_rng(inst.seed % 2**32)
+    for scale in (0.1, 1.0, 10.0):
+        W2 = rng.standard_normal((inst.dim, inst.dim))
+        W2 *= scale / np.linalg.norm(W2)
+        W = twin.param_back(W2)
+        la, lb = a.loss(W), b.loss(W2)
+        assert abs(la - lb) <= NTP_AGREEMENT * max(1.0, abs(la)), (twin.name, la, lb)
+        sa = a.sample_losses(W)
+        sb = np.asarray(twin.inputs_back(b.sample_losses(W2)))
+        assert np.abs(sa - sb).max() <= NTP_AGREEMENT * max(1.0, np.abs(sa).max()), twin.name
+        ga, gb = a.gradient(W), twin.param_back(b.gradient(W2))
+        gap = np.linalg.norm(ga - gb)
+        assert gap <= NTP_AGREEMENT * max(1.0, np.linalg.norm(ga)), (twin.name, "gradient", gap)
+
+
+def check_ntp_theory(inst, twin: Twin) -> None:
+    """The twin's SCC partitions are the original's relabelled; its certified graph-SVM and
+    its W_fin (with the loss floor L*), mapped back, are the original's."""
+    t = twin.instance
+    ours = scc_partition(t.sequences, t.labels, t.num_tokens)
+    assert ours == _ntp_graphs_in_twin_ids(inst, twin), f"{twin.name}: SCC partitions differ"
+    a, b = solve_svm(inst.data), solve_svm(t.data)
+    assert b.status == a.status, f"{twin.name}: graph-SVM {b.status}, original {a.status}"
+    if a.status == "optimal":
+        W = np.asarray(twin.param_back(b.W))
+        rel = np.linalg.norm(W - a.W) / max(1.0, np.linalg.norm(a.W))
+        assert rel <= SVM_AGREEMENT, f"{twin.name}: graph-SVMs {rel:.2e} apart"
+    fa, fb = finite_component(inst.data), finite_component(t.data)
+    if fa.converged and fb.converged:
+        W = np.asarray(twin.param_back(fb.W))
+        rel = np.linalg.norm(W - fa.W) / max(1.0, np.linalg.norm(fa.W))
+        assert rel <= SOLVE_AGREEMENT, f"{twin.name}: W_fin {rel:.2e} apart"
+        assert abs(fa.loss - fb.loss) <= NTP_AGREEMENT, f"{twin.name}: L* differs"
+
+
+def _assert_ntp_meta(inst) -> None:
+    """The meta of the NTP strategies says what the instance is, in its own ids."""
+    graphs = priority_graphs(inst.sequences, inst.labels, inst.num_tokens)
+    samples = list(zip(inst.sequences, inst.labels, strict=True))
+    for k, chain in inst.meta.get("chains", {}).items():
+        assert k in graphs, f"chain {chain}: no sample has query {k}"
+        g = graphs[k]
+        assert chain[-1] == k and all(
+            g.has_priority(a, b) for a, b in zip(chain, chain[1:], strict=False)
+        ), f"chain {chain} of query {k}"
+    for k, cycles in inst.meta.get("cycles", {}).items():
+        assert k in graphs, f"cycles {cycles}: no sample has query {k}"
+        comps = set(graphs[k].components)
+        assert all(frozenset(C) in comps for C in cycles), f"cycles {cycles} of query {k}"
+    if "query" in inst.meta:
+        k = inst.meta["query"]
+        assert all(s[-1] == k for s, _ in samples)
+        assert frozenset(inst.meta["cycle"]) in set(graphs[k].components)
+    for k, counts in inst.meta.get("counts", {}).items():
+        if isinstance(counts, dict):  # log-odds: {query: {label: count}}
+            for a, n in counts.items():
+                assert sum(s[-1] == k and y == a for s, y in samples) == n
+        else:  # partial cycle: {label: count}
+            assert sum(y == k for _, y in samples) == counts
+
+
+def _assert_ntp_premises(inst) -> None:
+    if ORTHONORMAL_VOCAB in inst.assumptions:
+        assert np.array_equal(inst.embeddings, np.eye(inst.num_tokens)), "E = I lost"
+    if inst.meta.get("generator") is not None:  # drawn: classified by graph_assumptions
+        names = graph_assumptions(inst.embeddings, inst.sequences, inst.labels)
+        assert names <= inst.assumptions, sorted(names - inst.assumptions)
+
+
+def _ntp_check_all(inst) -> list[Twin]:
+    twins = twins_of(inst)
+    _assert_ntp_meta(inst)
+    for twin in twins:
+        check_ntp_loss(inst, twin)
+        check_ntp_theory(inst, twin)
+        _assert_ntp_meta(twin.instance)
+        _assert_ntp_premises(twin.instance)
+    return twins
+
+
+@SMALL
+@given(NTP_DRAWS)
+def test_ntp_twins_keep_the_loss_graphs_svm_and_finite_part(inst):
+    names = [t.name for t in _ntp_check_all(inst)]
+    if np.array_equal(inst.embeddings, np.eye(inst.num_tokens)):  # E = I: a literal promise
+        assert not {"rotate-embedding", "signed-permute-embedding"} & set(names)
+
+
+@pytest.mark.parametrize("inst", NTP_PAPER, ids=lambda i: i.meta["id"])
+def test_ntp_paper_instance_twins(inst):
+    twins = _ntp_check_all(inst)
+    assert {t.name for t in twins} >= {"permute-sequences", "relabel-tokens"}
+    relabel = next(t for t in twins if t.name == "relabel-tokens")
+    assert "id" in relabel.dropped_meta  # I1, I2, C6 are written in their own token ids
+
+
+def _ntp_fields(inst) -> tuple:
+    return inst.embeddings, inst.sequences, inst.labels
+
+
+def _linear_fields(inst) -> tuple:
+    return inst.H, inst.P, inst.pi
+
+
+def _same_fields(a: tuple, b: tuple) -> bool:
+    return all(
+        np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+@SMALL
+@given(st.one_of(NTP_DRAWS, LINEAR_DRAWS))
+def test_ntp_twins_are_deterministic_valid_and_not_the_original(inst):
+    fields = _ntp_fields if isinstance(inst, NTPInstance) else _linear_fields
+    first, again = twins_of(inst), twins_of(inst)
+    assert [t.name for t in first] == [t.name for t in again]
+    for a, b in zip(first, again, strict=True):
+        assert _same_fields(fields(a.instance), fields(b.instance)), a.name
+        twin = a.instance
+        assert type(twin) is type(inst)
+        assert twin.assumptions == inst.assumptions and twin.seed == inst.seed
+        assert twin.meta["twin"] == a.name
+        assert set(twin.meta) | set(a.dropped_meta) == set(inst.meta) | {"twin"}
+        rebuilt = type(inst).from_json(twin.to_json(extra=True))
+        assert _same_fields(fields(rebuilt), fields(twin))
+        if a.name not in ("permute-sequences", "permute-contexts"):  # equal samples may swap
+            assert not _same_fields(fields(twin), fields(inst)), a.name
+
+
+def check_linear(inst, twin: Twin) -> None:
+    """The twin's CE, excess loss and gradient at W' are the original's at param_back(W'), its
+    entropy the original's; its compatibility, W*, NTP-SVM and W^mm, mapped back, the
+    original's; dim F the same."""
+    p, q = linear_ntp(inst.H, inst.P, inst.pi), linear_ntp(*_linear_fields(twin.instance))
+    assert abs(p.entropy() - q.entropy()) <= NTP_AGREEMENT, f"{twin.name}: entropy"
+    rng = np.random.default_rng(inst.seed % 2**32)
+    for scale in (0.1, 1.0, 10.0):
+        W2 = rng.standard_normal((inst.vocab, inst.dim))
+        W2 *= scale / np.linalg.norm(W2)
+        W = twin.param_back(W2)
+        for what in ("loss", "excess_loss"):
+            a, b = getattr(p, what)(W), getattr(q, what)(W2)
+            assert abs(a - b) <= NTP_AGREEMENT * max(1.0, abs(a)), (twin.name, what, a, b)
+        ga, gb = p.gradient(W), twin.param_back(q.gradient(W2))
+        gap = np.linalg.norm(ga - gb)
+        assert gap <= NTP_AGREEMENT * max(1.0, np.linalg.norm(ga)), (twin.name, "gradient", gap)
+    assert q.dim_F == p.dim_F, f"{twin.name}: dim F {q.dim_F}, original {p.dim_F}"
+    ca, cb = p.compatibility(), q.compatibility()
+    assert cb.compatible == ca.compatible, f"{twin.name}: compatibility differs"
+    if ca.compatible:
+        rel = np.linalg.norm(twin.param_back(cb.W_star) - ca.W_star)
+        rel /= max(1.0, np.linalg.norm(ca.W_star))
+        assert rel <= SOLVE_AGREEMENT, f"{twin.name}: W* {rel:.2e} apart"
+    sa, sb = p.ntp_svm(), q.ntp_svm()
+    assert sb.status == sa.status, f"{twin.name}: NTP-SVM {sb.status}, original {sa.status}"
+    if sa.ok:
+        rel = np.linalg.norm(twin.param_back(sb.W) - sa.W) / max(1.0, np.linalg.norm(sa.W))
+        assert rel <= SVM_AGREEMENT, f"{twin.name}: W^mm {rel:.2e} apart"
+
+
+def _assert_linear_meta(inst) -> None:
+    support = inst.problem.support
+    if "twins" in inst.meta:  # two tokens with the same support pattern
+        a, b = inst.meta["twins"]
+        assert np.array_equal(support[:, a], support[:, b]), f"twin tokens {a}, {b}"
+    if "repeat" in inst.meta:  # a context repeated, on the same support
+        i, j = inst.meta["repeat"]
+        assert np.array_equal(inst.H[:, i], inst.H[:, j]), f"repeated contexts {i}, {j}"
+        assert np.array_equal(support[i], support[j])
+
+
+@SMALL
+@given(LINEAR_DRAWS)
+def test_linear_ntp_twins_keep_the_loss_and_the_oracles(inst):
+    _assert_linear_meta(inst)
+    names = []
+    for twin in twins_of(inst):
+        check_linear(inst, twin)
+        _assert_linear_meta(twin.instance)
+        names.append(twin.name)
+    assert {"relabel-vocabulary", "rotate-embedding", "signed-permute-embedding"} <= set(names)
+
+
+def test_linear_ntp_twins_of_the_fig1_instance():
+    inst = fig1_instance(0, d=3)
+    assert [t.name for t in twins_of(inst)] == [
+        "permute-contexts",
+        "relabel-vocabulary",
+        "rotate-embedding",
+        "signed-permute-embedding",
+    ]
+    for twin in twins_of(inst):
+        check_linear(inst, twin)
+
+
+# ---- NTP controls: wrong twins fail the same checks -------------------------------------------
+
+
+def test_control_ntp_ids_relabelled_without_the_embedding_rows_fails_the_loss_check():
+    inst = i2()
+    twin = relabel_tokens(inst)
+    check_ntp_loss(inst, twin)
+    wrong = dataclasses.replace(
+        twin, instance=dataclasses.replace(twin.instance, embeddings=inst.embeddings)
+    )
+    with pytest.raises(AssertionError):
+        check_ntp_loss(inst, wrong)
+
+
+def test_control_ntp_rotation_mapped_back_the_wrong_way_fails_the_loss_and_svm_checks():
+    inst = i2()
+    twin = rotate_embedding(inst)
+    check_ntp_theory(inst, twin)
+    back = np.stack([np.ravel(twin.param_back(e.reshape(6, 6))) for e in np.eye(36)], axis=1)
+    forth = np.linalg.inv(back)  # W ↦ MWMᵀ: the map that made the twin, not its inverse
+    wrong = dataclasses.replace(twin, param_back=lambda W: (forth @ np.ravel(W)).reshape(6, 6))
+    with pytest.raises(AssertionError):
+        check_ntp_loss(inst, wrong)
+    with pytest.raises(AssertionError, match="graph-SVMs"):
+        check_ntp_theory(inst, wrong)
+
+
+def test_control_ntp_orthonormal_relabelling_without_the_coordinates_breaks_e_equals_i():
+    inst = c6_instance()
+    twin = relabel_tokens(inst)
+    _assert_ntp_premises(twin.instance)
+    E = np.empty_like(inst.embeddings)
+    E[np.asarray(twin.vocab_back(np.arange(4)))] = inst.embeddings  # rows moved, axes kept
+    wrong = dataclasses.replace(twin.instance, embeddings=E)
+    with pytest.raises(AssertionError, match="E = I"):
+        _assert_ntp_premises(wrong)
+
+
+@SMALL
+@given(chain_ntp_instances())
+def test_control_ntp_chains_not_relabelled_fail_the_meta_check(inst):
+    twin = relabel_tokens(inst)
+    _assert_ntp_meta(twin.instance)
+    stale = dataclasses.replace(twin.instance, meta={**twin.instance.meta, **inst.meta})
+    assume(stale.meta["chains"] != twin.instance.meta["chains"])
+    with pytest.raises(AssertionError, match="chain"):
+        _assert_ntp_meta(stale)
+
+
+@SMALL
+@given(overparameterized_instances(extra=st.integers(0, 2)))
+def test_control_linear_contexts_permuted_without_pi_fail_the_loss_check(inst):
+    twin = permute_contexts(inst)
+    assume(not np.array_equal(twin.instance.pi, inst.pi))
+    wrong = dataclasses.replace(twin, instance=dataclasses.replace(twin.instance, pi=inst.pi))
+    with pytest.raises(AssertionError):
+        check_linear(inst, wrong)
+
+
+def test_control_linear_vocabulary_mapped_back_the_wrong_way_fails_the_loss_check():
+    inst = fig1_instance(3, d=3)
+    twin = relabel_vocabulary(inst)
+    forth = np.asarray(twin.vocab_back(np.arange(inst.vocab)))  # π: new id of each token
+    assert not np.array_equal(forth[forth], np.arange(inst.vocab))  # π is not an involution
+    wrong = dataclasses.replace(twin, param_back=lambda W: np.asarray(W)[np.argsort(forth)])
+    with pytest.raises(AssertionError):
+        check_linear(inst, wrong)
