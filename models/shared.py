@@ -280,15 +280,26 @@ class _Pinned(PromptProblem):
         return u / norm, lgn + math.log(norm)
 
     def flow_jacobian_np(self, p: np.ndarray) -> np.ndarray | None:
-        # central differences of the pinned field (d − m + 1 coordinates, a handful)
-        dim = p.shape[0]
-        jac = np.zeros((dim, dim))
-        h = 1e-6 * max(1.0, float(np.linalg.norm(p)))
-        for j in range(dim - 1):
-            e = np.zeros(dim)
-            e[j] = h
-            jac[:, j] = (self.flow_field_np(p + e)[0] - self.flow_field_np(p - e)[0]) / (2 * h)
-        return jac
+        """The Jacobian of the pinned field u' = Pu/‖Pu‖ (P drops the last coordinate) from
+        the closed-form one of u (``kernels.field_jacobian``): J' = (I − u'u'ᵀ)·P·J/‖Pu‖,
+        with a zero last column (that coordinate never moves). A differenced Jacobian here
+        left the offset from the ray unresolved far out (heading 0.29 at ‖p‖ = 1e7 on an
+        NTP draw's relabelled twin), as it did for the full engine before its closed form."""
+        jac = super().flow_jacobian_np(p)
+        u, lgn = PromptProblem.flow_field_np(self, p)
+        if jac is None or lgn == -math.inf:
+            return jac
+        pu = u.copy()
+        pu[-1] = 0.0
+        norm = float(np.linalg.norm(pu))
+        if norm == 0.0:
+            return np.zeros_like(jac)
+        unit = pu / norm
+        proj = jac.copy()
+        proj[-1, :] = 0.0
+        out = (proj - np.outer(unit, unit @ proj)) / norm
+        out[:, -1] = 0.0
+        return out
 
 
 def pinned_problem(problem: PromptProblem, sets, tops, finite: FinitePart, perp: np.ndarray):

@@ -177,3 +177,39 @@ def test_pinned_field_is_the_flow_outside_D_exactly_at_q_star(lam):
         assert u_pin[-1] == 0.0  # the offset coordinate never moves
         assert np.abs(u_pin[:-1] + g / np.linalg.norm(g)).max() <= 1e-12, direction
         assert lgn_pin == pytest.approx(log_scale + math.log(np.linalg.norm(g)), abs=1e-12)
+
+
+def test_pinned_jacobian_matches_central_differences_of_the_pinned_field():
+    """The pinned field's closed-form Jacobian (from kernels.field_jacobian) against central
+    differences of the pinned field itself, at points along and off the limiting ray."""
+    pr = problem()
+    sets = np.array([[True, True, False]] * 3)
+    tops = np.zeros(3, dtype=int)
+    basis = shared.orthonormal_rows(shared.equality_rows(KEYS, sets, tops)[1])
+    fin = shared.finite_part(pr, sets, basis, np.zeros(3))
+    _, _, vt = np.linalg.svd(basis, full_matrices=True)
+    perp = vt[basis.shape[0] :].T
+    pinned = shared.pinned_problem(pr, sets, tops, fin, perp)
+    for y in ([0.3, 1.2], [2.0, 9.0], [-1.0, 25.0]):
+        y = np.array([*y, 1.0])
+        jac = pinned.flow_jacobian_np(y)
+        h = 1e-6 * max(1.0, float(np.linalg.norm(y)))
+        for j in range(len(y) - 1):
+            e = np.zeros(len(y))
+            e[j] = h
+            diff = (pinned.flow_field_np(y + e)[0] - pinned.flow_field_np(y - e)[0]) / (2 * h)
+            np.testing.assert_allclose(jac[:, j], diff, atol=1e-6 * max(1.0, np.abs(diff).max()))
+        assert not jac[:, -1].any()  # the offset coordinate never moves
+
+
+def test_relabelled_ntp_twin_reaches_its_certificate():
+    """An NTP draw whose relabelled twin (helper's ATTN_TWINS run) ended with the pinned
+    flow's heading at 0.29 when the pinned Jacobian was differenced: certified now."""
+    from models.ntp.data import ntp_data
+    from models.ntp.flow import flow_limit
+
+    pi = np.array((2, 1, 0, 3))
+    seqs = [[int(pi[t]) for t in s] for s in ([1, 2], [0, 1], [0, 1], [1, 3])]
+    labels = [int(pi[y]) for y in (2, 0, 1, 1)]
+    lim = flow_limit(ntp_data(np.eye(4), seqs, labels))
+    assert lim.kind == "shared", lim.reason
