@@ -39,6 +39,7 @@ import torch
 from hypothesis import strategies as st
 
 from models.attention import PromptProblem
+from strategies.instances import PromptInstance
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,3 +175,35 @@ def rung_sizes(rung: str) -> dict:
 
 def _capped_T(box: Rung, n: int):
     return st.integers(2, min(box.T_max, box.nT_max // n))
+
+
+def as_prompt_instance(problem, seed: int, family: str) -> PromptInstance:
+    """Keys and scores as the paper's data, so that a counterexample reads as any other:
+    X = [keys | scores], y = 1, v = the last axis, W = I with its last entry 0 (logits
+    ignore the score column)."""
+    keys, scores = problem._np
+    n, T, d = keys.shape
+    X = np.concatenate([keys, scores[..., None]], axis=-1)
+    W = np.eye(d + 1)
+    W[d, d] = 0.0
+    v = np.zeros(d + 1)
+    v[d] = 1.0
+    return PromptInstance(X=X, y=np.ones(n), v=v, W=W, seed=seed, meta={"family": family})
+
+
+@st.composite
+def conflict_instances(draw):
+    """The conflict family with n > dim D likely: n in [3, 14], T in [2, 5], d in [2, 8]."""
+    n, T, d = draw(st.integers(3, 14)), draw(st.integers(2, 5)), draw(st.integers(2, 8))
+    seed = draw(st.integers(0, 2**32 - 1))
+    return as_prompt_instance(conflict_problem(n, T, d, seed), seed, "conflict")
+
+
+@st.composite
+def medium_conflict_instances(draw):
+    """The conflict family in the medium rung's box (n, T ≤ 32, d ≤ 128) where it shares: n in
+    [8, 32] and d ≤ n (so that n > dim D = d // 2), T in [2, 32]."""
+    n = draw(st.integers(8, 32))
+    T, d = draw(st.integers(2, 32)), draw(st.integers(2, n))
+    seed = draw(st.integers(0, 2**32 - 1))
+    return as_prompt_instance(conflict_problem(n, T, d, seed), seed, "conflict")

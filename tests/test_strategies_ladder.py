@@ -174,3 +174,16 @@ def test_independent_query_instances_default_to_the_small_sizes():
     n ≤ d ≤ n + 3)."""
     inst = find(independent_query_instances(), lambda i: i.n >= 3 and i.T >= 5)
     assert inst.n <= 5 and inst.T <= 8 and inst.n <= inst.d <= inst.n + 3
+
+
+def test_as_prompt_instance_keeps_the_keys_and_scores():
+    """The paper's-data form of a (keys, scores) problem (X = [keys | scores], y = 1, v and W
+    reading the score column and the keys): the same problem."""
+    from strategies.ladder import as_prompt_instance
+
+    problem = conflict_problem(5, 4, 3, 11)
+    inst = as_prompt_instance(problem, 11, "conflict")
+    keys, scores = problem._np
+    np.testing.assert_array_equal(inst.problem.scores.numpy(), scores)
+    np.testing.assert_array_equal(inst.problem.keys.numpy()[..., :3], keys)
+    assert not inst.problem.keys.numpy()[..., 3].any()  # the score column adds no logit

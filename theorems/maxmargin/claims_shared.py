@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 from hypothesis import given
-from hypothesis import strategies as st
 
 from models.limits import DIRECTION_TOL
 from models.nonlinear_head import dir_system
@@ -34,7 +33,7 @@ from models.ntp.qp import orthonormal_rows
 from models.shared import equality_rows
 from models.svm import solve_margin_qp
 from strategies.instances import PromptInstance
-from strategies.ladder import conflict_problem
+from strategies.ladder import conflict_instances, medium_conflict_instances
 from theorems import claim, evidence
 from theorems.limits import flow
 
@@ -61,38 +60,6 @@ FIRST_ORDER = evidence.tolerance(
     "truncation h²|L‴|/6 ≤ 1e-10 × (keys ≲ 3)³·(scores ≤ 4)/6 ≈ 2e-9, rounding 2ε·L/h ≈ "
     "4e-11·L (L ≲ 5): ≤ 3e-9; 1e-8",
 )
-
-
-def as_instance(problem, seed: int) -> PromptInstance:
-    """Keys and scores as the paper's data, so that a counterexample reads as any other:
-    X = [keys | scores], y = 1, v = the last axis, W = I with its last entry 0 (logits
-    ignore the score column)."""
-    keys, scores = problem._np
-    n, T, d = keys.shape
-    X = np.concatenate([keys, scores[..., None]], axis=-1)
-    W = np.eye(d + 1)
-    W[d, d] = 0.0
-    v = np.zeros(d + 1)
-    v[d] = 1.0
-    return PromptInstance(X=X, y=np.ones(n), v=v, W=W, seed=seed, meta={"family": "conflict"})
-
-
-@st.composite
-def conflict_instances(draw):
-    """The conflict family with n > dim D likely: n in [3, 14], T in [2, 5], d in [2, 8]."""
-    n, T, d = draw(st.integers(3, 14)), draw(st.integers(2, 5)), draw(st.integers(2, 8))
-    seed = draw(st.integers(0, 2**32 - 1))
-    return as_instance(conflict_problem(n, T, d, seed), seed)
-
-
-@st.composite
-def medium_conflict_instances(draw):
-    """The conflict family in the medium rung's box (n, T ≤ 32, d ≤ 128) where it shares: n in
-    [8, 32] and d ≤ n (so that n > dim D = d // 2), T in [2, 32]."""
-    n = draw(st.integers(8, 32))
-    T, d = draw(st.integers(2, 32)), draw(st.integers(2, n))
-    seed = draw(st.integers(0, 2**32 - 1))
-    return as_instance(conflict_problem(n, T, d, seed), seed)
 
 
 def shared_limit_readings(inst: PromptInstance):
