@@ -11,7 +11,7 @@ and pinned @examples of the Hypothesis claims alone. The environments (docs/reli
 "The numerics matrix"):
 
 - default: this machine as it is;
-- one-thread-no-jit: one BLAS/OpenMP thread and numba's JIT off (models.kernels then runs
+- one-thread-no-jit: one BLAS/OpenMP thread and numba's JIT off (models.flows.kernels then runs
   its pure-Python twins), as on a machine without numba's compiler or with other threads;
 - baseline-simd: torch's portable kernels (ATEN_CPU_CAPABILITY=default instead of AVX2 or
   AVX-512), MKL's conditional-reproducibility path (MKL_CBWR=COMPATIBLE), numba compiling

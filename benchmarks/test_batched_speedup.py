@@ -8,7 +8,7 @@ them) is decided twice:
 - CPU: ``converge(problem, **ENGINE)`` per instance, on the first CPU_SAMPLE instances (the
   one-by-one engine costs seconds each at these sizes; the total for the batch is their mean
   times BATCH, and is recorded as such);
-- batched: ``models.batched.transient`` over the whole batch on the device, then
+- batched: ``models.flows.batched.transient`` over the whole batch on the device, then
   ``converge(problem, p0=p, **ENGINE)`` per instance on the CPU (the certificate).
 
 Recorded in ``reports/benchmark_batched.json``: the device, the sizes, the transient's rounds,
@@ -35,10 +35,10 @@ import numpy as np
 import pytest
 import torch
 
-from models.attention import PromptProblem
-from models.batched import BatchedProblems, transient
-from models.device import describe, device
-from models.dynamics import converge
+from models.flows.batched import BatchedProblems, transient
+from models.flows.dynamics import converge
+from models.numerics.device import describe, device
+from models.problems.attention import PromptProblem
 from strategies.ladder import RUNGS
 from theorems.framework import REPO_ROOT
 

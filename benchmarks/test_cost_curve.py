@@ -54,10 +54,10 @@ from benchmarks.test_engine_vs_authors import (
     authors_protocol,
     random_problem,
 )
-from models import failures
-from models.attention import PromptProblem
-from models.dynamics import converge
-from models.svm import att_svm
+from models.flows.dynamics import converge
+from models.numerics import failures
+from models.oracles.svm import att_svm
+from models.problems.attention import PromptProblem
 from theorems.framework import REPO_ROOT, figures
 
 #: The point the three sweeps pass through.

@@ -1,9 +1,9 @@
 """The large-d torch work on a GPU against the CPU, side by side in one process.
 
-What ``ATTN_DEVICE`` moves (``models.device``, docs/scale-out.md): the one gradient step on the
-embeddings of Lemma 4.1 (``models.embedding.one_step``, whose O(n·T·d) part is the gather of
-E[X] and the logits) and the full-batch training of the real-data models. Here both run on the
-CPU (the baseline) and on ``cuda`` on the same problem, and the ratio of the median times is
+What ``ATTN_DEVICE`` moves (``models.numerics.device``, docs/scale-out.md): the one gradient step on
+the embeddings of Lemma 4.1 (``models.problems.embedding.one_step``, whose O(n·T·d) part is the
+gather of E[X] and the logits) and the full-batch training of the real-data models. Here both run on
+the CPU (the baseline) and on ``cuda`` on the same problem, and the ratio of the median times is
 recorded in ``reports/benchmark_device.json``; float64 results must agree. Skipped where torch
 sees no CUDA device (CI, and this project's 2-core machines). Run serially:
 
@@ -19,7 +19,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from models.embedding import OneLayerModel, one_step, train_full_batch, uniform_token_problem
+from models.problems.embedding import (
+    OneLayerModel,
+    one_step,
+    train_full_batch,
+    uniform_token_problem,
+)
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

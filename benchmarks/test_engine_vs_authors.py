@@ -2,7 +2,7 @@
 
 Authors' protocol (ucr-optml/max_margin_attention, in float64): torch autograd of the logistic
 loss of f(X) = ⟨Xv, softmax(XWp)⟩, SGD with lr 0.1 on ∇/(‖∇‖ + 1e-12), 2000 steps, p(0) = 0.
-Engine: ``models.dynamics.converge`` to 1 − cos ≤ 1e-9, the whole decision timed (tracing,
+Engine: ``models.flows.dynamics.converge`` to 1 − cos ≤ 1e-9, the whole decision timed (tracing,
 every SVM solve, the certificate: selection lead, SVM KKT certificate, alignment persisting
 while ‖p‖ grows tenfold).
 
@@ -30,9 +30,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.attention import PromptProblem, one_minus_cos
-from models.dynamics import converge
-from models.svm import att_svm
+from models.flows.dynamics import converge
+from models.oracles.svm import att_svm
+from models.problems.attention import PromptProblem, one_minus_cos
 
 AUTHORS_STEPS = 2000
 #: The engine's settings: the target of issue 11, everything else converge's defaults.

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from benchmarks.test_cost_curve import sized_problem
-from models import kernels
+from models.flows import kernels
 from theorems.framework import REPO_ROOT
 
 POINTS = {"n200": (200, 4, 8), "T64": (4, 64, 8)}

@@ -2,10 +2,10 @@
 
 For each rung of ``strategies.ladder`` (small, medium; large under ATTN_NIGHTLY=1) and each
 held-out family (paper, ties, clustered), INSTANCES problems with sizes drawn log-uniformly
-in the rung's box are followed from p(0) = 0 by ``models.limits.follow``, the certified
+in the rung's box are followed from p(0) = 0 by ``models.flows.limits.follow``, the certified
 decision the claims and `check` use: "converged" (directional convergence to the SVM of a
 selection, confirmed while ‖p‖ grows a hundredfold), "shared" (the general limit: sets of
-tokens keep the mass, p → R·p_dir + q*, ``models.shared``), "bounded" (the run ends at a
+tokens keep the mass, p → R·p_dir + q*, ``models.flows.shared``), "bounded" (the run ends at a
 certified strict local minimiser: a finite stall) or "undecided". A run that exceeds its rung's
 budget counts as undecided ("budget").
 
@@ -34,8 +34,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from models import failures
-from models.limits import follow
+from models.flows.limits import follow
+from models.numerics import failures
 from strategies.ladder import FAMILIES, RUNGS, draw_sizes
 from theorems.framework import REPO_ROOT
 from theorems.limits import Deadline, deadline

@@ -8,7 +8,7 @@ constraint block per query built from every (sample, token) pair, default SCS, n
 check; the SCCs are handed to it (the notebook runs Tarjan before it), so its time is the
 constraints and the solve while ours includes building the graphs. Accuracy: the official
 answer has no multipliers, so its KKT residuals are measured with multipliers fitted to it
-(NNLS on its nearly active rows), as ``models.svm.certify`` measures ours.
+(NNLS on its nearly active rows), as ``models.oracles.svm.certify`` measures ours.
 
 Assertions are ratios measured in this run (median speed-up ≥ MIN_MEDIAN_SPEEDUP), our
 certificate (≤ 1e-8, the issue's bar) and agreement of the two answers to the official

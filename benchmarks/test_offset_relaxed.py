@@ -1,5 +1,5 @@
-"""The engine with and without the relaxed offset (``converge(relax=...)``, ``models.offset``),
-on the cost curve's instances, in one process.
+"""The engine with and without the relaxed offset (``converge(relax=...)``,
+``models.flows.offset``), on the cost curve's instances, in one process.
 
 Far out (‖p‖ ≳ 1e6) the tracer cannot resolve the offset of p from the ray of p^mm, so the
 heading test at p fails though the flow converges: such runs traced on to 1e7–1e8, stalled, or
@@ -32,8 +32,8 @@ import pytest
 
 from benchmarks.test_cost_curve import sized_problem
 from benchmarks.test_engine_vs_authors import ENGINE
-from models import failures
-from models.dynamics import converge
+from models.flows.dynamics import converge
+from models.numerics import failures
 from theorems.framework import REPO_ROOT
 
 SIZES = [(32, 4, 8), (64, 4, 8), (128, 4, 8), (200, 4, 8), (4, 32, 8), (4, 64, 8)]

@@ -1,6 +1,6 @@
 """Lemma 4.1 of arXiv 2505.17282 swept to d = 1e5: the rate and the constant of the one-step bound.
 
-What is measured. One GD step of size η0 on the embeddings from p⁰ = 0 (``models.embedding
+What is measured. One GD step of size η0 on the embeddings from p⁰ = 0 (``models.problems.embedding
 .one_step``) should give, with high probability, max_s |⟨E¹_s, v⟩ − (η0/2)α_s| ≤ 11·η0·d^(−1/4)
 (spec ``spec/embeddings.md`` §3.1; the constant 11 and the rate are [U]). The claims check this
 at d ≤ 16384 (EMB-L41-BOUND, EMB-L41-RATE); here the same instance family is swept on a log grid
@@ -12,7 +12,7 @@ instance of log(error/η0) = a + b·log d: b is the empirical rate (the paper's 
 upper bound; R3 predicts d^(−1/2), since both the init term and β − α/2 are O(d^(−1/2))).
 
 Instances: G2 with |S| = 30, T = 8, n = 200, ‖v‖ = 1 and seeds 0..19, exactly the recipe and
-seeds of EMB-L41-RATE (both build them with ``models.embedding.g2_fixed``, which needs no
+seeds of EMB-L41-RATE (both build them with ``models.problems.embedding.g2_fixed``, which needs no
 cvxpy, absent on GPU machines). The data depend on the seed only, E⁰ and v on (seed, d).
 
 One step per instance, not one per η0: E¹ − E⁰ = −η0∇_E L(E⁰, 0) is exactly linear in η0, so
@@ -32,7 +32,7 @@ writes reports/onestep_large_d.json and reports/figures/onestep_large_d.png; a s
 
 Runtime: 3–4 min wall on this project's 2-core machines, niced (two runs: the sweep 165 s and
 220 s, of which 86–96 s are the 20 steps at d = 1e5, ≈ 4–5 s each; the smoke tests ≈ 5 s).
-Device from ATTN_DEVICE (``models.device``): ATTN_DEVICE=cuda runs the steps on a GPU
+Device from ATTN_DEVICE (``models.numerics.device``): ATTN_DEVICE=cuda runs the steps on a GPU
 (benchmarks/device_check.sh does; not yet run on one). Memory: the step's
 O(n·T·d) work is the gather E[X] and its products, n·T·d = 200·8·1e5 = 1.6e8 float64 = 1.28 GB
 per copy; peak RSS measured 3.7 GB at d = 1e5 (one instance at a time).
@@ -59,9 +59,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.device import describe
-from models.device import device as torch_device
-from models.embedding import g2_fixed, one_step
+from models.numerics.device import describe
+from models.numerics.device import device as torch_device
+from models.problems.embedding import g2_fixed, one_step
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

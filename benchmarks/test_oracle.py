@@ -1,8 +1,8 @@
 """The SVM oracle's fast path against its reference pipeline, on the same instances, in one run.
 
-ATT-SVM with its certificate (``models.svm.att_svm``: building the rows, solving, certifying)
-on 20 seeded instances with n·T ≤ 100 and d ≤ 32, the extremes n·T = 100 and d = 32 among
-them: 16 with α chosen by a random p (feasible) and 4 with a random α (infeasible at their
+ATT-SVM with its certificate (``models.oracles.svm.att_svm``: building the rows, solving,
+certifying) on 20 seeded instances with n·T ≤ 100 and d ≤ 32, the extremes n·T = 100 and d = 32
+among them: 16 with α chosen by a random p (feasible) and 4 with a random α (infeasible at their
 sizes, answered with a Farkas certificate). Each instance is timed twice, back to back:
 ``method="auto"`` (the certified Lawson–Hanson fast path) and ``method="reference"`` (LP,
 cvxpy, polish, certificate). Target (issue 11, "Oracle"): ≤ 1 ms median per call. The shared
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models import svm
+from models.oracles import svm
 
 #: (n, T, d) of the instances; the first five are the extremes n·T = 100 or d = 32.
 SIZES = (

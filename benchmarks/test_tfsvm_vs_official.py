@@ -11,12 +11,13 @@ linear layers, no vectorisation), SGD lr 0.1 with each gradient divided by (its 
 + machine ε), 2000 iterations, float64; for (K, Q) the two factors are normalised separately
 and the penalty λ(‖K‖² + ‖Q‖²) with λ = ε is added to the loss.
 Engine, from the same initialisation:
-- W: ``models.dynamics.converge`` on ``CrossProblem.prompt`` (the flow that NGD follows,
+- W: ``models.flows.dynamics.converge`` on ``CrossProblem.prompt`` (the flow that NGD follows,
   traced and certified), the whole decision timed (tracing, every SVM solve, the certificate);
-- (K, Q): ``models.cross.kq_ngd`` with the same lr, steps and penalty (log-space gradients).
+- (K, Q): ``models.problems.cross.kq_ngd`` with the same lr, steps and penalty (log-space
+  gradients).
 
 Each run is scored by 1 − corr with its OWN SVM: the Frobenius SVM (W) or the nuclear SVM
-((K, Q)) at the tokens that run selects at its end (``models.normsvm``, certified), as the
+((K, Q)) at the tokens that run selects at its end (``models.oracles.normsvm``, certified), as the
 official notebook does. Reported per instance, as ratios measured in this same run (the two
 methods interleaved: engine, official, engine …), absolute times beside them:
 
@@ -53,9 +54,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.cross import MACHINE_EPS, CrossProblem, kq_ngd
-from models.dynamics import converge
-from models.normsvm import norm_svm
+from models.flows.dynamics import converge
+from models.oracles.normsvm import norm_svm
+from models.problems.cross import MACHINE_EPS, CrossProblem, kq_ngd
 
 N, T, D = 6, 8, 10
 SEEDS = range(20)

@@ -28,8 +28,8 @@ from hypothesis import assume, event
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from models.selection import has_unique_opt, local_optimality
-from models.svm import att_svm
+from models.oracles.selection import has_unique_opt, local_optimality
+from models.oracles.svm import att_svm
 from strategies.combinators import SEEDS, seeded
 from strategies.instances import (
     ARBITRARY_P0,

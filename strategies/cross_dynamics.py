@@ -17,8 +17,8 @@ import torch
 from hypothesis import assume, event
 from hypothesis import strategies as st
 
-from models.nonlinear_head import NonlinearHeadProblem, official_relu_problem
-from models.selection import local_optimality
+from models.oracles.selection import local_optimality
+from models.problems.nonlinear_head import NonlinearHeadProblem, official_relu_problem
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import cross_cone_inits, official_cross_instances, svm_keys
 from strategies.instances import CrossInstance

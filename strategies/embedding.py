@@ -20,7 +20,7 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from models.embedding import gaussian_init
+from models.problems.embedding import gaussian_init
 from strategies.instances import (
     DIM_EXCEEDS_VOCAB,
     GAUSSIAN_EMBEDDINGS,

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from models.attention import PromptProblem, TokenSizes
-from models.losses import get_loss
+from models.problems.attention import PromptProblem, TokenSizes
+from models.problems.losses import get_loss
 
 Tensor = torch.Tensor
 DTYPE = torch.float64
@@ -599,8 +599,8 @@ class CrossInstance(TokenSizes):
 
     @cached_property
     def problem(self):
-        """The ``models.cross.CrossProblem`` of this data (cached)."""
-        from models.cross import CrossProblem
+        """The ``models.problems.cross.CrossProblem`` of this data (cached)."""
+        from models.problems.cross import CrossProblem
 
         return CrossProblem(self.X, self.Z, self.y, self.v, self.loss)
 

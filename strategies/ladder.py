@@ -22,7 +22,7 @@ uniform on [−1, 1], benchmarks/test_cost_curve.py):
   the type's), as in Fig. 2 of 2306.13596 (near-duplicate keys, flows that share mass);
 - ``conflict``: pairs of tokens that differ only in a subspace D along which the inputs pull
   in random directions, above the rest: shared-mass limits by construction (the engine's
-  general limit, ``models.shared``).
+  general limit, ``models.flows.shared``).
 
 Each family is a plain function of (n, T, d, seed), deterministic (numpy's generator seeded
 by the family, the sizes and the seed), and a Hypothesis strategy ``ladder_problems``.
@@ -120,7 +120,7 @@ def conflict_problem(n: int, T: int, d: int, seed: int) -> PromptProblem:
     along the last coordinate, with D parts drawn N(0, I) and scores uniform on [−3, 3]; the
     others score below them (by 0.5–1.5) with D parts N(0, I) too. Along D the inputs' best
     tokens pull in random directions, so once n exceeds dim D no direction in D serves them
-    all and the pair keeps sharing the mass (models.shared) while the flow grows along D⊥."""
+    all and the pair keeps sharing the mass (models.flows.shared) while the flow grows along D⊥."""
     rng = np.random.default_rng([4, n, T, d, seed])
     m = max(1, d // 2)
     keys = np.zeros((n, T, d))

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from models.svm import att_svm
+from models.oracles.svm import att_svm
 from strategies.instances import NONTIGHT_V_SVM, SVM_FEASIBLE, TIGHT_V_SVM, PromptInstance
 from strategies.prompt import cone_inits, decoupled_data, figure2_instance
 from theorems import evidence

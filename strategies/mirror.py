@@ -20,7 +20,7 @@ import torch
 from hypothesis import assume, event
 from hypothesis import strategies as st
 
-from models.mirror_joint import official_joint_data
+from models.flows.mirror_joint import official_joint_data
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import official_cross_instances, with_random_init
 from strategies.instances import OFFICIAL_CROSS, UNIQUE_OPT, CrossInstance
@@ -80,7 +80,7 @@ def official_md_data(seed: int, n: int = 6, T: int = 8, d: int = 10) -> CrossIns
 
 
 def joint_official_instance() -> CrossInstance:
-    """The official joint instance (``models.mirror_joint.official_joint_data``: n = 2, T = 3,
+    """The official joint instance (``models.flows.mirror_joint.official_joint_data``: n = 2, T = 3,
     d = 2, z_i = x_i1) as a cross instance; its head v = (1, 1) is a placeholder (joint training
     learns v from v(0) = 0)."""
     X, y, Z = official_joint_data()

@@ -28,14 +28,14 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import SearchStrategy
 
-from models.attention import cosine
-from models.selection import (
+from models.oracles.selection import (
     UndecidedError,
     enumerate_locally_optimal,
     local_optimality,
     token_margins,
 )
-from models.svm import att_svm
+from models.oracles.svm import att_svm
+from models.problems.attention import cosine
 from strategies.instances import (
     ARBITRARY_P0,
     CONE_INIT,

@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from models.selection import local_optimality
-from models.svm import att_svm
+from models.oracles.selection import local_optimality
+from models.oracles.svm import att_svm
 from strategies.instances import (
     ARBITRARY_P0,
     DECOUPLED,

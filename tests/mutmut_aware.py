@@ -27,7 +27,7 @@ def cache_key(*parts) -> str | None:
     another test had cached called nothing, so it was never run against a mutant of the
     answer builders (in a seeded sample, a status "ok" → "OK" of models/ntp/predict.py survived
     test_check_fields); and a cache filled by the clean run gave every test the unmutated
-    answers (17 of 17 sampled mutants of models/joint_predict.py survived). mutmut sets
+    answers (17 of 17 sampled mutants of models/check/joint_predict.py survived). mutmut sets
     MUTANT_UNDER_TEST to a name in its stats and mutant runs, to "" in the clean one."""
     if under_mutmut():
         return None

@@ -1,4 +1,5 @@
-"""Unit tests of the prompt-attention model (models/attention.py, spec maxmargin §1.8, §1.9, §2.1).
+"""Unit tests of the prompt-attention model (models/problems/attention.py, spec maxmargin §1.8,
+§1.9, §2.1).
 
 - Gradients: the closed form and the log-space form against torch autograd of ``loss_value``
   and against central finite differences, at moderate ‖p‖ on Hypothesis-drawn instances.
@@ -18,9 +19,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.attention import PromptProblem, cosine, one_minus_cos
-from models.losses import get_loss, square
-from models.svm import att_svm
+from models.oracles.svm import att_svm
+from models.problems.attention import PromptProblem, cosine, one_minus_cos
+from models.problems.losses import get_loss, square
 
 DTYPE = torch.float64
 LOSS_NAMES = ["logistic", "exponential", "correlation", "square"]
@@ -629,7 +630,7 @@ def test_a_trusted_problem_is_the_checked_one_without_the_checks():
 def test_a_loss_the_kernels_do_not_know_takes_the_uncompiled_path_to_the_same_gradient():
     """A user's Loss without a kernel code (kernel_code None) gets ℓ' from its own ``deriv``;
     for a copy of the logistic loss that must give the compiled path's gradient and field."""
-    from models.losses import LOGISTIC, _Logistic
+    from models.problems.losses import LOGISTIC, _Logistic
 
     class Plain(_Logistic):
         kernel_code = None
@@ -655,7 +656,7 @@ def test_selection_kernel_reads_the_top_token_and_its_lead_over_the_runner_up(se
     against a sort of the logits. Rows are drawn with the top token at every position (in
     particular after the runner-up), plus an exact tie (lead 0), T = 1 (lead +∞) and twins
     (a token with the top token's very key is no runner-up)."""
-    from models import kernels
+    from models.flows import kernels
 
     rng = np.random.default_rng(seed)
     n, T, d = 6, 5, 3

@@ -1,4 +1,4 @@
-"""The batched path of the large rung (models/batched.py) against the CPU engine.
+"""The batched path of the large rung (models/flows/batched.py) against the CPU engine.
 
 ``batched_field`` must be ``kernels.field`` (through ``PromptProblem.flow_field_np``) on
 every instance of a padded batch: directions to DIRECTION_TOL, log‖∇L‖ to LOG_NORM_RTOL,
@@ -19,15 +19,15 @@ import numpy as np
 import pytest
 import torch
 
-from models import device as device_module
-from models.attention import PromptProblem
-from models.batched import (
+from models.flows.batched import (
     BatchedProblems,
     batched_field,
     converge_many,
     selection_leads,
     transient,
 )
+from models.numerics import device as device_module
+from models.problems.attention import PromptProblem
 
 #: max |U − u| per coordinate: both are float64 sums of the same log-space terms, which
 #: differ only in summation order (measured: ≤ 4e-16 on these instances).
@@ -143,7 +143,7 @@ def test_padding_changes_nothing():
 def test_selection_leads_are_the_kernels(norm):
     """The smallest lead of a top logit over a runner-up with another key, twins (the very
     same key) not counted; at p = 0 every logit ties (lead 0)."""
-    from models import kernels
+    from models.flows import kernels
 
     keys = np.random.default_rng(5).normal(size=(2, 4, D))
     keys[:, 2] = keys[:, 0]  # twins
@@ -181,8 +181,8 @@ def test_points_of_the_wrong_shape_are_refused():
 def engine():
     """(converge, att_svm): the CPU engine and its oracle, which import cvxpy."""
     pytest.importorskip("cvxpy")
-    from models.dynamics import converge
-    from models.svm import att_svm
+    from models.flows.dynamics import converge
+    from models.oracles.svm import att_svm
 
     return converge, att_svm
 

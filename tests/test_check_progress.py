@@ -73,7 +73,7 @@ def test_progress_off_is_silent(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
-# --- the estimate in the warning (models.estimate) ---
+# --- the estimate in the warning (models.check.estimate) ---
 
 
 def _prompt_fields(n, T, d, seed=0):
@@ -89,7 +89,7 @@ def _prompt_fields(n, T, d, seed=0):
 
 
 def test_the_estimate_is_one_measured_evaluation_times_a_typical_count():
-    from models import estimate
+    from models.check import estimate
 
     guess = estimate.check_time("prompt", _prompt_fields(20, 6, 8))
     # r = min(d, n(T − 1)) = 8: 2·(3000 + 70·9) evaluations
@@ -103,7 +103,7 @@ def test_the_estimate_is_one_measured_evaluation_times_a_typical_count():
 
 
 def test_no_estimate_where_the_engine_does_not_decide_or_the_fields_are_incomplete():
-    from models import estimate
+    from models.check import estimate
 
     assert estimate.check_time("embedding", _prompt_fields(2, 3, 4)) is None
     assert estimate.check_time("ntp", {"embeddings": np.eye(3)}) is None
@@ -111,7 +111,7 @@ def test_no_estimate_where_the_engine_does_not_decide_or_the_fields_are_incomple
 
 
 def test_the_estimate_reads_in_the_right_unit():
-    from models.estimate import Estimate
+    from models.check.estimate import Estimate
 
     assert (
         Estimate(7.1, 5.4e-4, 13_140)

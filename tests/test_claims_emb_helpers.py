@@ -1,6 +1,6 @@
 """Unit tests of the helpers that the 2505.17282 claims build on (theorems/embeddings/common.py)."""
 
-from models import failures
+from models.numerics import failures
 from theorems.embeddings import common
 
 

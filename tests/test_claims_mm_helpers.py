@@ -10,11 +10,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models import heads
-from models.attention import PromptProblem
-from models.dynamics import converge
-from models.selection import local_optimality
-from models.svm import att_constraints, att_svm
+from models.flows.dynamics import converge
+from models.oracles.selection import local_optimality
+from models.oracles.svm import att_constraints, att_svm
+from models.problems import heads
+from models.problems.attention import PromptProblem
 from strategies import equal_nonopt_instances
 from strategies.combinators import heterogeneous, random_init
 from strategies.maxmargin_dynamics import theorem_g_counterexample

@@ -135,7 +135,7 @@ def test_load_instance_returns_tensors_with_defaults():
 
 def _predict_has(name):
     try:
-        import models.predict as predict
+        import models.check.predict as predict
     except ImportError:
         return False
     return callable(getattr(predict, name, None))
@@ -144,7 +144,7 @@ def _predict_has(name):
 @pytest.mark.parametrize("doc", [PROMPT, EMBEDDING], ids=["prompt", "embedding"])
 def test_check_prints_the_prediction(tmp_path, capsys, doc):
     if not _predict_has(f"predict_{doc['model']}"):
-        pytest.skip(f"models.predict.predict_{doc['model']} is not written yet")
+        pytest.skip(f"models.check.predict.predict_{doc['model']} is not written yet")
     path, out_file = tmp_path / "instance.json", tmp_path / "result.json"
     path.write_text(json.dumps(doc))
     assert cli.main(["check", str(path)]) == 0

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from models import precision
+from models.check import precision
 from tests.test_cli import EMBEDDING, PROMPT, REPO_ROOT, changed
 from theorems.framework import cli
 
@@ -57,12 +57,12 @@ def one_line_error(code, out, err, start):
 @pytest.fixture
 def nothing_computed(monkeypatch):
     """Fails the test if a prediction starts: a bad --out is refused before any computing."""
-    import models.predict
+    import models.check.predict
 
     def refuse(*args, **kwargs):
         raise AssertionError("the prediction ran before --out was checked")
 
-    monkeypatch.setattr(models.predict, "predict_embedding", refuse)
+    monkeypatch.setattr(models.check.predict, "predict_embedding", refuse)
 
 
 def test_out_into_a_missing_folder_is_one_line_before_computing(tmp_path, capsys, nothing_computed):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from models import cross_predict
+from models.check import cross_predict
 from strategies.instances import CrossInstance
 from tests.mutmut_aware import cache_key, cached
 from tests.test_cli import changed

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.mirror_joint import JOINT_PRINTED_ALPHA, official_joint_data
+from models.flows.mirror_joint import JOINT_PRINTED_ALPHA, official_joint_data
 from strategies.mirror import joint_data
 from tests.mutmut_aware import cache_key, cached
 from tests.test_cli_cross import run_check
@@ -124,7 +124,7 @@ def test_load_instance_routes_joint_to_its_predictor():
     model, fields = instances.load_instance(official(3))
     assert model == "cross-joint" and set(fields) == {"X", "Z", "y", "loss", "p"}
     assert fields["p"] == 3.0 and fields["loss"] == "logistic"
-    assert cli.PREDICTORS[model][0] == "models.joint_predict"
+    assert cli.PREDICTORS[model][0] == "models.check.joint_predict"
     fixed = {k: v for k, v in official(3).items() if k != "train"} | {"v": [1.0, 1.0]}
     assert instances.load_instance(fixed)[0] == "cross"
 

@@ -1,16 +1,16 @@
-"""The prompt model's core, function by function: Def. 2's verdicts (models.selection), the
-certified SVM oracle (models.svm), the float64 precision guards (models.precision), the failure
-channel (models.failures), the nonlinear heads (models.heads), W-training (models.wtrain), the
-high-precision gradient (models.highprec), device selection (models.device), the answers of
-`check` for prompt and embedding instances (models.predict) and the tracer's helpers
-(models.dynamics).
+"""The prompt model's core, function by function: Def. 2's verdicts (models.oracles.selection), the
+certified SVM oracle (models.oracles.svm), the float64 precision guards (models.check.precision),
+the failure channel (models.numerics.failures), the nonlinear heads (models.problems.heads),
+W-training (models.flows.wtrain), the high-precision gradient (models.numerics.highprec), device
+selection (models.numerics.device), the answers of `check` for prompt and embedding instances
+(models.check.predict) and the tracer's helpers (models.flows.dynamics).
 
 Every expected value is worked out by hand on an instance of two or three tokens, or comes by
 another route: a closed-form optimum, a KKT point written down, an analytic derivative, a
 documented message format with the numbers filled in by hand, the fields of a canned flow
 outcome. Every documented constant (TIE_TOL, the precision thresholds, the stall rule,
 MINIMISER_MAX_NORM) is checked at its boundary, and every reason string in full. The flows are
-stubbed (``models.predict.follow``) or cut short (``max_steps``, ``max_norm``), so the file
+stubbed (``models.check.predict.follow``) or cut short (``max_steps``, ``max_norm``), so the file
 runs in seconds."""
 
 from __future__ import annotations
@@ -24,13 +24,17 @@ import numpy as np
 import pytest
 import torch
 
-from models import device as dev
-from models import dynamics, failures, heads, highprec, precision, predict, selection, svm, wtrain
-from models.attention import PromptProblem
-from models.dynamics import FiniteMinimiser, Outcome
-from models.limits import Limit
-from models.losses import get_loss
-from models.svm import SVMSolution
+from models.check import precision, predict
+from models.flows import dynamics, wtrain
+from models.flows.dynamics import FiniteMinimiser, Outcome
+from models.flows.limits import Limit
+from models.numerics import device as dev
+from models.numerics import failures, highprec
+from models.oracles import selection, svm
+from models.oracles.svm import SVMSolution
+from models.problems import heads
+from models.problems.attention import PromptProblem
+from models.problems.losses import get_loss
 from tests.mutmut_aware import mutmut_trampoline_file
 
 F64 = torch.float64
@@ -46,7 +50,7 @@ def _sigmoid(z: float) -> float:
 
 
 # =============================================================================================
-# models.selection
+# models.oracles.selection
 # =============================================================================================
 
 # One input, α = 0: rows k0 − k1 = (1, 0) and k0 − k2 = (1 + 5e-7, −1), so p = (1, 0) and token 2
@@ -205,7 +209,7 @@ def test_enumeration_skips_infeasible_selections_without_raising(monkeypatch):
 
 
 class _NormSol:
-    """A stand-in for a models.normsvm answer: ``support`` records what it was asked."""
+    """A stand-in for a models.oracles.normsvm answer: ``support`` records what it was asked."""
 
     def __init__(self, ok: bool, support=None):
         self.ok, self.norm, self.status, self.reason = ok, "nuclear", "infeasible", "r"
@@ -232,7 +236,7 @@ def test_norm_local_optimality_names_the_norm_in_every_reason():
 
 
 # =============================================================================================
-# models.svm
+# models.oracles.svm
 # =============================================================================================
 
 I2, ONES2 = np.eye(2), np.ones(2)
@@ -656,7 +660,7 @@ def test_statuses_and_reasons_are_checked_on_construction():
 
 
 # =============================================================================================
-# models.precision
+# models.check.precision
 # =============================================================================================
 
 NEAR_ONE = 1.0 + 2.0**-50  # differs from 1 by 2^-50 ≈ 8.9e-16, below 1000·2^-52 ≈ 2.2e-13
@@ -881,7 +885,7 @@ def test_the_embedding_step_must_stay_inside_float64s_squares():
 
 
 # =============================================================================================
-# models.failures
+# models.numerics.failures
 # =============================================================================================
 
 
@@ -999,7 +1003,7 @@ def test_an_allocation_failure_is_a_memory_failure_with_a_short_detail():
 
 
 # =============================================================================================
-# models.heads
+# models.problems.heads
 # =============================================================================================
 
 
@@ -1133,7 +1137,7 @@ def test_the_head_problem_names_a_bad_argument():
 
 
 # =============================================================================================
-# models.wtrain
+# models.flows.wtrain
 # =============================================================================================
 
 # One input, x0 = (1, 0), x1 = 0, y = 1, v = (1, 0): scores (1, 0); p = (1, 2).
@@ -1232,7 +1236,7 @@ def test_w_ngd_moves_lr_along_the_unit_gradient_direction():
 
 
 # =============================================================================================
-# models.highprec
+# models.numerics.highprec
 # =============================================================================================
 
 # Input 0: keys (1, 0), 0 and scores (2, −1): margin 3σ(p1) − 1. Input 1: keys (0, 1), 0 and
@@ -1255,7 +1259,7 @@ def _analytic_gradient(dloss):
         (get_loss("exponential"), lambda m: -math.exp(-m)),
         (get_loss("correlation"), lambda m: -1.0),
         (get_loss("square"), lambda m: -2 * (1 - m)),
-        (__import__("models.losses").losses.square(3.0), lambda m: -2 * (3 - m)),
+        (__import__("models.problems.losses").problems.losses.square(3.0), lambda m: -2 * (3 - m)),
     ],
 )
 def test_the_high_precision_gradient_matches_the_analytic_one(loss, dloss):
@@ -1306,7 +1310,7 @@ def test_gradient_error_reads_p_in_float64_whatever_the_default():
 
 
 # =============================================================================================
-# models.device
+# models.numerics.device
 # =============================================================================================
 
 
@@ -1328,7 +1332,7 @@ def test_a_fallback_warns_at_the_callers_line(monkeypatch):
         warnings.simplefilter("always")
         assert dev.device("CUDA") is dev.CPU
     (warning,) = caught
-    # (in mutmut's copy its trampoline's frame sits between the test and models.device, in
+    # (in mutmut's copy its trampoline's frame sits between the test and models.numerics.device, in
     # every phase of its run, the clean one included)
     assert warning.category is dev.DeviceWarning
     assert warning.filename in (__file__, mutmut_trampoline_file())
@@ -1378,7 +1382,7 @@ def test_a_name_that_is_no_device_is_refused_with_the_choices():
 
 
 # =============================================================================================
-# models.predict (the flow is stubbed: ``follow`` returns a canned Limit)
+# models.check.predict (the flow is stubbed: ``follow`` returns a canned Limit)
 # =============================================================================================
 
 
@@ -1538,7 +1542,7 @@ E_V = torch.tensor([1.0, 1.0], dtype=F64)
 
 
 def test_an_embedding_answer_reports_the_step_the_selection_and_its_svm(monkeypatch):
-    from models.embedding import EmbeddingProblem, one_step
+    from models.problems.embedding import EmbeddingProblem, one_step
 
     seen = _canned(monkeypatch, "converged", selected=(1, 0), p=(2.0, 1.0), omc=0.5, pause=0.05,
                    svm_sol=_sol("optimal", "", np.zeros(2)))  # fmt: skip
@@ -1606,7 +1610,7 @@ def test_an_imprecise_embedding_instance_keeps_alpha_and_bound(monkeypatch):
 
 
 # =============================================================================================
-# models.dynamics
+# models.flows.dynamics
 # =============================================================================================
 
 

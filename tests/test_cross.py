@@ -1,4 +1,4 @@
-"""Unit tests of the cross-attention model (models/cross.py, spec tfsvm §1, §4, §6).
+"""Unit tests of the cross-attention model (models/problems/cross.py, spec tfsvm §1, §4, §6).
 
 Every reference below is written independently of the vectorised prompt engine:
 - the model and its gradient against ``naive_output``/``naive_loss`` (the official way of
@@ -24,7 +24,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.cross import (
+from models.problems.cross import (
     MACHINE_EPS,
     CrossProblem,
     _factor_step,
@@ -704,7 +704,7 @@ def test_a_run_that_starts_stationary_stops_at_once_and_records_where_it_stopped
 
 
 def test_random_factors_have_the_asked_shape_law_and_seed():
-    from models.cross import random_factors
+    from models.problems.cross import random_factors
 
     K, Q = random_factors(5, 3, scale=0.5, seed=7)
     assert K.shape == Q.shape == (5, 3) and K.dtype == Q.dtype == np.float64

@@ -1,6 +1,6 @@
-"""Unit tests of plain (K, Q) gradient descent (``models.cross.kq_gd``, spec tfsvm §1.6), against
-a loop written here on torch autograd of the official model's loss L(KQᵀ) (``naive_loss``), and
-the exact one-step identity of its balancedness drift."""
+"""Unit tests of plain (K, Q) gradient descent (``models.problems.cross.kq_gd``, spec tfsvm §1.6),
+against a loop written here on torch autograd of the official model's loss L(KQᵀ) (``naive_loss``),
+and the exact one-step identity of its balancedness drift."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.cross import kq_gd
+from models.problems.cross import kq_gd
 from tests.test_cross import gaussian_problem, random_matrix
 
 DTYPE = torch.float64

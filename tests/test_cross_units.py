@@ -1,6 +1,6 @@
-"""models/cross.py and models/cross_predict.py, function by function, on instances small enough
-to know every answer: what each function returns, each branch, each documented constant and
-string, every field of every answer.
+"""models/problems/cross.py and models/check/cross_predict.py, function by function, on instances
+small enough to know every answer: what each function returns, each branch, each documented constant
+and string, every field of every answer.
 
 The references are independent of the code under test:
 - the *line* instance (n = 1, T = 2, d = 1, tokens ±1, z = v = y = 1) has m(w) = tanh w,
@@ -36,9 +36,11 @@ import numpy as np
 import pytest
 import torch
 
-from models import cross_predict, normsvm
-from models.attention import PromptProblem
-from models.cross import (
+from models.check import cross_predict
+from models.oracles import normsvm
+from models.oracles.normsvm import NormSVM
+from models.problems.attention import PromptProblem
+from models.problems.cross import (
     MACHINE_EPS,
     CrossProblem,
     CrossRun,
@@ -56,7 +58,6 @@ from models.cross import (
     w_gd,
     w_ngd,
 )
-from models.normsvm import NormSVM
 
 DTYPE = torch.float64
 #: Two float64 evaluations of one closed form by different routes (log-space kernel vs the
@@ -1057,7 +1058,7 @@ def test_train_w_reports_the_flow_engines_outcome_field_by_field(monkeypatch, ki
         "method": "W gradient flow",
         "recipe": (
             "normalised GD from W = 0 in its small-step limit: the gradient flow, traced until "
-            "its direction is certified (models.limits.follow on vec(W))"
+            "its direction is certified (models.flows.limits.follow on vec(W))"
         ),
         "init": "W = 0",
         "status": status,
@@ -1103,7 +1104,7 @@ def test_train_w_on_the_pair_instance_converges_to_the_svm_direction():
 KQ_RECIPE_TEXT = (
     "official (K,Q)-NGD (spec tfsvm §4): lr 0.1, each factor's gradient normalised separately, "
     "penalty λ(‖K‖²_F + ‖Q‖²_F) with λ = float64 machine epsilon, log-space gradient "
-    "(models.cross.kq_ngd)"
+    "(models.problems.cross.kq_ngd)"
 )
 
 
@@ -1180,7 +1181,7 @@ def test_train_md_on_a_flat_instance_stops_at_once_and_says_so():
         "method": "ℓ1.5 mirror descent",
         "recipe": (
             "normalised ℓp mirror descent, p = 1.5, lr 0.1: the dual variable sign(W)|W|^(p−1) "
-            "steps along −∇L/‖∇L‖_(p*) (models.cross.md)"
+            "steps along −∇L/‖∇L‖_(p*) (models.problems.cross.md)"
         ),
         "init": "W = 0",
         "status": "inconclusive",

@@ -1,4 +1,4 @@
-"""The regularization path's descent engine (models.regpath: ``descend``, its line search, the
+"""The regularization path's descent engine (models.flows.regpath: ``descend``, its line search, the
 saddle-free Newton direction and the minimum test) on objectives whose minimisers, saddles and
 divergence are known in closed form.
 
@@ -15,7 +15,7 @@ import math
 import pytest
 import torch
 
-from models.regpath import (
+from models.flows.regpath import (
     Objective,
     _is_minimum,
     _line_search,

@@ -1,4 +1,4 @@
-"""models.device: the one place that reads ATTN_DEVICE."""
+"""models.numerics.device: the one place that reads ATTN_DEVICE."""
 
 import subprocess
 import sys
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from models import device as dev
-from models.embedding import uniform_token_problem
+from models.numerics import device as dev
+from models.problems.embedding import uniform_token_problem
 
 
 def test_cpu_is_the_default(monkeypatch):
@@ -72,7 +72,7 @@ def test_float64_work_on_the_gpu_matches_the_cpu():
     torch.testing.assert_close(on_gpu.cpu(), _attention_gradient(X, y, v, p), rtol=1e-9, atol=1e-12)
 
 
-# ---- the torch work that ATTN_DEVICE moves (models.embedding) ---------------------------------
+# ---- the torch work that ATTN_DEVICE moves (models.problems.embedding) ---------------------------
 #
 # CI has no GPU, so the device discipline of that work is checked on torch's "meta" device: a
 # meta tensor has a shape and a device but no values, and torch refuses to mix it with a CPU
@@ -94,8 +94,8 @@ def _shape_only(check):
 
 @pytest.fixture
 def meta_ok(monkeypatch):
-    import models.attention as attention
-    import models.embedding as embedding
+    import models.problems.attention as attention
+    import models.problems.embedding as embedding
 
     for module, name in (
         (attention, "as_float_tensor"),
@@ -122,7 +122,7 @@ def test_the_embedding_gradient_runs_wholly_on_the_problems_device(meta_ok):
 
 @pytest.mark.parametrize("kind", ["one", "two"])
 def test_the_real_data_models_train_wholly_on_their_device(meta_ok, kind):
-    from models.embedding import OneLayerModel, TwoLayerModel, train_full_batch
+    from models.problems.embedding import OneLayerModel, TwoLayerModel, train_full_batch
 
     problem = _problem()
     cls = TwoLayerModel if kind == "two" else OneLayerModel
@@ -136,7 +136,7 @@ def test_the_real_data_models_train_wholly_on_their_device(meta_ok, kind):
 
 
 def test_one_step_computes_the_gradient_on_the_device_setting(meta_ok, monkeypatch):
-    import models.embedding as embedding
+    import models.problems.embedding as embedding
 
     problem = _problem()
     reference = embedding.one_step(problem, 3.0)
@@ -183,7 +183,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 @needs_cuda
 def test_one_step_at_large_d_on_the_gpu_matches_the_cpu(monkeypatch):
-    from models.embedding import one_step
+    from models.problems.embedding import one_step
 
     problem = uniform_token_problem(1, n=200, T=8, S=30, d=4096)
     cpu = one_step(problem, 10.0, device="cpu")
@@ -200,7 +200,7 @@ def test_one_step_at_large_d_on_the_gpu_matches_the_cpu(monkeypatch):
 @needs_cuda
 @pytest.mark.parametrize("kind", ["one", "two"])
 def test_training_on_the_gpu_matches_the_cpu(kind):
-    from models.embedding import OneLayerModel, TwoLayerModel, train_full_batch
+    from models.problems.embedding import OneLayerModel, TwoLayerModel, train_full_batch
 
     problem = uniform_token_problem(2, n=64, T=12, S=40, d=32)
     cls = TwoLayerModel if kind == "two" else OneLayerModel

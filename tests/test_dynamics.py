@@ -1,4 +1,5 @@
-"""Unit tests of the training dynamics (models/dynamics.py, spec maxmargin §2.1, §2.2, §3, §4).
+"""Unit tests of the training dynamics (models/flows/dynamics.py, spec maxmargin §2.1, §2.2, §3,
+§4).
 
 Gradient flow, small-step GD and normalized GD follow one path: the arc-length tracer is
 checked against small-step NGD on the stretch both run, and against NGD with the notebooks'
@@ -15,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from models.attention import PromptProblem, one_minus_cos
-from models.dynamics import Trajectory, converge, gd, ngd, trace_flow
-from models.losses import square
-from models.svm import att_svm
+from models.flows.dynamics import Trajectory, converge, gd, ngd, trace_flow
+from models.oracles.svm import att_svm
+from models.problems.attention import PromptProblem, one_minus_cos
+from models.problems.losses import square
 from tests.mutmut_aware import per_mutant_scope
 
 DTYPE = torch.float64
@@ -490,7 +491,7 @@ def test_step_time_is_the_exact_integral_of_ds_over_grad_norm(h, a, b):
     """Flow time over a step with log‖∇L‖ linear in s: the log-mean rule is exact there."""
     from scipy.integrate import quad
 
-    from models.dynamics import _log_step_time
+    from models.flows.dynamics import _log_step_time
 
     exact, _ = quad(lambda s: math.exp(-(a + (b - a) * s / h)), 0, h, epsabs=0, epsrel=1e-13)
     assert _log_step_time(h, a, b) == pytest.approx(math.log(exact), rel=1e-12, abs=1e-12)
@@ -510,7 +511,7 @@ def _tug_of_war():
 
 
 def test_finite_minimiser_certifies_a_strict_local_minimum():
-    from models.dynamics import finite_minimiser
+    from models.flows.dynamics import finite_minimiser
 
     problem = _tug_of_war()
     out = converge(problem, [2.0, 1.0], max_steps=2000)
@@ -526,7 +527,7 @@ def test_finite_minimiser_certifies_a_strict_local_minimum():
 def test_finite_minimiser_finds_none_where_the_descent_lemma_forbids_one():
     """n = 1 with equal non-optimal scores (spec §2.1): ⟨∇L(p), p^mm⟩ < 0 everywhere, so no
     point, however the run ended there, is certified."""
-    from models.dynamics import finite_minimiser
+    from models.flows.dynamics import finite_minimiser
 
     keys = torch.tensor([[[0.0, 0.0], [1.0, 0.3], [-0.5, 1.0]]], dtype=DTYPE)
     problem = PromptProblem(keys, torch.tensor([[1.0, 0.5, 0.5]], dtype=DTYPE), "logistic")
@@ -537,7 +538,7 @@ def test_finite_minimiser_finds_none_where_the_descent_lemma_forbids_one():
 def test_finite_minimiser_rejects_a_maximum_a_flat_loss_and_a_far_point():
     """A maximum of L (a negative Hessian on the key span) or a flat L is no minimiser; nor is
     a point past MINIMISER_MAX_NORM, where the softmax saturates and the Hessian underflows."""
-    from models.dynamics import MINIMISER_MAX_NORM, finite_minimiser
+    from models.flows.dynamics import MINIMISER_MAX_NORM, finite_minimiser
 
     # n = 1, keys 0, e₁, −e₁ with scores 0, 1, 1: f(p) is smallest at p₁ = 0 (where the
     # zero-score token has most attention), so L = ℓ(f) has a maximum there on the key axis.
@@ -556,7 +557,7 @@ def test_a_flow_that_stops_at_a_finite_minimiser_is_decided_not_excused():
     """theorems.maxmargin.common.follow: the engine leaves this run undecided (it reports a
     gradient-flow failure), the claim helper decides it as bounded, and ``conclude`` fails
     the example with the minimiser in its message (a counterexample to ‖p(t)‖ → ∞)."""
-    from models import failures
+    from models.numerics import failures
     from theorems.maxmargin.common import conclude, follow
 
     problem = _tug_of_war()
@@ -571,7 +572,7 @@ def test_a_flow_that_stops_at_a_finite_minimiser_is_decided_not_excused():
 def test_outcome_seconds_time_the_whole_decision(monkeypatch):
     """Outcome.seconds (what `python -m theorems check` prints) covers the SVM solves and the
     final certificate, not only the tracing: a slow oracle shows up in it."""
-    import models.svm as svm_module
+    import models.oracles.svm as svm_module
 
     problem = figure2()
     fast = converge(problem)
@@ -631,12 +632,12 @@ def test_a_twin_group_shares_with_the_tokens_tied_to_its_mean_score():
     """The selected token and its twins (the same key) act as one token of their mean score:
     a token tied with the mean shares their mass (its row is freed), one tied with the
     selected token's own score does not. Means compared in exact rationals."""
-    from models.dynamics import sharing_tokens
+    from models.flows.dynamics import sharing_tokens
 
     keys = np.array([[[1.0], [-1.0], [-1.0], [2.0]]])
     scores = np.array([[-2.0, -2.0, 1.0, -0.5]])  # group {1, 2}: mean −0.5
     assert sharing_tokens(keys, scores, np.array([1])).tolist() == [[False, False, True, True]]
-    # Without twins it is the plain score tie of models.svm.tied_tokens.
+    # Without twins it is the plain score tie of models.oracles.svm.tied_tokens.
     lone = np.array([[[1.0], [-1.0], [3.0], [2.0]]])
     assert sharing_tokens(lone, scores, np.array([1])).tolist() == [[True, False, False, False]]
     # 0.1 and 0.2 have no float mean equal to 0.15 in exact arithmetic: no tie.

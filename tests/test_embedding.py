@@ -1,4 +1,4 @@
-"""Unit tests of models/embedding.py (spec/embeddings.md §1.1, §2, §3.1–§3.3, §4.2, §6)."""
+"""Unit tests of models/problems/embedding.py (spec/embeddings.md §1.1, §2, §3.1–§3.3, §4.2, §6)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import mpmath
 import pytest
 import torch
 
-from models.attention import PromptProblem
-from models.embedding import (
+from models.problems.attention import PromptProblem
+from models.problems.embedding import (
     PAD_ID,
     UNK_ID,
     EmbeddingProblem,
@@ -184,7 +184,8 @@ def test_grad_E_matches_autograd_and_finite_differences(seed):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_p_gradient_of_prompt_problem_matches_autograd_and_finite_differences(seed):
-    """The `<cls>` gradient is the prompt problem's (one implementation, models/attention.py)."""
+    """The `<cls>` gradient is the prompt problem's (one implementation,
+    models/problems/attention.py)."""
     problem, gen = random_problem(seed, d=5, n=12, T=4, S=6)
     p = random_direction(gen, 5, 3.0)
     _, auto = autograd_E_p(problem, p)
@@ -640,7 +641,7 @@ def test_uniform_token_problem_has_its_sizes_and_the_protocols_init():
 @pytest.mark.parametrize("seed", range(2))
 def test_exact_descent_direction_is_exactly_orthogonal_and_hits_one_token(seed):
     """q = P E¹ᵀx: vᵀq = 0 exactly, E¹q = e_s to 60 digits, and q is the least-squares q."""
-    from models.embedding import exact_descent_direction
+    from models.problems.embedding import exact_descent_direction
 
     problem, _, _ = g1_after_one_step(seed)
     for s in range(4):
@@ -657,7 +658,7 @@ def test_exact_descent_direction_is_exactly_orthogonal_and_hits_one_token(seed):
 def test_derivative_along_q_matches_autograd_and_descent_slope(seed):
     """d/dε L(p + εq) from the model definition: autograd at moderate ‖p‖, the gradient's own
     coefficients (descent_slope) at every ‖p‖ up to 1e3, where autograd underflows."""
-    from models.embedding import derivative_along, exact_descent_direction
+    from models.problems.embedding import derivative_along, exact_descent_direction
 
     problem, sel, gen = g1_after_one_step(seed)
     prompt = problem.prompt_problem()
@@ -688,7 +689,7 @@ def test_derivative_along_minus_q_is_positive_and_misuse_is_refused():
     """The derivative is not negative by construction: along −q it is positive."""
     from dataclasses import replace as dc_replace
 
-    from models.embedding import derivative_along, exact_descent_direction
+    from models.problems.embedding import derivative_along, exact_descent_direction
 
     problem, _, gen = g1_after_one_step(0)
     q = exact_descent_direction(problem.E, problem.v, 0)
@@ -706,7 +707,7 @@ def test_derivative_along_minus_q_is_positive_and_misuse_is_refused():
 
 def test_orthonormal_complement_spans_the_orthogonal_complement_of_v():
     """d − 1 orthonormal columns, each orthogonal to v (a mutmut survivor dropped one)."""
-    from models.embedding import orthonormal_complement
+    from models.problems.embedding import orthonormal_complement
 
     v = torch.randn(6, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     U = orthonormal_complement(v)
@@ -716,7 +717,7 @@ def test_orthonormal_complement_spans_the_orthogonal_complement_of_v():
 
 
 def test_sequences_become_int64_token_ids():
-    from models.embedding import check_sequences
+    from models.problems.embedding import check_sequences
 
     ids = check_sequences(torch.tensor([[0, 3], [2, 1]], dtype=torch.int32), vocab_size=4)
     assert ids.dtype == torch.int64 and ids.tolist() == [[0, 3], [2, 1]]
@@ -725,7 +726,7 @@ def test_sequences_become_int64_token_ids():
 def test_g2_fixed_data_depend_on_the_seed_and_embeddings_on_d():
     """The G2 recipe with fixed seeds (spec §6): y uniform ±1, tokens of X_j from softmax(y_j b),
     E⁰, v Gaussian; a d-sweep keeps the data and changes only the initialisation."""
-    from models.embedding import g2_fixed
+    from models.problems.embedding import g2_fixed
 
     a, b, c = g2_fixed(3, 16), g2_fixed(3, 32), g2_fixed(4, 16)
     assert tuple(a.sequences.shape) == (200, 8) and tuple(a.E.shape) == (30, 16)

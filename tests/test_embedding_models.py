@@ -1,5 +1,5 @@
-"""Unit tests of the experiment models' read-outs (models/embedding.py, §4.2) and of what the
-one-step controls rest on (§3.1): the key scores the `<cls>` attention reads, and the named
+"""Unit tests of the experiment models' read-outs (models/problems/embedding.py, §4.2) and of what
+the one-step controls rest on (§3.1): the key scores the `<cls>` attention reads, and the named
 mistake of control EMB-N3-EXACT."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from models.embedding import (
+from models.problems.embedding import (
     EmbeddingProblem,
     OneLayerModel,
     TwoLayerModel,

@@ -1,5 +1,6 @@
-"""models.embedding and models.nonlinear_head function by function, on instances small enough to
-be worked by hand: every returned field, every branch, every documented constant and message.
+"""models.problems.embedding and models.problems.nonlinear_head function by function, on instances
+small enough to be worked by hand: every returned field, every branch, every documented constant and
+message.
 
 The references are independent of the code under test: hand-computed values (closed forms of
 spec/embeddings.md §1.1–§3.3 on 2–3 tokens), exact rationals (``fractions.Fraction``) for the
@@ -20,9 +21,9 @@ import numpy as np
 import pytest
 import torch
 
-from models import embedding as emb
-from models import nonlinear_head as nh
-from models.embedding import (
+from models.problems import embedding as emb
+from models.problems import nonlinear_head as nh
+from models.problems.embedding import (
     PAD_ID,
     UNK_ID,
     EmbeddingProblem,
@@ -31,7 +32,7 @@ from models.embedding import (
     Slope,
     TwoLayerModel,
 )
-from models.nonlinear_head import NonlinearHeadProblem
+from models.problems.nonlinear_head import NonlinearHeadProblem
 
 F64 = torch.float64
 
@@ -47,7 +48,7 @@ def _t(rows) -> torch.Tensor:
 
 
 # =============================================================================================
-# models.embedding: input checks
+# models.problems.embedding: input checks
 # =============================================================================================
 
 
@@ -434,7 +435,7 @@ def test_one_step_refuses_a_non_finite_step_and_a_p0_of_the_wrong_size():
 
 
 def test_one_step_runs_the_gradient_on_the_device_it_is_given(monkeypatch):
-    """``device`` is handed to models.device: a name that is no device is refused, and an
+    """``device`` is handed to models.numerics.device: a name that is no device is refused, and an
     explicit "cpu" is used whatever $ATTN_DEVICE says."""
     problem = _hand_problem()
     with pytest.raises(ValueError, match=r"^ATTN_DEVICE='nowhere' is not a torch device"):
@@ -1109,7 +1110,7 @@ def test_load_yelp_polarity_keeps_a_quoted_line_break_as_written(tmp_path):
 
 
 # =============================================================================================
-# models.nonlinear_head: the problem, its heads and gradients
+# models.problems.nonlinear_head: the problem, its heads and gradients
 # =============================================================================================
 
 # n = 1, T = 2, d = 2: x₀ = e₁, x₁ = e₂, z = (1, 2); with W = [[1, 2], [3, 4]] the logits are

@@ -34,7 +34,7 @@ def test_holds(x):
 )
 
 FAILURES = """
-from models.svm import SVMSolution
+from models.oracles.svm import SVMSolution
 from strategies import PromptInstance
 
 @st.composite
@@ -83,13 +83,13 @@ def test_replay(x):
 @C("F-FAIL-THEN-ASSERT", examples=10)
 @given(x=st.integers(0, 10))
 def test_fail_then_assert(x):
-    from models import failures
+    from models.numerics import failures
     failures.report("SVM oracle", "solver_error", "every solver failed")
     assert False, "the body asserts on the failed solve's garbage"
 
 @C("F-FAIL-THEN-PASS", kind="experiment")
 def test_fail_then_pass():
-    from models import failures
+    from models.numerics import failures
     failures.report("gradient flow", "undecided", "step budget")
 
 @C("F-CONTROL-ONLY-FAILURES", kind="control", expected="refuted", examples=10)
@@ -101,14 +101,14 @@ def test_control_only_failures(x):
 @C("F-FAIL-THEN-REJECT", examples=10)
 @given(x=st.integers(0, 10))
 def test_fail_then_reject(x):
-    from models import failures
+    from models.numerics import failures
     failures.report("SVM oracle", "inaccurate", "residual 1e-3")
     evidence.reject("the SVM is not optimal")  # caused by the failure: not an assumption
 
 @C("F-TOLERATED", examples=10)
 @given(x=st.integers(0, 10))
 def test_tolerated(x):
-    from models import failures
+    from models.numerics import failures
     with failures.tolerate(failures.GRADIENT_FLOW):
         failures.report(failures.GRADIENT_FLOW, "undecided", "the statement allows it")
     assert x >= 0
@@ -127,7 +127,7 @@ def test_vacuous_assumptions(x):
 @st.composite
 def solved_in_the_strategy(draw):
     # A strategy that solves an SVM to build its instance, and uses the failed answer.
-    from models import failures
+    from models.numerics import failures
     failures.report("SVM oracle", "solver_error", "every solver failed")
     return draw(st.integers(0, 10))
 
@@ -139,7 +139,7 @@ def test_drawn_from_a_failure(x):
 @st.composite
 def rejected_after_a_failure(draw):
     from hypothesis import assume
-    from models import failures
+    from models.numerics import failures
     failures.report("SVM oracle", "solver_error", "every solver failed")
     assume(False)  # "keep only feasible instances", decided by the failed solve
 
@@ -266,7 +266,7 @@ def test_a_claim_id_used_twice_is_a_clear_collection_error(inner):
 
 
 def test_solved_passes_optimal_rejects_infeasible_and_is_inconclusive_otherwise():
-    from models.svm import SVMSolution
+    from models.oracles.svm import SVMSolution
 
     optimal = SVMSolution("optimal", np.ones(2), None, None, "CLARABEL", "")
     assert evidence.solved(optimal) is optimal

@@ -624,7 +624,7 @@ def test_lock_update_fails_on_a_skip_that_declares_nothing_and_on_a_missing_clai
 # A test-only pytest plugin: the model with the sign of the softmax-gradient term flipped.
 BROKEN = """
 def pytest_configure(config):
-    from models.attention import PromptProblem
+    from models.problems.attention import PromptProblem
 
     right = PromptProblem.gradient_log_np
 

@@ -1,11 +1,11 @@
-"""Unit tests of models/heads.py: the nonlinear-head model f(X) = ψ(Xᵀ softmax(XWp)) of spec
-maxmargin §2.6 (its regularization paths are tested in tests/test_regpath.py)."""
+"""Unit tests of models/problems/heads.py: the nonlinear-head model f(X) = ψ(Xᵀ softmax(XWp)) of
+spec maxmargin §2.6 (its regularization paths are tested in tests/test_regpath.py)."""
 
 import numpy as np
 import pytest
 import torch
 
-from models.heads import NonlinearHeadProblem, concave_bump, small_mlp, squared_norm
+from models.problems.heads import NonlinearHeadProblem, concave_bump, small_mlp, squared_norm
 
 F64 = torch.float64
 

@@ -1,12 +1,12 @@
-"""The high-precision gradient (models.highprec): it agrees with autograd where float64 is
+"""The high-precision gradient (models.numerics.highprec): it agrees with autograd where float64 is
 accurate, and decides where autograd of the plain loss loses its digits near saturation."""
 
 import pytest
 import torch
 
-from models.attention import PromptProblem
-from models.highprec import gradient_error, loss_gradient
-from models.losses import get_loss
+from models.numerics.highprec import gradient_error, loss_gradient
+from models.problems.attention import PromptProblem
+from models.problems.losses import get_loss
 
 
 def _problem(loss="logistic"):

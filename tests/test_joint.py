@@ -1,4 +1,5 @@
-"""Unit tests of models/joint.py: joint (v, p) training (spec maxmargin §2.7, Fig. 3 of §4, F12)."""
+"""Unit tests of models/flows/joint.py: joint (v, p) training (spec maxmargin §2.7, Fig. 3 of §4,
+F12)."""
 
 import math
 
@@ -7,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from models.attention import cosine
-from models.joint import (
+from models.flows.joint import (
     JointProblem,
     joint_ngd,
     joint_objective,
     joint_reg_path_point,
     relaxed_svm_for,
 )
+from models.problems.attention import cosine
 from tests.mutmut_aware import per_mutant_scope
 
 F64 = torch.float64

@@ -1,7 +1,7 @@
-"""Joint training, function by function: models/joint.py (the (v, p) problem of 2306.13596, its
-log-space gradients, joint NGD, the SVMs of Theorem J, the joint regularization path),
-models/mirror_joint.py (joint (W, v) ℓp mirror descent of 2410.14581, its naive reference and
-the ℓp v-SVM) and models/joint_predict.py (what ``check`` answers for a joint instance).
+"""Joint training, function by function: models/flows/joint.py (the (v, p) problem of 2306.13596,
+its log-space gradients, joint NGD, the SVMs of Theorem J, the joint regularization path),
+models/flows/mirror_joint.py (joint (W, v) ℓp mirror descent of 2410.14581, its naive reference and
+the ℓp v-SVM) and models/check/joint_predict.py (what ``check`` answers for a joint instance).
 
 Each value is checked against an independent route on instances small enough to work by hand:
 softmax weights 3/4, 1/4 and 1/28, 27/28 with rational margins, the square loss where ℓ' = 0
@@ -23,9 +23,8 @@ import numpy as np
 import pytest
 import torch
 
-from models import failures
-from models import joint_predict as jp
-from models.joint import (
+from models.check import joint_predict as jp
+from models.flows.joint import (
     JointProblem,
     JointSVMs,
     JointTrajectory,
@@ -39,8 +38,7 @@ from models.joint import (
     joint_reg_path_point,
     relaxed_svm_for,
 )
-from models.losses import get_loss
-from models.mirror_joint import (
+from models.flows.mirror_joint import (
     MOVED_STEPS,
     CrossJointProblem,
     JointMDRun,
@@ -52,7 +50,9 @@ from models.mirror_joint import (
     naive_joint_md,
     official_joint_data,
 )
-from models.normsvm import norm_svm
+from models.numerics import failures
+from models.oracles.normsvm import norm_svm
+from models.problems.losses import get_loss
 
 F64 = torch.float64
 LOG3 = math.log(3.0)
@@ -995,7 +995,7 @@ ANSWER_FIELDS = [
 RECIPE_2 = (
     "normalised ℓp mirror descent on W and on v, p = 2, lr 0.1: each dual variable "
     "sign(P)|P|^(p−1) steps along −∇_P L/‖∇_P L‖_(p*), gradients in log space "
-    "(models.mirror_joint.joint_md)"
+    "(models.flows.mirror_joint.joint_md)"
 )
 CERTIFIED_2 = (
     "selection settled over the second half, both SVMs certified and tight, and 1 − corr of W "

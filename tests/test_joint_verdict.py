@@ -1,5 +1,5 @@
-"""`check`'s verdict on a joint (W, v) mirror-descent run (models.joint_predict._verdict), branch
-by branch on inputs made here: the status, the reason a user reads, and whether more steps
+"""`check`'s verdict on a joint (W, v) mirror-descent run (models.check.joint_predict._verdict),
+branch by branch on inputs made here: the status, the reason a user reads, and whether more steps
 may change it. (The answers of tests/test_cli_joint.py reach only the branches their
 instances take; in a seeded mutmut sample the others' words and flags survived.)"""
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from models.joint_predict import CORR_FLOOR, SUPPORT_REL, _verdict, rate
+from models.check.joint_predict import CORR_FLOOR, SUPPORT_REL, _verdict, rate
 
 ALPHA = np.array([0, 1])
 GOOD = SimpleNamespace(ok=True, status="optimal", reason="certified", duals=np.array([1.0, 0.5]))

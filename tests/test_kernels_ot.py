@@ -1,4 +1,4 @@
-"""The O(T) token terms of the hot path (models/kernels.py, ``token_terms``) against the
+"""The O(T) token terms of the hot path (models/flows/kernels.py, ``token_terms``) against the
 O(T²) pairwise form they replaced, and both against 50-digit mpmath.
 
 The quantity: per input i and token t, s_it·(γ_it − m_i) = s_it·Σ_u s_iu (γ_it − γ_iu), kept
@@ -7,7 +7,7 @@ T signed terms of Σ_u as one signed log-sum-exp (O(T²) per input); the O(T) fo
 the top-logit token r, D = Σ_{u≠r} s_u(γ_u − γ_r) in log space, and subtracts once:
 (γ_t − γ_r) − D. With P_t and N_t the positive and negative parts of Σ_u s_u(γ_t − γ_u), the
 pairwise form rounds to ε·s_t·(P_t + N_t), the O(T) form to (2T + 3)·ε·s_t·(P_t + N_t) (since
-s_r ≥ 1/T; models/kernels.py): the only cancellation in either is the true one. Besides,
+s_r ≥ 1/T; models/flows/kernels.py): the only cancellation in either is the true one. Besides,
 both take the softmax in log space, log s_u = (z_u − z_r) − log Σ e^{z − z_r}, whose first
 subtraction rounds to ε·|z_u − z_r| absolute: a relative error of s_u that grows with the
 logit spread Z_i = max_u |z_iu − z_ir| (1e5·ε at ‖p‖ = 1e5). The bound asserted,
@@ -30,8 +30,8 @@ import numpy as np
 import pytest
 import torch
 
-from models import kernels
-from models.attention import PromptProblem
+from models.flows import kernels
+from models.problems.attention import PromptProblem
 
 EPS = np.finfo(np.float64).eps
 #: The error bound's factor: 8·(T + Z_i)·ε·s_t·(P_t + N_t) (module doc).

@@ -1,9 +1,9 @@
-"""Unit tests of models/kqpath.py: the regularization-path search over the Frobenius and nuclear
-balls in d = 2, the nuclear-norm helpers (normalized margin, factor identity, optimal-face
+"""Unit tests of models/flows/kqpath.py: the regularization-path search over the Frobenius and
+nuclear balls in d = 2, the nuclear-norm helpers (normalized margin, factor identity, optimal-face
 probe) and the diagonal (K, Q) model with its ℓ1/ℓ2 SVMs (spec tfsvm §2.7, §2.8, §2.12, F8).
 
 The references are independent of the code under test: the Frobenius path against
-``models.regpath.reg_path_point`` (Riemannian Newton restarts on the 3-sphere, a different
+``models.flows.regpath.reg_path_point`` (Riemannian Newton restarts on the 3-sphere, a different
 search), the nuclear path against random points of its sphere, the diagonal SVMs against cvxpy
 problems written on w, the diagonal gradients against autograd of the official loss on
 W = diag(k ⊙ q).
@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.cross import CrossProblem, correlation
-from models.kqpath import (
+from models.flows.kqpath import (
     balanced_factors,
     ball_path_point,
     diag_certificate,
@@ -33,8 +32,9 @@ from models.kqpath import (
     normalized_margin,
     nuclear_sphere,
 )
-from models.normsvm import norm_svm
-from models.regpath import objective_for, reg_path_point
+from models.flows.regpath import objective_for, reg_path_point
+from models.oracles.normsvm import norm_svm
+from models.problems.cross import CrossProblem, correlation
 
 DTYPE = torch.float64
 
@@ -296,7 +296,8 @@ def test_a_failed_l1_lp_is_a_reported_solver_error(monkeypatch):
     "solver_error", reported, never a point."""
     from types import SimpleNamespace
 
-    from models import failures, kqpath
+    from models.flows import kqpath
+    from models.numerics import failures
 
     X = np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 1.0]]])
     Z = np.array([[1.0, 0.5], [0.5, 1.0]])

@@ -1,5 +1,5 @@
-"""models/kqpath.py function by function, on instances small enough to work by hand: the sphere
-charts at angles whose sines and cosines are exact, the grid and box of every chart, the
+"""models/flows/kqpath.py function by function, on instances small enough to work by hand: the
+sphere charts at angles whose sines and cosines are exact, the grid and box of every chart, the
 L-BFGS refinement on objectives with a known minimiser, the argument checks and defaults of
 ``ball_path_point``, the normalized margin and the factor identity on 2 × 2 matrices (a 2 × 2
 nuclear norm is √(‖W‖²_F + 2|det W|)), and the diagonal model: its keys and constraint rows,
@@ -24,9 +24,8 @@ import numpy as np
 import pytest
 import torch
 
-from models import failures, kqpath
-from models.cross import CrossProblem
-from models.kqpath import (
+from models.flows import kqpath
+from models.flows.kqpath import (
     BallPoint,
     DiagSVM,
     _one_minus_corr,
@@ -46,9 +45,11 @@ from models.kqpath import (
     normalized_margin,
     nuclear_sphere,
 )
-from models.normsvm import matrix_norm
-from models.regpath import objective_for
-from models.svm import att_svm
+from models.flows.regpath import objective_for
+from models.numerics import failures
+from models.oracles.normsvm import matrix_norm
+from models.oracles.svm import att_svm
+from models.problems.cross import CrossProblem
 
 DTYPE = torch.float64
 S2, S3, S5 = math.sqrt(2.0), math.sqrt(3.0), math.sqrt(5.0)

@@ -1,4 +1,4 @@
-"""models.limits: the certified Limit that the claims and `check` read, its messages and the
+"""models.flows.limits: the certified Limit that the claims and `check` read, its messages and the
 slack it records, against quantities computed here independently (the selection from the
 softmax, the loss gap from the engine's log-space formula)."""
 
@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.attention import PromptProblem, one_minus_cos
-from models.limits import (
+from models.flows.limits import (
     DERIVATIONS,
     DIRECTION_TOL,
     LOSS_GAP_TOL,
@@ -22,6 +21,7 @@ from models.limits import (
     follow,
     limit_name,
 )
+from models.problems.attention import PromptProblem, one_minus_cos
 from tests.mutmut_aware import per_mutant_scope
 from tests.test_dynamics import _tug_of_war, figure2
 
@@ -137,7 +137,7 @@ def test_a_trap_encloses_the_zero_of_the_slope_and_none_exists_without_one():
     with keys 1, 0 and scores 1, 0 (or 0, 1): L falls for ever one way, no interval has
     inward ends.
     A two-dimensional key span: no trap is looked for."""
-    from models.limits import certified_slope, line_trap
+    from models.flows.limits import certified_slope, line_trap
 
     problem = _far_stall()
     b = problem.difference_span[:, 0]
@@ -161,7 +161,7 @@ def test_a_trap_encloses_the_zero_of_the_slope_and_none_exists_without_one():
 
 def test_the_high_precision_slope_is_the_field_where_float64_resolves_it():
     """highprec.slope against −e^{lgn}·(u·b) of the log-space field at moderate points."""
-    from models.highprec import slope
+    from models.numerics.highprec import slope
 
     problem = figure2()
     rng = np.random.default_rng(0)
@@ -180,7 +180,7 @@ def test_an_ill_conditioned_minimiser_is_certified_with_the_log_space_gradient()
     at ‖p‖ ≈ 30 where ‖∇L‖ ≈ 2e-12 and the Hessian's eigenvalues are 2.3e-9 and 1.4e-7.
     Newton on autograd's gradient (absolute noise ~1e-16) stalls at steps of ~1e-8, above
     its 3e-11 tolerance; on the engine's log-space gradient it converges."""
-    from models.dynamics import finite_minimiser
+    from models.flows.dynamics import finite_minimiser
     from strategies.ladder import paper_problem
 
     problem = paper_problem(2, 4, 2, 86)

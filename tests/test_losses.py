@@ -1,4 +1,4 @@
-"""Unit tests of the margin losses (models/losses.py): values against mpmath, derivatives
+"""Unit tests of the margin losses (models/problems/losses.py): values against mpmath, derivatives
 against autograd and finite differences, the log-space pieces (log(−ℓ'), the increment
 ℓ(x − δ) − ℓ(x)) where float64 underflows, and name lookup."""
 
@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.losses import (
+from models.problems.losses import (
     CORRELATION,
     EXPONENTIAL,
     LOGISTIC,

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from models import failures
+from models.numerics import failures
 from theorems.framework import memory
 
 resource = pytest.importorskip("resource")
@@ -47,7 +47,7 @@ def test_out_of_memory_is_a_failure_of_the_machinery_never_a_claims_own():
 
 CAPPED = """
 import numpy as np, resource, torch
-from models import failures
+from models.numerics import failures
 from theorems.framework import memory
 print(memory.cap(memory.parse("1G")) == 2**30, resource.getrlimit(resource.RLIMIT_DATA)[0] == 2**30)
 memory.cap(memory.parse("4G"))  # never raised

@@ -1,4 +1,4 @@
-"""Unit tests of models/mirror_joint.py: joint (W, v) ℓp mirror descent on cross-attention
+"""Unit tests of models/flows/mirror_joint.py: joint (W, v) ℓp mirror descent on cross-attention
 (spec tfsvm §1.6, §2.10 MD-JOINT, §4.6), the ℓp v-SVM and the trusted fixed-head adapter."""
 
 import math
@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from models.cross import CrossProblem, dual_map, primal_map
-from models.joint import JointProblem, joint_ngd
-from models.mirror_joint import (
+from models.flows.joint import JointProblem, joint_ngd
+from models.flows.mirror_joint import (
     JOINT_PRINTED_ALPHA,
     JOINT_STEPS,
     JOINT_TOKENS,
@@ -22,6 +21,7 @@ from models.mirror_joint import (
     naive_joint_md,
     official_joint_data,
 )
+from models.problems.cross import CrossProblem, dual_map, primal_map
 
 F64 = torch.float64
 

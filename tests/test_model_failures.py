@@ -1,11 +1,11 @@
-"""models.failures: the channel from the mathematics to the failure guard, and the places in
-models/ that report to it (an uncertified SVM answer, an undecided flow)."""
+"""models.numerics.failures: the channel from the mathematics to the failure guard, and the places
+in models/ that report to it (an uncertified SVM answer, an undecided flow)."""
 
 import numpy as np
 import pytest
 
-from models import failures
-from models.svm import solve_margin_qp
+from models.numerics import failures
+from models.oracles.svm import solve_margin_qp
 
 
 def test_reports_reach_every_open_watch_and_nothing_else():

@@ -1,5 +1,5 @@
-"""Unit tests of models/nonlinear_head.py: the nonlinear-head model against a loop formula and
-the official notebook's way of writing it, the exact gradient direction against autograd and
+"""Unit tests of models/problems/nonlinear_head.py: the nonlinear-head model against a loop formula
+and the official notebook's way of writing it, the exact gradient direction against autograd and
 against 100-digit finite differences at saturation, the official data and W(0), the rejection
 rules, and W_fin / W_dir / W^SVMeq / the single-token SVM on a case solved by hand."""
 
@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.cross import CrossProblem, correlation
-from models.nonlinear_head import (
+from models.oracles.svm import solve_margin_qp
+from models.problems.cross import CrossProblem, correlation
+from models.problems.nonlinear_head import (
     AMBIGUOUS,
     FINITE,
     NonlinearHeadProblem,
@@ -32,7 +33,6 @@ from models.nonlinear_head import (
     single_token_svm,
     svmeq,
 )
-from models.svm import solve_margin_qp
 
 DTYPE = torch.float64
 

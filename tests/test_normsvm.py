@@ -1,5 +1,5 @@
-"""Unit tests of the certified attention SVMs (models/normsvm.py): orientation, closed forms,
-independent solves, the nuclear SVM's structure (spec tfsvm §2.1), its non-uniqueness (F8),
+"""Unit tests of the certified attention SVMs (models/oracles/normsvm.py): orientation, closed
+forms, independent solves, the nuclear SVM's structure (spec tfsvm §2.1), its non-uniqueness (F8),
 infeasibility (§2.2, F4), the duality certificate and its rejection of mutated answers, and
 the low-accuracy SCS rank artefact (F12)."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from models import failures
-from models.normsvm import (
+from models.numerics import failures
+from models.oracles.normsvm import (
     CONIC_TOL,
     certify,
     cross_constraints,
@@ -272,8 +272,8 @@ def test_the_farkas_vector_is_the_lps_nonnegative_part(monkeypatch):
     """HiGHS keeps its bounds only to its tolerance: an entry of −1e-14 in the LP's vector
     (seen at the medium rung) must not reach the caller, who reads y ≥ 0 exactly. The LP is
     made to return one here; the certificate is its nonnegative part, tested as returned."""
-    import models.normsvm as normsvm
-    from models import svm as svm_module
+    import models.oracles.normsvm as normsvm
+    from models.oracles import svm as svm_module
 
     real = normsvm.linprog
 

@@ -1,5 +1,5 @@
-"""Unit tests of the nuclear SVM's optimal face (models.normsvm.nuclear_face_fit) and of its reader
-in the (K, Q) claims (theorems.tfsvm.common_kq.corr_with_nuclear), spec tfsvm §1.4, §2.8, F8.
+"""Unit tests of the nuclear SVM's optimal face (models.oracles.normsvm.nuclear_face_fit) and of its
+reader in the (K, Q) claims (theorems.tfsvm.common_kq.corr_with_nuclear), spec tfsvm §1.4, §2.8, F8.
 
 The references are independent of the code under test: a family whose nuclear SVM is a whole
 elliptope with two optimal points known in closed form (F8, rotated), and a one-row instance
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from models import failures
-from models.normsvm import (
+from models.numerics import failures
+from models.oracles.normsvm import (
     FACE_SLACK,
     FACE_TOL,
     FaceFit,
@@ -252,7 +252,7 @@ def test_face_fit_retries_with_scs_where_clarabel_gives_no_dual(monkeypatch):
     counterexample (TF-KQ-UNPENALISED, the numerics matrix): the fit then retries once with SCS,
     whose dual is checked by the same bound, instead of answering solver_error. A solver the
     caller chose is not second-guessed."""
-    import models.normsvm as normsvm
+    import models.oracles.normsvm as normsvm
 
     (X, Z, alpha), opt, M1, M2 = face_family(0)
     W = 0.4 * M1 + 0.6 * M2

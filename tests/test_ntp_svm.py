@@ -16,7 +16,7 @@ from models.ntp.finite import finite_component, limiting_shares, log_odds_check,
 from models.ntp.graph import PriorityGraph
 from models.ntp.qp import certify_equality, farkas_residual, project, solve_equality_qp
 from models.ntp.svm import cyclic_subspace, graph_svm, graph_svm_rows
-from models.svm import w_svm
+from models.oracles.svm import w_svm
 
 I2_SEQUENCES = [[1, 2, 3, 0]] * 3 + [[3, 4, 0], [3, 1, 4], [1, 2, 4], [2, 3, 4]]
 I2_LABELS = [1, 1, 2, 3, 3, 2, 2]
@@ -146,10 +146,10 @@ def test_equality_qp_closed_forms():
 def test_solver_failure_is_a_reason_never_an_answer(monkeypatch):
     """A failed inner solve passes through as its status with no point; an inner "optimal"
     whose point fails the full KKT certificate becomes "inaccurate" (reported to
-    models.failures), again with no point."""
-    from models import failures
+    models.numerics.failures), again with no point."""
     from models.ntp import qp
-    from models.svm import SVMSolution
+    from models.numerics import failures
+    from models.oracles.svm import SVMSolution
 
     broken = SVMSolution("solver_error", None, None, None, "none", "every solver raised")
     monkeypatch.setattr(qp, "solve_margin_qp", lambda A, b, tol: broken)
@@ -210,7 +210,7 @@ def test_feasible_when_embeddings_are_independent(data):
 
 
 def test_acyclic_graph_svm_is_tf_as_svm():
-    """§2.3 item 5: one query, every graph acyclic ⇒ W_svm = the W-SVM of models.svm with α
+    """§2.3 item 5: one query, every graph acyclic ⇒ W_svm = the W-SVM of models.oracles.svm with α
     the label positions (every edge a ≥ 1 row)."""
     rng = np.random.default_rng(3)
     K, d, n, T = 6, 8, 5, 4
@@ -318,7 +318,7 @@ def test_log_odds_bridge_where_it_applies(seed, size, repeat):
 
 def test_unconverged_newton_is_reported():
     """A gradient tolerance Newton cannot reach is a failure of the machinery, reported."""
-    from models import failures
+    from models.numerics import failures
 
     with failures.watch() as seen:
         fin = finite_component(i2(), tol=0.0)

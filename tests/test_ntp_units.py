@@ -18,7 +18,6 @@ import mpmath
 import numpy as np
 import pytest
 
-from models import failures
 from models.ntp import finite, linear, qp
 from models.ntp import gd as gd_module
 from models.ntp.attention import (
@@ -63,7 +62,8 @@ from models.ntp.qp import (
     solve_equality_qp,
 )
 from models.ntp.svm import cyclic_subspace, graph_svm, graph_svm_of, graph_svm_rows
-from models.svm import SVMSolution
+from models.numerics import failures
+from models.oracles.svm import SVMSolution
 
 LOG2 = math.log(2.0)
 #: Instance I1 of spec §2.3 (E = I₄): the chain 1 ⇒ 2 ⇒ 3 ⇒ 0 under query 0.
@@ -465,7 +465,7 @@ def test_equality_qp_solution_returns_w_its_multipliers_and_the_reason(monkeypat
     assert (sol.status, sol.w, sol.ineq_duals, sol.eq_duals) == ("solver_error", None, None, None)
     assert sol.certificate is None and sol.solver == "spy" and not sol.ok
     assert sol.reason == "projected QP (3 rows): every solver raised"
-    assert not watched  # models.svm reports its own failure; this layer does not repeat it
+    assert not watched  # models.oracles.svm reports its own failure; this layer does not repeat it
 
 
 def test_an_inner_optimum_is_mapped_back_with_float_multipliers_and_the_inner_solver(monkeypatch):

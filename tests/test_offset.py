@@ -1,4 +1,4 @@
-"""models.offset: the offset's quasi-equilibrium against a closed form, the flow and its own
+"""models.flows.offset: the offset's quasi-equilibrium against a closed form, the flow and its own
 failure branches."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.attention import PromptProblem
-from models.dynamics import trace_flow
-from models.offset import equilibrium, relaxed_heading
+from models.flows.dynamics import trace_flow
+from models.flows.offset import equilibrium, relaxed_heading
+from models.problems.attention import PromptProblem
 
 DTYPE = torch.float64
 
@@ -82,7 +82,7 @@ def test_the_flow_offset_relaxes_to_the_equilibrium():
 def test_offset_in_a_random_instance_matches_the_flow():
     """Two inputs, four tokens, keys in R^3 (a random instance whose SVM has support tokens
     off a symmetric fan): the flow's offset at ‖p‖ = 60 against ρ*."""
-    from models.svm import att_svm
+    from models.oracles.svm import att_svm
 
     gen = np.random.default_rng(3)
     keys = gen.normal(size=(2, 4, 3))
@@ -129,7 +129,7 @@ def test_converge_certifies_the_heading_at_the_relaxed_offset():
     """Started on the ray at ‖p‖ = 1e7 with the offset unrelaxed (ρ = 0, ρ* = ½ log 2 e_2) and
     stopped there (max_norm below ‖p0‖): the direction is exact, the heading at p is 5e-2, and
     the heading once the offset relaxes is exact; the ray is stable, so the flow converges."""
-    from models.dynamics import converge
+    from models.flows.dynamics import converge
 
     problem = _problem(*FAN)
     out = converge(problem, torch.tensor([1e7, 0.0], dtype=DTYPE), max_norm=1e6, target=1e-9)
@@ -143,7 +143,7 @@ def test_converge_keeps_an_unstable_ray_undecided():
     """The same start where support token 1 scores above the selected token: its weight is
     negative, the offset has no equilibrium (the ray repels), and the outcome stays
     inconclusive with the heading the tracer saw."""
-    from models.dynamics import converge
+    from models.flows.dynamics import converge
 
     problem = _problem(FAN[0], [[1.0, 2.0, 0.5]])
     out = converge(problem, torch.tensor([1e7, 0.0], dtype=DTYPE), max_norm=1e6, target=1e-9)
@@ -152,7 +152,7 @@ def test_converge_keeps_an_unstable_ray_undecided():
 
 
 def test_converge_does_not_relax_when_the_heading_passed():
-    from models.dynamics import converge
+    from models.flows.dynamics import converge
 
     out = converge(_problem(*FAN), target=1e-6)
     assert out.status == "converged" and out.relaxed_heading is None
@@ -181,8 +181,8 @@ def test_converge_stops_on_the_relaxed_heading_before_the_tracer_stalls(monkeypa
     fail here (``kernels.alignment`` reports it as 1): the run must still stop, certified,
     on the relaxed heading once aligned for a tenfold growth of ‖p‖, and without the
     relaxed heading it must not stop that way."""
-    from models import dynamics, kernels
-    from models.svm import att_svm
+    from models.flows import dynamics, kernels
+    from models.oracles.svm import att_svm
 
     rng = np.random.default_rng([4, 32, 8, 3])
     while True:  # sized_problem: draw until the top-score ATT-SVM is feasible

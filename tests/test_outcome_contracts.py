@@ -6,12 +6,12 @@ failure (``ok`` is False) or as an inconclusive example with no reason, silently
 import numpy as np
 import pytest
 
-from models import failures
-from models.kqpath import DiagSVM
-from models.nonlinear_head import SVMEq
-from models.normsvm import FACE_STATUSES, FaceFit, NormSVM
+from models.flows.kqpath import DiagSVM
 from models.ntp.qp import EqualityQPSolution
-from models.svm import ORACLE_STATUSES, SVMSolution, checked_outcome, checked_status
+from models.numerics import failures
+from models.oracles.normsvm import FACE_STATUSES, FaceFit, NormSVM
+from models.oracles.svm import ORACLE_STATUSES, SVMSolution, checked_outcome, checked_status
+from models.problems.nonlinear_head import SVMEq
 
 
 def test_report_accepts_every_known_source_and_records_it():

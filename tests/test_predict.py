@@ -1,14 +1,14 @@
-"""Unit tests of models/predict.py, the computation behind `python -m theorems check`: the
+"""Unit tests of models/check/predict.py, the computation behind `python -m theorems check`: the
 reported numbers against independent recomputations on small hand instances."""
 
 import numpy as np
 import pytest
 import torch
 
-from models.attention import PromptProblem
-from models.embedding import EmbeddingProblem, one_step
-from models.predict import predict_embedding, predict_prompt
-from models.selection import local_optimality
+from models.check.predict import predict_embedding, predict_prompt
+from models.oracles.selection import local_optimality
+from models.problems.attention import PromptProblem
+from models.problems.embedding import EmbeddingProblem, one_step
 
 F64 = torch.float64
 
@@ -68,8 +68,8 @@ def test_prompt_local_optimality_is_that_of_the_selection_not_the_global_optimum
 def test_prompt_svm_global_names_its_support_tokens_per_input():
     """When ATT-SVM(opt) is solved, the answer lists each input's support tokens (those at
     margin 1), the ones Def. 2 reads; here computed again from the solution itself."""
-    from models.selection import support_sets
-    from models.svm import att_svm
+    from models.oracles.selection import support_sets
+    from models.oracles.svm import att_svm
 
     keys = [[[1.0, 0.0], [0.0, 1.0], [-1.0, 0.2]], [[1.0, 1.0], [0.0, -1.0], [-1.0, 0.5]]]
     gammas = [[1.0, 0.0, 0.2], [0.9, 0.0, 0.1]]

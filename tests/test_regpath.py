@@ -1,5 +1,5 @@
-"""Unit tests of models/regpath.py: global and local regularization paths (spec maxmargin §2.4,
-§2.5, §2.6; controls F6, F9, F10 of §5; calibration runs of §7)."""
+"""Unit tests of models/flows/regpath.py: global and local regularization paths (spec maxmargin
+§2.4, §2.5, §2.6; controls F6, F9, F10 of §5; calibration runs of §7)."""
 
 import math
 
@@ -8,11 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from models import kernels
-from models.attention import PromptProblem, one_minus_cos
-from models.heads import NonlinearHeadProblem, concave_bump, saddle_square, squared_norm
-from models.losses import square
-from models.regpath import (
+from models.flows import kernels
+from models.flows.regpath import (
     Objective,
     circle_search,
     local_reg_path_point,
@@ -23,7 +20,10 @@ from models.regpath import (
     reg_path_point,
     single_thread,
 )
-from models.svm import att_svm
+from models.oracles.svm import att_svm
+from models.problems.attention import PromptProblem, one_minus_cos
+from models.problems.heads import NonlinearHeadProblem, concave_bump, saddle_square, squared_norm
+from models.problems.losses import square
 
 LOSSES = ("logistic", "exponential", "correlation")
 F64 = torch.float64
@@ -244,7 +244,7 @@ def test_three_dimensional_keys_use_restarts():
     assert all(b < a for a, b in zip(gaps, gaps[1:], strict=False))
     assert all(pt.certified and pt.method == "restarts" and pt.n_local_minima == 1 for pt in path)
     # every start is counted: the 32 Fibonacci points and one per feasible selection's SVM
-    from models.regpath import svm_directions
+    from models.flows.regpath import svm_directions
 
     assert all(pt.details["restarts"] == 32 + svm_directions(problem).shape[0] for pt in path)
 
@@ -383,7 +383,7 @@ def test_convex_head_path_converges_to_psi_optimal_svm(loss):
 
 def test_a_general_head_falls_back_to_the_plain_loss():
     """Only the quadratic heads have the log-space gap; any other ψ is searched on L itself."""
-    from models.heads import small_mlp
+    from models.problems.heads import small_mlp
 
     problem = NonlinearHeadProblem(HEAD_X, torch.ones(2), psi=small_mlp(2, seed=3))
     assert problem.quadratic_form() is None
@@ -455,8 +455,8 @@ def test_head_log_gap_matches_80_digit_arithmetic(psi, loss, scale):
     """The cancellation-free head gap equals L − L_α computed in 80 digits, from moderate ‖p‖
     (where the plain loss would do) to ‖p‖ where the leak is e^{-100} and float64's plain loss
     is flat."""
-    from models.heads import saddle_square as saddle
-    from models.regpath import head_log_gap_batch, head_log_gap_grid
+    from models.flows.regpath import head_log_gap_batch, head_log_gap_grid
+    from models.problems.heads import saddle_square as saddle
 
     psis = {"squared_norm": squared_norm, "saddle_square": saddle, "concave_bump": concave_bump}
     gen = torch.Generator().manual_seed(7)
@@ -481,7 +481,7 @@ def test_head_log_gap_matches_80_digit_arithmetic(psi, loss, scale):
 
 def test_head_log_gap_has_a_finite_gradient_matching_autograd_of_the_plain_loss():
     """d/dp of log|L − L_α| equals ∇L/(L − L_α) where the plain loss is accurate."""
-    from models.regpath import head_log_gap_batch
+    from models.flows.regpath import head_log_gap_batch
 
     problem = NonlinearHeadProblem(HEAD_X, torch.ones(2, dtype=F64), psi=squared_norm)
     alpha = problem.psi_optimal_tokens()
@@ -500,7 +500,7 @@ def test_head_log_gap_has_a_finite_gradient_matching_autograd_of_the_plain_loss(
 def test_head_log_gap_resolves_the_leak_along_the_svm_direction(R):
     """Along p^mm(ψ-opt) the gap is the leak e^{-R·margin} (1e-9 … 1e-60 here), invisible to the
     float64 plain loss; the log form matches 150-digit arithmetic."""
-    from models.regpath import head_log_gap_batch
+    from models.flows.regpath import head_log_gap_batch
 
     problem = NonlinearHeadProblem(HEAD_X, torch.ones(2, dtype=F64), psi=squared_norm)
     alpha = problem.psi_optimal_tokens()
@@ -518,7 +518,7 @@ def test_head_log_gap_resolves_the_leak_along_the_svm_direction(R):
 def test_tangent_gradient_is_orthogonal_to_the_point_and_keeps_the_rest():
     """The Riemannian gradient on the sphere: g minus its radial part (a mutmut survivor:
     adding the radial part instead went unnoticed)."""
-    from models.regpath import _tangent
+    from models.flows.regpath import _tangent
 
     gen = torch.Generator().manual_seed(3)
     g, P = torch.randn(5, 4, generator=gen, dtype=F64), torch.randn(5, 4, generator=gen, dtype=F64)
@@ -530,7 +530,7 @@ def test_tangent_gradient_is_orthogonal_to_the_point_and_keeps_the_rest():
 
 def test_rank_orders_negative_gaps_below_a_zero_gap_below_positive_ones():
     """_rank is strictly increasing in the signed gap G: G = −e², −e, 0, e^{-5}, 1."""
-    from models.regpath import _rank
+    from models.flows.regpath import _rank
 
     log_abs = torch.tensor([2.0, 1.0, -math.inf, -5.0, 0.0], dtype=F64)
     sign = torch.tensor([-1.0, -1.0, 0.0, 1.0, 1.0], dtype=F64)
@@ -541,7 +541,7 @@ def test_rank_orders_negative_gaps_below_a_zero_gap_below_positive_ones():
 def test_cap_projection_puts_each_row_on_the_sphere_inside_its_cap():
     """Rows inside the cap are only rescaled to ‖p‖ = R; rows outside land on the cap's edge
     (cos = 1 − eps) in the plane of the centre and the row, each by its own norms."""
-    from models.regpath import cap_projection
+    from models.flows.regpath import cap_projection
 
     c, R, eps = torch.tensor([1.0, 0.0, 0.0], dtype=F64), 3.0, 0.02
     P = torch.tensor(
@@ -559,7 +559,7 @@ def test_cap_projection_puts_each_row_on_the_sphere_inside_its_cap():
 
 def test_no_feasible_selection_gives_no_restart_direction():
     """Two equal tokens: no ATT-SVM of any selection is feasible, so no direction is seeded."""
-    from models.regpath import svm_directions
+    from models.flows.regpath import svm_directions
 
     keys = torch.tensor([[[1.0, 0.5], [1.0, 0.5]]], dtype=F64)
     problem = PromptProblem(keys, torch.tensor([[1.0, 0.0]], dtype=F64), "logistic")
@@ -577,7 +577,7 @@ def test_a_grid_point_counts_the_grid_minima_it_compared():
 def test_fibonacci_directions_are_unit_and_spread_as_documented(d):
     """d = 2: the k angles 2π(i + ½)/k; d = 3: the Fibonacci sphere (heights 1 − 2(i + ½)/k,
     azimuths stepping by the golden angle π(3 − √5)); d ≥ 4: seeded Gaussian directions."""
-    from models.regpath import fibonacci_directions
+    from models.flows.regpath import fibonacci_directions
 
     k = 12
     U = fibonacci_directions(k, d, seed=3)
@@ -600,7 +600,7 @@ def test_fibonacci_directions_are_unit_and_spread_as_documented(d):
 def test_the_tangent_hessian_sends_the_radial_direction_to_itself():
     """P_T(∇²f − (∇f·p̂/R) I)P_T + p̂p̂ᵀ: p̂ is an eigenvector of eigenvalue 1, and on tangent
     vectors it acts as the projected Hessian shifted by the radial gradient over R."""
-    from models.regpath import _tangent_hessian
+    from models.flows.regpath import _tangent_hessian
 
     gen = torch.Generator().manual_seed(0)
     P = torch.randn(3, 4, generator=gen, dtype=F64) * 2

@@ -1,4 +1,4 @@
-"""The regularization path's global searches (models.regpath), each on objectives whose minima
+"""The regularization path's global searches (models.flows.regpath), each on objectives whose minima
 are known: the angle grid (its local minima, the grid-spacing certificate ``rival_minima``, the
 zoom), the restart summary (clusters, agreement, gap, flat rows), the interior and sector
 searches, the cap's starts, the restart seeds, and how a winner is packaged (``_result``).
@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from models import failures
-from models.regpath import (
+from models.flows.regpath import (
     SAME_POINT,
     Objective,
     _candidate_selections,
@@ -36,6 +35,7 @@ from models.regpath import (
     sphere_projection,
     svm_directions,
 )
+from models.numerics import failures
 
 DTYPE = torch.float64
 INF = math.inf
@@ -249,7 +249,7 @@ SUMMARY_ROWS = [
 
 @pytest.mark.parametrize(("agree", "certified"), [(2, True), (3, False)])
 def test_restart_summary_counts_agreement_rivals_and_flat_rows(agree, certified):
-    from models.regpath import _summarise
+    from models.flows.regpath import _summarise
 
     found = _summarise(_descent(SUMMARY_ROWS), agree, {"restarts": 6})
     torch.testing.assert_close(found.p, _unit(0.0))
@@ -260,7 +260,7 @@ def test_restart_summary_counts_agreement_rivals_and_flat_rows(agree, certified)
 
 
 def test_a_best_point_that_is_no_minimum_is_not_certified():
-    from models.regpath import _summarise
+    from models.flows.regpath import _summarise
 
     rows = [(0.0, 1.0, 1.0, True, False)] * 3 + [(1.0, 1.0, 0.5, False, False)]
     found = _summarise(_descent(rows), 3, {})
@@ -268,7 +268,7 @@ def test_a_best_point_that_is_no_minimum_is_not_certified():
 
 
 def test_the_agreement_tolerance_scales_with_large_values():
-    from models.regpath import _summarise
+    from models.flows.regpath import _summarise
 
     rows = [(0.0, 1.0, 1e6, True, False), (0.0, 1.0, 1e6 + 5e-4, True, False)]
     assert _summarise(_descent(rows), 2, {}).certified  # 5e-4 ≤ 1e-9·1e6
@@ -432,7 +432,7 @@ def test_an_uncertified_winner_is_reported_as_a_failure_of_the_search():
 
 
 def test_the_searches_run_on_one_thread_and_restore_the_count_after():
-    from models.regpath import one_thread, single_thread
+    from models.flows.regpath import one_thread, single_thread
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)

@@ -1,10 +1,11 @@
-"""Unit tests of support sets and Def. 2 local optimality (models/selection.py; spec §1.5, §4)."""
+"""Unit tests of support sets and Def. 2 local optimality (models/oracles/selection.py; spec §1.5,
+§4)."""
 
 import numpy as np
 import pytest
 
-from models import selection
-from models.selection import (
+from models.oracles import selection
+from models.oracles.selection import (
     UndecidedError,
     enumerate_locally_optimal,
     global_opt,
@@ -12,7 +13,7 @@ from models.selection import (
     local_optimality,
     support_sets,
 )
-from models.svm import SVMSolution, att_svm
+from models.oracles.svm import SVMSolution, att_svm
 
 # Spec §4, Fig. 1: keys (−0.1, 1), (1, 0), (0, 0); panel (a) ties the two non-optimal scores.
 FIG1_KEYS = np.array([[[-0.1, 1.0], [1.0, 0.0], [0.0, 0.0]]])
@@ -164,8 +165,8 @@ def test_norm_local_optimality_matches_def2_for_the_frobenius_svm():
 
     import torch
 
-    from models.normsvm import norm_svm
-    from models.selection import norm_local_optimality
+    from models.oracles.normsvm import norm_svm
+    from models.oracles.selection import norm_local_optimality
 
     gen = torch.Generator().manual_seed(4)
     n, T, d = 2, 3, 3
@@ -190,8 +191,8 @@ def test_norm_local_optimality_flags_a_higher_scoring_nuclear_support_token():
     """Reversing the scores makes α = opt's support tokens outscore it: not locally optimal."""
     import torch
 
-    from models.normsvm import norm_svm
-    from models.selection import norm_local_optimality
+    from models.oracles.normsvm import norm_svm
+    from models.oracles.selection import norm_local_optimality
 
     gen = torch.Generator().manual_seed(7)
     X = torch.nn.functional.normalize(

@@ -1,5 +1,5 @@
-"""models.limits.settle, branch by branch: a "converged" outcome of the engine is confirmed only
-if the flow, traced on to CONFIRM_FACTOR·max(‖p‖, 1), still reaches max_norm with the same
+"""models.flows.limits.settle, branch by branch: a "converged" outcome of the engine is confirmed
+only if the flow, traced on to CONFIRM_FACTOR·max(‖p‖, 1), still reaches max_norm with the same
 selection and 1 − cos ≤ DIRECTION_TOL; otherwise the engine restarts from where the flow went,
 at most ``tries`` times, and an outcome never confirmed is inconclusive.
 
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from models import limits
-from models.attention import PromptProblem, one_minus_cos
-from models.dynamics import converge
+from models.flows import limits
+from models.flows.dynamics import converge
+from models.problems.attention import PromptProblem, one_minus_cos
 
 DTYPE = torch.float64
 
@@ -273,7 +273,7 @@ def test_follow_names_what_the_engine_established(real, monkeypatch):
 
 
 def test_follow_tolerates_the_flows_own_failures_and_no_other(real, monkeypatch):
-    from models import failures
+    from models.numerics import failures
 
     problem, out = real
 
@@ -357,8 +357,8 @@ def test_twins_of_the_selected_token_make_a_sharing_limit():
     out = lim.outcome
     assert lim.kind == "converged" and out.tie_sharing
     assert out.selected.tolist()[0] == 0 and out.tied[0, 1] and out.max_other_prob <= 1e-6
-    from models.dynamics import twin_tokens
-    from models.svm import att_svm
+    from models.flows.dynamics import twin_tokens
+    from models.oracles.svm import att_svm
 
     assert twin_tokens(problem._np[0], out.selected)[0].tolist() == [False, True, False]
     assert att_svm(problem.keys, out.selected).status == "infeasible"

@@ -1,5 +1,5 @@
-"""The general (shared-mass) limit of gradient flow: models.shared and its place in the engine
-(models.limits.follow).
+"""The general (shared-mass) limit of gradient flow: models.flows.shared and its place in the engine
+(models.flows.limits.follow).
 
 The hand instance: three inputs, keys in ℝ³, scores (3, −3, −4). In inputs 0 and 1 tokens 0
 and 1 differ by +e1, in input 2 by −e1, and token 2 lies below both along e3. Along e1 the
@@ -18,10 +18,10 @@ import pytest
 import torch
 from scipy.optimize import brentq
 
-from models import shared
-from models.attention import PromptProblem
-from models.dynamics import converge
-from models.limits import follow
+from models.flows import shared
+from models.flows.dynamics import converge
+from models.flows.limits import follow
+from models.problems.attention import PromptProblem
 
 KEYS = np.array(
     [

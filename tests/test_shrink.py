@@ -6,8 +6,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.selection import local_optimality
-from models.svm import att_svm
+from models.oracles.selection import local_optimality
+from models.oracles.svm import att_svm
 from strategies import PromptInstance
 from strategies.instances import CONE_INIT, LOCALLY_OPTIMAL_ALPHA, SVM_FEASIBLE, UNIQUE_OPT
 from strategies.reductions import reducible, reductions_of

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.svm import att_svm
+from models.oracles.svm import att_svm
 from strategies import equal_nonopt_instances
 from strategies.combinators import (
     SEEDS,

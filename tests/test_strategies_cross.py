@@ -20,7 +20,7 @@ from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from models.svm import att_svm
+from models.oracles.svm import att_svm
 from strategies import (
     ARBITRARY_P0,
     ASSUMPTIONS,

@@ -170,7 +170,7 @@ def test_two_relevant_tokens_with_a_weak_boost(inst):
 )
 def test_a_large_weak_boost_makes_the_weak_token_the_one_step_argmax(inst):
     """b ≥ 3 leaves the weak token 2λ ≈ 2.8 ahead, far beyond the one-step noise at d = 4096."""
-    from models.embedding import EmbeddingProblem, one_step, selected_tokens
+    from models.problems.embedding import EmbeddingProblem, one_step, selected_tokens
 
     problem = EmbeddingProblem(inst.sequences, inst.y, inst.E0, inst.v)
     E1 = one_step(problem, inst.eta0).E1

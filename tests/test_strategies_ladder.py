@@ -105,8 +105,8 @@ def test_conflict_pairs_share_their_complement_part_and_lead_it():
 
 def test_conflict_family_has_a_shared_limit():
     """The family exists for the engine's general limit: some small draw reaches it."""
-    from models import failures
-    from models.limits import follow
+    from models.flows.limits import follow
+    from models.numerics import failures
 
     kinds = []
     for seed in range(12):

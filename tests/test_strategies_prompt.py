@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.extra.numpy import arrays
 
-from models.selection import global_opt, has_unique_opt, local_optimality
-from models.svm import att_svm, v_svm
+from models.oracles.selection import global_opt, has_unique_opt, local_optimality
+from models.oracles.svm import att_svm, v_svm
 from strategies import (
     ARBITRARY_P0,
     ASSUMPTIONS,

@@ -1,4 +1,4 @@
-"""Unit tests of the certified SVM oracle (models/svm.py): closed forms, certificates, typed
+"""Unit tests of the certified SVM oracle (models/oracles/svm.py): closed forms, certificates, typed
 outcomes, invariances (spec maxmargin §1.4, §2.7–2.9) and the solver fallback path."""
 
 import cvxpy as cp
@@ -7,8 +7,8 @@ import pytest
 import torch
 from scipy.optimize import minimize
 
-from models import svm
-from models.svm import (
+from models.oracles import svm
+from models.oracles.svm import (
     CertificateError,
     att_constraints,
     att_svm,
@@ -404,7 +404,7 @@ def test_the_qp_solvers_own_point_solves_the_margin_qp(seed):
     compute the optimum from A and b alone, so a wrong model for the solvers (A x ≤ b: the
     solvers return x = 0) would otherwise go unnoticed (mutant M07): the certificate only
     sees the repaired point."""
-    from models.svm import _solve_qp  # the solver stage alone: what the certificate hides
+    from models.oracles.svm import _solve_qp  # the solver stage alone: what the certificate hides
 
     keys, alpha = feasible_instance(seed)
     A, b, _ = att_constraints(keys, alpha)

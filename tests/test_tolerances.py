@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from models import limits
+from models.flows import limits
 from theorems.framework import evidence, tolerances
 from theorems.framework.cli import main
 

@@ -1,12 +1,12 @@
-"""Unit tests of models/wtrain.py: training W with p fixed (spec maxmargin §2.8, F13)."""
+"""Unit tests of models/flows/wtrain.py: training W with p fixed (spec maxmargin §2.8, F13)."""
 
 import numpy as np
 import pytest
 import torch
 
-from models.dynamics import ngd
-from models.svm import w_svm_closed_form
-from models.wtrain import WProblem, correlation, singular_ratio, w_ngd
+from models.flows.dynamics import ngd
+from models.flows.wtrain import WProblem, correlation, singular_ratio, w_ngd
+from models.oracles.svm import w_svm_closed_form
 from tests.mutmut_aware import per_mutant_scope
 
 F64 = torch.float64
@@ -109,8 +109,8 @@ def test_w_gd_is_prompt_gd_with_step_eta_times_norm_p_squared():
     """Spec §2.8: plain GD on W with step η (autograd gradient) moves q = Wp exactly as plain
     GD on the prompt problem with step η‖p‖², for a p that is not a unit vector; with step η‖p‖
     (the normalised-GD scaling) it does not."""
-    from models.dynamics import gd
-    from models.wtrain import w_gd
+    from models.flows.dynamics import gd
+    from models.flows.wtrain import w_gd
 
     base, W0 = decoupled(2)
     # the same data with all labels +1 (the decoupled scores become ±g) and ‖p‖ tripled
@@ -128,7 +128,7 @@ def test_w_gd_is_prompt_gd_with_step_eta_times_norm_p_squared():
 
 
 def test_w_gd_rejects_a_bad_shape():
-    from models.wtrain import w_gd
+    from models.flows.wtrain import w_gd
 
     problem, _ = decoupled(0)
     with pytest.raises(ValueError, match="W0:"):

@@ -69,9 +69,9 @@ PUBLIC_API = {
         "cross_cone_inits",
     ),
     # dynamics: gradient descent, normalized GD, the certified gradient-flow tracer
-    "models.dynamics": ("gd", "ngd", "trace_flow", "converge"),
+    "models.flows.dynamics": ("gd", "ngd", "trace_flow", "converge"),
     # cross-attention (2308.16898, 2410.14581): the model, its dynamics and metrics
-    "models.cross": (
+    "models.problems.cross": (
         "CrossProblem",
         "w_ngd",
         "kq_ngd",
@@ -81,11 +81,11 @@ PUBLIC_API = {
         "bregman_divergence",
     ),
     # the certified SVM oracle
-    "models.svm": ("att_svm", "w_svm", "v_svm", "cls_svm"),
-    "models.normsvm": ("norm_svm",),
+    "models.oracles.svm": ("att_svm", "w_svm", "v_svm", "cls_svm"),
+    "models.oracles.normsvm": ("norm_svm",),
     # geometry and selection
-    "models.attention": ("cosine", "one_minus_cos"),
-    "models.selection": ("global_opt", "local_optimality", "support_sets"),
+    "models.problems.attention": ("cosine", "one_minus_cos"),
+    "models.oracles.selection": ("global_opt", "local_optimality", "support_sets"),
 }
 _LAZY = {name: module for module, names in PUBLIC_API.items() for name in names}
 __all__ += sorted(_LAZY)

@@ -1,5 +1,5 @@
-"""Where gradient flow goes, for the claims: `models.limits` (the certified engine `check` uses
-too) with the claims' bookkeeping. A claim about the limit of gradient flow asserts the paper's
+"""Where gradient flow goes, for the claims: `models.flows.limits` (the certified engine `check`
+uses too) with the claims' bookkeeping. A claim about the limit of gradient flow asserts the paper's
 conclusion about it:
 
     lim = flow(inst.problem, inst.p0)
@@ -18,10 +18,9 @@ from collections.abc import Iterator
 
 import torch
 
-from models import limits as _limits
-from models.attention import PromptProblem
-from models.dynamics import Outcome
-from models.limits import (  # noqa: F401 (re-exported: the claims' vocabulary)
+from models.flows import limits as _limits
+from models.flows.dynamics import Outcome
+from models.flows.limits import (  # noqa: F401 (re-exported: the claims' vocabulary)
     CONFIRM_FACTOR,
     DIRECTION_TOL,
     LOSS_GAP_TOL,
@@ -31,11 +30,13 @@ from models.limits import (  # noqa: F401 (re-exported: the claims' vocabulary)
     settle,
     tie_sharing_message,
 )
+from models.problems.attention import PromptProblem
 from theorems.framework import evidence
 
 
 class Limit(_limits.Limit):
-    """`models.limits.Limit`, recording each test's observed/bound pair as the claim's slack."""
+    """`models.flows.limits.Limit`, recording each test's observed/bound pair as the claim's
+    slack."""
 
     def slack(self, name: str, observed: float, bound: float, derivation: str) -> None:
         evidence.slack(name, observed, bound, derivation=derivation)
@@ -48,7 +49,7 @@ def record_outcome(out: Outcome, transient: int) -> None:
 
 
 def follow(problem: PromptProblem, p0) -> Limit:
-    """`models.limits.follow`, as this module's `Limit`."""
+    """`models.flows.limits.follow`, as this module's `Limit`."""
     return _limits.follow(problem, p0, cls=Limit)
 
 

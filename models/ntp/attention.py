@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from models.logspace import combine_np
 from models.ntp.data import NTPData, ntp_data
-from models.svm import as_float_array
+from models.numerics.logspace import combine_np
+from models.oracles.svm import as_float_array
 
 NEG_INF = -math.inf
 

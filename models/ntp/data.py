@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.svm import as_float_array
+from models.oracles.svm import as_float_array
 
 
 @dataclass(frozen=True, eq=False)

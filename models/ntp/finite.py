@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from models import failures
 from models.ntp.attention import NTPAttention, sample_table
 from models.ntp.data import NTPData
 from models.ntp.graph import priority_graphs
 from models.ntp.svm import cyclic_subspace
+from models.numerics import failures
 
 #: Newton stops at this gradient norm (spec §2.4 / §6.2: "gradient ≤ 1e-12").
 GRADIENT_TOL = 1e-12

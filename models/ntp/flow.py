@@ -3,12 +3,12 @@ model uses (issue 25: "one problem interface, and one tracer that follows any of
 
 The NTP loss is a prompt problem: sample i's positions t are its tokens, with key
 vec(x_{tok_t} x_qᵀ) (so the logit is x_{tok_t}ᵀ W x_q = ⟨vec W, key⟩, row-major), score
-γ_it = 1[tok_t = y_i] and margin loss ℓ(m) = −log m (``models.losses.NEG_LOG``):
+γ_it = 1[tok_t = y_i] and margin loss ℓ(m) = −log m (``models.problems.losses.NEG_LOG``):
 m_i = Σ_t s_it γ_it = p̂_{y_i} and ℓ(m_i) = −log p̂_{y_i}. Positions holding one token are
-twins (the very same key), which the engine treats exactly. So ``models.limits.follow``
+twins (the very same key), which the engine treats exactly. So ``models.flows.limits.follow``
 certifies where gradient flow on W goes, and where the labels' SCCs keep several tokens
 (cyclic priority graphs), the certified limit is the engine's shared-mass limit
-(``models.shared``): W(t) = R·W_dir + W_fin + o(1), found from the flow alone: the sets it
+(``models.flows.shared``): W(t) = R·W_dir + W_fin + o(1), found from the flow alone: the sets it
 keeps, the equality SVM of those sets and the reduced loss's minimiser. The graph-SVM and
 W_fin of ``models.ntp.svm`` / ``models.ntp.finite`` are built from the priority graph
 instead; the claims compare the two (NTP-FLOW-LIMIT).
@@ -24,10 +24,10 @@ import dataclasses
 import numpy as np
 import torch
 
-from models.attention import PromptProblem
-from models.limits import Limit, follow
-from models.losses import NEG_LOG
+from models.flows.limits import Limit, follow
 from models.ntp.data import NTPData
+from models.problems.attention import PromptProblem
+from models.problems.losses import NEG_LOG
 
 
 def prompt_view(data: NTPData) -> PromptProblem:

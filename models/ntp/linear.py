@@ -26,7 +26,7 @@ from scipy.special import logsumexp
 
 from models.ntp.attention import softplus
 from models.ntp.qp import KKT_TOL, EqualityQPSolution, orthonormal_rows, project, solve_equality_qp
-from models.svm import as_float_array
+from models.oracles.svm import as_float_array
 
 #: Compatibility: the log-odds least-squares residual (max abs) below which a solution exists
 #: (spec §2.11 / §6.2: "lstsq residual ≤ 1e-9 means compatible").

@@ -39,6 +39,7 @@ from models.ntp.graph import priority_graphs
 from models.ntp.linear import linear_ntp
 from models.ntp.qp import project
 from models.ntp.svm import cyclic_subspace, graph_svm
+from models.problems.cross import correlation
 
 #: GD steps `check` runs (spec §2.6: 1 − corr ≤ 1e-1 and ‖P_cyc W − W_fin‖ ≤ 3e-2 at 1e4 on
 #: the official-style draws; about a second at n = 6, T = 4, d = 8).
@@ -61,8 +62,8 @@ def _quiet(stage: str) -> None:
 
 
 def _one_minus_corr(A: np.ndarray, B: np.ndarray) -> float | None:
-    """1 − corr(A, B) (``models.cross.correlation``, the official metric); None where either
-    is zero and the correlation undefined."""
+    """1 − corr(A, B) (``models.problems.cross.correlation``, the official metric); None where
+    either is zero and the correlation undefined."""
     corr = correlation(A, B)
     return None if math.isnan(corr) else 1.0 - corr
 
@@ -79,7 +80,7 @@ def _qp_json(status: str, W, solution) -> dict:
 
 def inconclusive_answer(model: str, fields: dict, reason: str, seconds: float) -> dict:
     """The answer that was not computed (``check --timeout`` ran out, or float64 does not
-    represent the instance: ``models.precision``): every computed field null, status
+    represent the instance: ``models.check.precision``): every computed field null, status
     "inconclusive" with ``reason``."""
     keys = NTP_FIELDS if model == "ntp" else LINEAR_FIELDS
     out = dict.fromkeys(keys) | {"model": model}

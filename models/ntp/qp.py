@@ -4,13 +4,13 @@ graph-SVM, §1.3 NTP-SVM):
     minimize ½‖w‖²   subject to   A_in w ≥ 1,   A_eq w = 0.
 
 Why a projection: with P the orthogonal projector onto null(A_eq), the problem has the same
-optimum as the plain margin QP min ½‖w‖² s.t. (A_in P) w ≥ 1 of `models.svm.solve_margin_qp`
+optimum as the plain margin QP min ½‖w‖² s.t. (A_in P) w ≥ 1 of `models.oracles.svm.solve_margin_qp`
 (Lawson–Hanson NNLS first, the LP + Clarabel pipeline as its certified fallback): that
 optimum is (A_in P)ᵀλ ∈ null(A_eq), where A_in P w = A_in w, and any feasible w of ours is
 feasible there with the same norm. P = I − VᵀV from a thin SVD of the few equality rows (a
 full null-space basis costs a d²×d² SVD). The answer is mapped back and certified again here,
 in the original coordinates, by `certify_equality`: the KKT conditions w = A_inᵀλ + A_eqᵀν,
-λ ≥ 0, A_in w ≥ 1, A_eq w = 0, λ_j(A_in w − 1)_j = 0. They are those of `models.svm.certify`
+λ ≥ 0, A_in w ≥ 1, A_eq w = 0, λ_j(A_in w − 1)_j = 0. They are those of `models.oracles.svm.certify`
 for the rows [A_in; A_eq; −A_eq] ≥ [1; 0; 0] with multipliers [λ; ν⁺; ν⁻], which is how they
 are computed (one implementation of the residuals).
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models import failures
-from models.svm import Certificate, certify, checked_outcome, solve_margin_qp
+from models.numerics import failures
+from models.oracles.svm import Certificate, certify, checked_outcome, solve_margin_qp
 
 #: KKT tolerance the issue asks of the NTP oracles (issue 25: "certified KKT residuals ≤ 1e-8").
 KKT_TOL = 1e-8
@@ -94,7 +94,7 @@ def solve_equality_qp(A_in, A_eq, *, tol: float = KKT_TOL) -> EqualityQPSolution
         return _farkas(A_in, A_eq, inner.duals, inner.solver, inner.reason, tol)
     if inner.x is None or not inner.ok:
         why = f"projected QP ({A_in.shape[0]} rows): {inner.reason}"
-        # models.svm has reported this failure already
+        # models.oracles.svm has reported this failure already
         return EqualityQPSolution(inner.status, None, None, None, None, inner.solver, why)
     w = inner.x
     lam = np.asarray(inner.duals, dtype=np.float64)
@@ -109,7 +109,7 @@ def solve_equality_qp(A_in, A_eq, *, tol: float = KKT_TOL) -> EqualityQPSolution
 
 
 def _failed(status, cert, solver, reason) -> EqualityQPSolution:
-    """A failure of the machinery, reported to models.failures (the example that met it is
+    """A failure of the machinery, reported to models.numerics.failures (the example that met it is
     inconclusive) and carrying no point: a failure is a reason, never an answer."""
     failures.report(failures.SVM_ORACLE, status, reason)
     return EqualityQPSolution(status, None, None, None, cert, solver, reason)

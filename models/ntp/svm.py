@@ -19,7 +19,7 @@ import numpy as np
 from models.ntp.data import NTPData, ntp_data
 from models.ntp.graph import PriorityGraph, priority_graphs, priority_triples
 from models.ntp.qp import KKT_TOL, EqualityQPSolution, orthonormal_rows, solve_equality_qp
-from models.svm import Certificate
+from models.oracles.svm import Certificate
 
 Triple = tuple[int, int, int]
 

@@ -17,18 +17,18 @@ from __future__ import annotations
 
 #: Every module of models/ that must carry at least one mutant (device.py is optional).
 MODULES = (
-    "attention.py",
-    "losses.py",
-    "logspace.py",
-    "svm.py",
-    "selection.py",
-    "dynamics.py",
-    "regpath.py",
-    "joint.py",
-    "wtrain.py",
-    "heads.py",
-    "embedding.py",
-    "predict.py",
+    "problems/attention.py",
+    "problems/losses.py",
+    "numerics/logspace.py",
+    "oracles/svm.py",
+    "oracles/selection.py",
+    "flows/dynamics.py",
+    "flows/regpath.py",
+    "flows/joint.py",
+    "flows/wtrain.py",
+    "problems/heads.py",
+    "problems/embedding.py",
+    "check/predict.py",
     "ntp/graph.py",
     "ntp/svm.py",
     "ntp/finite.py",
@@ -52,7 +52,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- losses.py
     {
         "id": "M01-losses-logistic-deriv-sign",
-        "file": "models/losses.py",
+        "file": "models/problems/losses.py",
         "old": "        return -torch.sigmoid(-x)\n",
         "new": "        return -torch.sigmoid(x)\n",
         "category": "wrong derivative",
@@ -61,7 +61,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M02-losses-logistic-logderiv-hotpath",
-        "file": "models/kernels.py",
+        "file": "models/flows/kernels.py",
         "old": "        return -(max(x, 0.0) + math.log1p(math.exp(-abs(x)))), -1.0\n",
         "new": "        return -(max(-x, 0.0) + math.log1p(math.exp(-abs(x)))), -1.0\n",
         "category": "wrong derivative",
@@ -72,7 +72,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- logspace.py
     {
         "id": "M03-logspace-combine-drops-sign",
-        "file": "models/logspace.py",
+        "file": "models/numerics/logspace.py",
         "old": "    weights = np.where(live, sign * np.exp(np.where(live, log_abs, top) - top), 0.0)\n",
         "new": "    weights = np.where(live, np.exp(np.where(live, log_abs, top) - top), 0.0)\n",
         "category": "dropped sign",
@@ -82,7 +82,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- attention.py
     {
         "id": "M04-attention-logsoftmax-unnormalised",
-        "file": "models/kernels.py",
+        "file": "models/flows/kernels.py",
         "old": "            log_s -= log_total\n",
         "new": "            log_s -= 0.0\n",
         "category": "dropped factor",
@@ -92,7 +92,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M05-attention-smoothness-factor",
-        "file": "models/attention.py",
+        "file": "models/problems/attention.py",
         "old": "        return float((k2 * (m1 * rng**2 / 4 + 3 * m0 * rng)).mean())\n",
         "new": "        return float((k2 * (m1 * rng**2 / 4 + m0 * rng)).mean())\n",
         "category": "dropped factor",
@@ -102,7 +102,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M06-attention-loss-gap-first-order",
-        "file": "models/attention.py",
+        "file": "models/problems/attention.py",
         "old": "                self.loss.log_neg_deriv(top) + log_delta,\n",
         "new": "                log_delta,\n",
         "category": "dropped factor",
@@ -112,7 +112,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- svm.py
     {
         "id": "M07-svm-constraint-direction",
-        "file": "models/svm.py",
+        "file": "models/oracles/svm.py",
         "old": "    constraint = A @ x >= b\n",
         "new": "    constraint = A @ x <= b\n",
         "category": "flipped inequality",
@@ -121,7 +121,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M08-svm-att-constraints-index-set",
-        "file": "models/svm.py",
+        "file": "models/oracles/svm.py",
         "old": "    constrained = np.arange(T)[None, :] != alpha[:, None]\n",
         "new": "    constrained = np.arange(T)[None, :] > alpha[:, None]\n",
         "category": "off-by-one index set",
@@ -130,7 +130,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M09-svm-wmm-closed-form-factor",
-        "file": "models/svm.py",
+        "file": "models/oracles/svm.py",
         "old": "    W, duals = np.outer(q.x, p) / pp, q.duals / pp\n",
         "new": "    W, duals = np.outer(q.x, p) / np.sqrt(pp), q.duals / np.sqrt(pp)\n",
         "category": "wrong constant",
@@ -139,7 +139,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M10-svm-certificate-loosened",
-        "file": "models/svm.py",
+        "file": "models/oracles/svm.py",
         "old": "        return self.worst <= self.tol\n",
         "new": "        return self.worst <= 1e4 * self.tol\n",
         "category": "loosened tolerance",
@@ -149,7 +149,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- selection.py
     {
         "id": "M11-selection-ties-locally-optimal",
-        "file": "models/selection.py",
+        "file": "models/oracles/selection.py",
         "old": "            if gap <= tie:\n",
         "new": "            if gap < -tie:\n",
         "category": "non-strict inequality",
@@ -159,7 +159,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- dynamics.py
     {
         "id": "M12-dynamics-converge-no-persistence",
-        "file": "models/dynamics.py",
+        "file": "models/flows/dynamics.py",
         "old": "        if norm >= persist * start:\n",
         "new": "        if norm >= start:\n",
         "category": "dropped factor",
@@ -169,7 +169,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M13-dynamics-gd-normalised-step",
-        "file": "models/dynamics.py",
+        "file": "models/flows/dynamics.py",
         "old": "        p = p - eta * math.exp(min(ls, 700.0)) * vec\n",
         "new": "        p = p - eta * vec\n",
         "category": "wrong step size",
@@ -179,7 +179,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M14-dynamics-ngd-ascent",
-        "file": "models/dynamics.py",
+        "file": "models/flows/dynamics.py",
         "old": "        p = p + lr * u\n",
         "new": "        p = p - lr * u\n",
         "category": "dropped sign",
@@ -188,8 +188,8 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M15-dynamics-converge-threshold",
-        "file": "models/dynamics.py",
-        # (the heading may also pass at the relaxed offset: models.offset, issue 23)
+        "file": "models/flows/dynamics.py",
+        # (the heading may also pass at the relaxed offset: models.flows.offset, issue 23)
         "old": "                if off_p <= target and (off_u <= target or (relax and",
         "new": "                if off_p <= 1e3 * target and (off_u <= target or (relax and",
         "category": "loosened tolerance",
@@ -199,7 +199,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- regpath.py
     {
         "id": "M16-regpath-rank-negative-gap",
-        "file": "models/regpath.py",
+        "file": "models/flows/regpath.py",
         "old": "    return torch.where(sign > 0, log_abs, torch.where(sign < 0, -BIG - log_abs, -BIG))\n",
         "new": "    return torch.where(sign > 0, log_abs, torch.where(sign < 0, -BIG + log_abs, -BIG))\n",
         "category": "dropped sign",
@@ -209,7 +209,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M17-regpath-tangent-hessian-sign",
-        "file": "models/regpath.py",
+        "file": "models/flows/regpath.py",
         "old": "    return proj @ (H - radial * eye) @ proj + u[:, :, None] * u[:, None, :]\n",
         "new": "    return proj @ (H + radial * eye) @ proj + u[:, :, None] * u[:, None, :]\n",
         "category": "wrong derivative",
@@ -220,7 +220,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- joint.py
     {
         "id": "M18-joint-relaxed-set-flipped",
-        "file": "models/joint.py",
+        "file": "models/flows/joint.py",
         "old": "    p_relax = att_svm(problem.keys, alpha, relaxed_inputs=~support)\n",
         "new": "    p_relax = att_svm(problem.keys, alpha, relaxed_inputs=support)\n",
         "category": "off-by-one index set",
@@ -229,7 +229,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M19-joint-vgrad-drops-label",
-        "file": "models/joint.py",
+        "file": "models/flows/joint.py",
         "old": "        sign_w = np.repeat(sign_lp * y, X.shape[1])\n",
         "new": "        sign_w = np.repeat(sign_lp, X.shape[1])\n",
         "category": "dropped sign",
@@ -239,7 +239,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- wtrain.py
     {
         "id": "M20-wtrain-gradient-transposed",
-        "file": "models/wtrain.py",
+        "file": "models/flows/wtrain.py",
         "old": "        return log_scale, np.outer(g, self._p_np)\n",
         "new": "        return log_scale, np.outer(self._p_np, g)\n",
         "category": "wrong derivative",
@@ -248,7 +248,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M21-wtrain-singular-ratio-index",
-        "file": "models/wtrain.py",
+        "file": "models/flows/wtrain.py",
         "old": "    return float(s[1] / s[0]) if s.numel() > 1 and s[0] > 0 else 0.0\n",
         "new": "    return float(s[-1] / s[0]) if s.numel() > 1 and s[0] > 0 else 0.0\n",
         "category": "off-by-one index",
@@ -257,12 +257,12 @@ MUTANTS: list[dict[str, str]] = [
     },
     # ---------------------------------------------------------------- heads.py
     # M22 (the softmax Jacobian's centring in the nonlinear head's closed-form gradient) is
-    # retired: that gradient was removed from models/heads.py, since no claim and no path used
+    # retired: that gradient was removed from models/problems/heads.py, since no claim and no path used
     # it (the regularization paths descend through autograd; tests/test_heads.py checks that
     # gradient against central differences).
     {
         "id": "M23-heads-token-scores-drop-label",
-        "file": "models/heads.py",
+        "file": "models/problems/heads.py",
         "old": "        return self.y[:, None] * self.psi_of(self.X)\n",
         "new": "        return self.psi_of(self.X)\n",
         "category": "dropped sign",
@@ -272,7 +272,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- embedding.py
     {
         "id": "M24-embedding-r3-target-factor",
-        "file": "models/embedding.py",
+        "file": "models/problems/embedding.py",
         "old": "    r3_target = eta0 / 2 * v2 * alpha\n",
         "new": "    r3_target = eta0 * v2 * alpha\n",
         "category": "dropped factor",
@@ -281,7 +281,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M25-embedding-alpha-frequency",
-        "file": "models/embedding.py",
+        "file": "models/problems/embedding.py",
         "old": "    return check_labels(y, n) @ counts / (n * T)\n",
         "new": "    return check_labels(y, n) @ counts / n\n",
         "category": "dropped factor",
@@ -290,7 +290,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M26-embedding-gradE-p-term-sign",
-        "file": "models/embedding.py",
+        "file": "models/problems/embedding.py",
         "old": "        return -(along_v[:, None] * self.v[None, :] + along_p[:, None] * p[None, :])\n",
         "new": "        return -(along_v[:, None] * self.v[None, :] - along_p[:, None] * p[None, :])\n",
         "category": "dropped sign",
@@ -304,7 +304,7 @@ MUTANTS: list[dict[str, str]] = [
         # claim reads it), then a method of its own beside R3's error (OneStep.paper_error, where
         # Lemma 4.1's loose constant 11 cannot tell η0α from η0α/2). For ‖v‖ = 1 it is R3's
         # left-hand side, so all now read r3_error, and the fault is planted in its target.
-        "file": "models/embedding.py",
+        "file": "models/problems/embedding.py",
         "old": "    r3_target = eta0 / 2 * v2 * alpha\n",
         "new": "    r3_target = eta0 * v2 * alpha\n",
         "category": "dropped factor",
@@ -313,7 +313,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M28-predict-local-opt-of-global",
-        "file": "models/predict.py",
+        "file": "models/check/predict.py",
         "old": "    local = local_optimality(problem.keys, scores, sel)\n",
         "new": "    local = local_optimality(problem.keys, scores, opt)\n",
         "category": "wrong index set",
@@ -323,7 +323,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- cross.py
     {
         "id": "M29-cross-kq-grad-Q-untransposed",
-        "file": "models/cross.py",
+        "file": "models/problems/cross.py",
         "old": "        uQ = _factor_step(M, G.T @ K, Q, penalty)\n",
         "new": "        uQ = _factor_step(M, G @ K, Q, penalty)\n",
         "category": "wrong derivative",
@@ -332,7 +332,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M30-cross-polyak-squared-gradient-norm",
-        "file": "models/cross.py",
+        "file": "models/problems/cross.py",
         "old": "        length = math.exp(min(log_gap - (M + math.log(nG)), 700.0))\n",
         "new": "        length = math.exp(min(log_gap - 2.0 * (M + math.log(nG)), 700.0))\n",
         "category": "wrong power",
@@ -343,7 +343,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- cross_predict.py
     {
         "id": "M31-cross_predict-kq-settles-on-fro",
-        "file": "models/cross_predict.py",
+        "file": "models/check/cross_predict.py",
         "old": '    W, status, reason, steps, history = _settle(problem, advance, (K0, Q0), "nuc", svms)\n',
         "new": '    W, status, reason, steps, history = _settle(problem, advance, (K0, Q0), "fro", svms)\n',
         "category": "wrong norm",
@@ -354,7 +354,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- normsvm.py
     {
         "id": "M32-normsvm-nuclear-objective-frobenius",
-        "file": "models/normsvm.py",
+        "file": "models/oracles/normsvm.py",
         "old": "        return cp.normNuc(W)\n",
         "new": '        return cp.norm(cp.vec(W, order="C"), 2)\n',
         "category": "wrong norm",
@@ -363,7 +363,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M33-normsvm-rank-absolute-threshold",
-        "file": "models/normsvm.py",
+        "file": "models/oracles/normsvm.py",
         "old": "    return int(np.count_nonzero(sigma > rel * sigma[0]))\n",
         "new": "    return int(np.count_nonzero(sigma > rel))\n",
         "category": "wrong threshold",
@@ -374,7 +374,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- kqpath.py
     {
         "id": "M34-kqpath-factors-unbalanced",
-        "file": "models/kqpath.py",
+        "file": "models/flows/kqpath.py",
         "old": "    return U * r, Vt.T * r\n",
         "new": "    return U * s, Vt.T\n",
         "category": "wrong factorisation",
@@ -383,7 +383,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M35-kqpath-diag-chain-rule-swapped",
-        "file": "models/kqpath.py",
+        "file": "models/flows/kqpath.py",
         "old": "        gk, gq = g * q, g * k\n",
         "new": "        gk, gq = g * k, g * q\n",
         "category": "wrong derivative",
@@ -393,7 +393,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- mirror_joint.py
     {
         "id": "M36-mirror_joint-W-l2-potential",
-        "file": "models/mirror_joint.py",
+        "file": "models/flows/mirror_joint.py",
         "old": "            W = primal_map(theta_W, p)\n",
         "new": "            W = theta_W\n",
         "category": "wrong potential",
@@ -403,7 +403,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M37-mirror_joint-v-svm-drops-label",
-        "file": "models/mirror_joint.py",
+        "file": "models/flows/mirror_joint.py",
         "old": "    tokens[:, 0] = y[:, None] * X[np.arange(n), alpha]\n",
         "new": "    tokens[:, 0] = X[np.arange(n), alpha]\n",
         "category": "dropped sign",
@@ -413,7 +413,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- nonlinear_head.py
     {
         "id": "M38-nonlinear_head-lambda-grad-factor",
-        "file": "models/nonlinear_head.py",
+        "file": "models/problems/nonlinear_head.py",
         "old": "        return (u * V.unsqueeze(-2)).sum(-1) - lam * (u * u).sum(-1), V.unsqueeze(-2) - 2 * lam * u\n",
         "new": "        return (u * V.unsqueeze(-2)).sum(-1) - lam * (u * u).sum(-1), V.unsqueeze(-2) - lam * u\n",
         "category": "dropped factor",
@@ -423,7 +423,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- kernels.py
     {
         "id": "M39-kernels-selection-runner-up",
-        "file": "models/kernels.py",
+        "file": "models/flows/kernels.py",
         "old": "        for t in range(T):\n            if logits[t] > second:\n",
         "new": "        for t in range(best + 1, T):\n            if logits[t] > second:\n",
         "category": "off-by-one index",
@@ -437,7 +437,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- nonlinear_head.py (W_dir)
     {
         "id": "M40-nonlinear_head-dir-margin-sign",
-        "file": "models/nonlinear_head.py",
+        "file": "models/problems/nonlinear_head.py",
         "old": "                rows.append(-diff)\n",
         "new": "                rows.append(diff)\n",
         "category": "dropped sign",
@@ -495,7 +495,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- offset.py
     {
         "id": "M46-offset-margin-residual-sign",
-        "file": "models/offset.py",
+        "file": "models/flows/offset.py",
         "old": "    logw = np.log(weights[support]) - lam * (D @ u - 1.0 / norm)\n",
         "new": "    logw = np.log(weights[support]) + lam * (D @ u - 1.0 / norm)\n",
         "category": "wrong sign",
@@ -506,7 +506,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- estimate.py
     {
         "id": "M47-estimate-no-jacobians",
-        "file": "models/estimate.py",
+        "file": "models/check/estimate.py",
         "old": "    evals = int(math.ceil(CONFIRMATION * (BASE_EVALS + JACOBIANS * (rank + 1))))\n",
         "new": "    evals = int(math.ceil(CONFIRMATION * BASE_EVALS))\n",
         "category": "dropped term",
@@ -516,7 +516,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M48-grid-drop-unshifted",
-        "file": "models/kernels.py",
+        "file": "models/flows/kernels.py",
         "old": "                    pos += math.exp(z[t] - pos_max) * diff[i, t]\n",
         "new": "                    pos += math.exp(z[t] - z_max) * diff[i, t]\n",
         "category": "lost precision",
@@ -527,7 +527,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M49-twin-group-tie-on-own-score",
-        "file": "models/dynamics.py",
+        "file": "models/flows/dynamics.py",
         "old": "        tied[i] = [Fraction(g) == mean for g in scores[i].tolist()]\n",
         "new": "        tied[i] = scores[i] == scores[i, sel[i]]\n",
         "category": "wrong reference",
@@ -538,7 +538,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M50-linear-field-deviation-sign",
-        "file": "models/kernels.py",
+        "file": "models/flows/kernels.py",
         "old": "                dsum += e[t] * (gam[i, t] - gam_r)\n",
         "new": "                dsum += e[t] * (gam[i, t] + gam_r)\n",
         "category": "sign error",
@@ -548,7 +548,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M51-jacobian-cross-term-sign",
-        "file": "models/kernels.py",
+        "file": "models/flows/kernels.py",
         "old": "                jac[k, j] += f1 * a[k] * a[j] - f3 * (a[k] * xbar[j] + xbar[k] * a[j])\n",
         "new": "                jac[k, j] += f1 * a[k] * a[j] + f3 * (a[k] * xbar[j] + xbar[k] * a[j])\n",
         "category": "sign error",
@@ -559,7 +559,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M52-batched-deviation-relative-to-top",
-        "file": "models/batched.py",
+        "file": "models/flows/batched.py",
         "old": "    ref = torch.where(other, z, NEG_INF).amax(-1, keepdim=True)  # −inf: no such token\n",
         "new": "    ref = torch.where(live, z, NEG_INF).amax(-1, keepdim=True)  # −inf: no such token\n",
         "category": "lost precision",
@@ -571,7 +571,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M53-line-trap-lower-end-unchecked",
-        "file": "models/limits.py",
+        "file": "models/flows/limits.py",
         "old": "        if below is None or below[0] != -1:\n",
         "new": "        if below is None:\n",
         "category": "missing check",
@@ -581,7 +581,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M54-farkas-vector-unclipped",
-        "file": "models/normsvm.py",
+        "file": "models/oracles/normsvm.py",
         "old": "    y = np.clip(lp.x, 0.0, None)\n",
         "new": "    y = lp.x\n",
         "category": "missing check",

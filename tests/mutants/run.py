@@ -168,10 +168,18 @@ def outcome(rc: int | None) -> str:
 # ------------------------------------------------------------------------------ one mutant
 
 
+#: The subpackages of models/ that group modules by role: their modules' tests keep the module's
+#: own name (tests/test_svm.py for models/oracles/svm.py).
+ROLE_PACKAGES = frozenset({"problems", "oracles", "flows", "check", "numerics"})
+
+
 def module_test_file(root: Path, mutant: dict) -> str | None:
-    """tests/test_<module>.py, or tests/test_<package>_<module>.py for models/<package>/."""
-    path = Path(mutant["file"]).relative_to("models")
-    name = f"tests/test_{'_'.join(path.with_suffix('').parts)}.py"
+    """tests/test_<module>.py (for models/<role>/<module>.py too), or
+    tests/test_<package>_<module>.py for models/<package>/ (models/ntp/)."""
+    parts = Path(mutant["file"]).relative_to("models").with_suffix("").parts
+    if parts[0] in ROLE_PACKAGES:
+        parts = parts[1:]
+    name = f"tests/test_{'_'.join(parts)}.py"
     return name if (root / name).exists() else None
 
 

@@ -5,7 +5,7 @@ and controls that drop one hypothesis of a result. Each test states the WRONG cl
 were true (``expected="refuted"``): it passes when Hypothesis finds a counterexample, and the
 report keeps the shrunk instance. Instances come from the public strategies; the flows follow
 the protocol of ``claims_flow`` (one step from p⁰ = 0, E¹ frozen, gradient flow on p traced
-by ``models.dynamics``), through its cached ``run_flow``.
+by ``models.flows.dynamics``), through its cached ``run_flow``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.attention import cosine, one_minus_cos
-from models.embedding import one_step
+from models.problems.attention import cosine, one_minus_cos
+from models.problems.embedding import one_step
 from strategies import (
     general_frequency_instances,
     single_relevant_token_instances,

@@ -3,12 +3,12 @@
 Spec ``spec/embeddings.md`` §3.2 (Lemma A.2), §3.3 (the gradient-flow theorem) and §3.4 (the
 sufficient condition for selecting only important tokens). Protocol (§1): one GD step of size η0
 on E from p⁰ = 0 gives E¹; E¹ is frozen and p follows gradient flow ṗ = −∇_p L(E¹, p) from
-p(0) = 0. With E frozen this is the prompt problem of ``models.attention`` with keys E¹[X_i] and
-scores y_i⟨E¹_s, v⟩ (``EmbeddingProblem.prompt_problem``), traced by ``models.dynamics``:
-``converge`` follows the gradient-flow path (LSODA in arc length, log-space direction) until its
-direction matches the SVM of what it selects to 1 − cos ≤ 1e-6, and the path is then continued
-to ‖p‖ = 10³ (``run_flow``). The one discrete dynamics here is plain GD at the spec's step sizes
-(EMB-FLOW-MONOTONE), checked as itself, not as a surrogate of the flow.
+p(0) = 0. With E frozen this is the prompt problem of ``models.problems.attention`` with keys
+E¹[X_i] and scores y_i⟨E¹_s, v⟩ (``EmbeddingProblem.prompt_problem``), traced by
+``models.flows.dynamics``: ``converge`` follows the gradient-flow path (LSODA in arc length,
+log-space direction) until its direction matches the SVM of what it selects to 1 − cos ≤ 1e-6, and
+the path is then continued to ‖p‖ = 10³ (``run_flow``). The one discrete dynamics here is plain GD
+at the spec's step sizes (EMB-FLOW-MONOTONE), checked as itself, not as a surrogate of the flow.
 
 One flow per instance serves every claim: ``run_flow`` caches by instance content, and under the
 ``ci`` profile the theorem's claims share one seeded stream of G1 instances (``shared_stream``),
@@ -26,10 +26,10 @@ import torch
 from hypothesis import example, given, seed, target
 from hypothesis import strategies as st
 
-from models import failures
-from models.attention import PromptProblem, one_minus_cos
-from models.dynamics import gd
-from models.embedding import (
+from models.flows.dynamics import gd
+from models.numerics import failures
+from models.problems.attention import PromptProblem, one_minus_cos
+from models.problems.embedding import (
     average_signed_frequency,
     cls_loss_floor,
     completely_negative,
@@ -156,7 +156,7 @@ A2_DIGITS = 60
 A2_RESIDUAL_LOG10 = -50.0
 A2_RESIDUAL_DERIVATION = (
     "q is exact rationals from an integer system refined against exact integer residuals "
-    "(models.embedding._solve_exact, bits = 3.33·digits + 64 = 263 at 60 digits): the "
+    "(models.problems.embedding._solve_exact, bits = 3.33·digits + 64 = 263 at 60 digits): the "
     "refinement stops once the integer residual is within 2^(m+4) of a target 2^(bits+m), so a "
     "converged solve has ‖E¹q − e_s‖∞ ≤ 2^(4−bits) ≈ 1.1e-78 (observed 7.8e-80). It falls "
     "short only if its 12 rounds (each cutting the residual by ~κ·u, κ = cond(E¹PE¹ᵀ)) do not "
@@ -276,7 +276,8 @@ def slopes_along(prep: Prepared, s: int, q, points: list) -> list:
 
 def record_slopes(prep: Prepared, points: list, slopes: dict) -> None:
     """Metrics: the points where no slope's sign was resolved, and the largest log-disagreement
-    of a resolved slope with models.embedding.descent_slope (the gradient's own coefficients)."""
+    of a resolved slope with models.problems.embedding.descent_slope (the gradient's own
+    coefficients)."""
     unresolved, disagreement = 0, 0.0
     for s, along in slopes.items():
         for p, slope in zip(points, along, strict=True):

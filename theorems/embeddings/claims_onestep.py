@@ -18,7 +18,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.embedding import (
+from models.problems.embedding import (
     EmbeddingProblem,
     average_signed_frequency,
     g2_fixed,

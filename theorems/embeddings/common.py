@@ -14,10 +14,11 @@ import torch
 from hypothesis import strategies as st
 from scipy.stats import binom
 
-from models import failures
-from models.attention import PromptProblem
-from models.dynamics import Outcome, converge, trace_flow
-from models.embedding import (
+from models.flows.dynamics import Outcome, converge, trace_flow
+from models.numerics import failures
+from models.oracles.svm import SVMSolution, cls_svm
+from models.problems.attention import PromptProblem
+from models.problems.embedding import (
     EmbeddingProblem,
     OneStep,
     Selection,
@@ -26,7 +27,6 @@ from models.embedding import (
     selected_tokens,
     token_counts,
 )
-from models.svm import SVMSolution, cls_svm
 from strategies import (
     DIM_EXCEEDS_VOCAB,
     SINGLE_RELEVANT_TOKEN,
@@ -124,7 +124,7 @@ DIRECTION_TARGET = 1e-6
 
 SELECT_TOL = evidence.tolerance(
     1e-6,
-    "a certificate threshold (models.limits.DERIVATIONS['SELECT_TOL']): the softmax mass off "
+    "a certificate threshold (models.flows.limits.DERIVATIONS['SELECT_TOL']): the softmax mass off "
     "s*(i) is ≤ T·e^{−min gap}, min gap ≥ ‖p‖/(2‖p̂‖) (EMB-FLOW-SELECT asserts it; measured "
     "≥ 0.9999·‖p‖/‖p̂‖), so at the path's end (‖p‖ ≥ R_FAR = 1e3, ‖p̂‖ ≤ 2.85 on ci) it is "
     "≤ 8·e^{−175} ≈ 8e-76, and it is formed in log space and exactly 0 in float64 once the "

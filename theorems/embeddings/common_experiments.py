@@ -4,8 +4,8 @@ what the figures of §4.2 plot (claims_experiments, plots).
 Spec ``spec/embeddings.md`` §4.2. The paper's setup (tokenizer, d, optimizer, epochs, whether v
 is trained) is [U]; the spec calibrated a stand-in, the Zipf corpus G3
 (``strategies.zipf_corpus``: |S| = 300, z_s ∝ 1/s, label bias b_s ~ N(0, 0.5²) clipped to ±0.98,
-the 20 most frequent tokens shrunk ×0.1). Models are ``models.embedding.OneLayerModel`` (the
-paper's f = softmax(pᵀE_Xᵀ)E_X v, E⁰ ~ N(0, I/d), p⁰ = 0, v⁰ ~ N(0, I/d)) and ``TwoLayerModel``
+the 20 most frequent tokens shrunk ×0.1). Models are ``models.problems.embedding.OneLayerModel``
+(the paper's f = softmax(pᵀE_Xᵀ)E_X v, E⁰ ~ N(0, I/d), p⁰ = 0, v⁰ ~ N(0, I/d)) and ``TwoLayerModel``
 (one self-attention block with skip and LayerNorm before the same read-out), trained by
 ``train_full_batch`` (full-batch Adam on the mean logistic loss).
 
@@ -27,8 +27,8 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from models.device import device
-from models.embedding import (
+from models.numerics.device import device
+from models.problems.embedding import (
     PAD_ID,
     OneLayerModel,
     TwoLayerModel,
@@ -182,7 +182,8 @@ def _scores(model, seqs, y, vocab: int, skip=()) -> tuple[np.ndarray, ...]:
 def _train(
     label: str, model, seqs, y, vocab: int, seed: int, skip=(), epochs=EPOCHS, spec_sizes=False
 ) -> Run:
-    """Train on the ATTN_DEVICE device (models.device; cpu unless set), read out on the host."""
+    """Train on the ATTN_DEVICE device (models.numerics.device; cpu unless set), read out on the
+    host."""
     model = model.to(device())
     curve = train_full_batch(model, seqs, y, epochs=epochs, lr=LR, seed=seed).numpy()
     delta, ev, ep, ep_centred = _scores(model, seqs, y, vocab, skip)

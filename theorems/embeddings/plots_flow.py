@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
-from models import failures
-from models.attention import one_minus_cos
-from models.embedding import one_step
+from models.numerics import failures
+from models.problems.attention import one_minus_cos
+from models.problems.embedding import one_step
 from strategies import general_frequency_instances
 from strategies.embedding_flow import fixed_draws
 from theorems.embeddings.common import (

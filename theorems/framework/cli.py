@@ -65,10 +65,18 @@ from theorems.framework.registry import import_claim_modules
 #: Where each model's prediction is computed (the mathematics lives in models/; the CLI
 #: validates, calls and prints), and the instance fields it takes, in order.
 PREDICTORS = {
-    "prompt": ("models.predict", "predict_prompt", ("X", "y", "v", "W", "loss", "p0")),
-    "embedding": ("models.predict", "predict_embedding", ("sequences", "y", "E0", "v", "eta0")),
-    "cross": ("models.cross_predict", "predict_cross", ("X", "Z", "y", "v", "param", "loss", "p")),
-    "cross-joint": ("models.joint_predict", "predict_joint", ("X", "Z", "y", "loss", "p")),
+    "prompt": ("models.check.predict", "predict_prompt", ("X", "y", "v", "W", "loss", "p0")),
+    "embedding": (
+        "models.check.predict",
+        "predict_embedding",
+        ("sequences", "y", "E0", "v", "eta0"),
+    ),
+    "cross": (
+        "models.check.cross_predict",
+        "predict_cross",
+        ("X", "Z", "y", "v", "param", "loss", "p"),
+    ),
+    "cross-joint": ("models.check.joint_predict", "predict_joint", ("X", "Z", "y", "loss", "p")),
     "ntp": ("models.ntp.predict", "predict_ntp", ("embeddings", "sequences", "labels")),
     "ntp-linear": ("models.ntp.predict", "predict_ntp_linear", ("H", "P", "pi")),
 }
@@ -161,7 +169,7 @@ def _predict_talking(predict, model: str, fields: dict, keys, on_stage=None) -> 
     if not progress.enabled(0):
         return predict(*(fields[k] for k in keys), stage=tell)
     if large:
-        from models.estimate import check_time
+        from models.check.estimate import check_time
 
         guess = check_time(model, fields)
         howlong = guess.text() if guess is not None else "this may take minutes"

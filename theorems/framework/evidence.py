@@ -18,7 +18,7 @@ import hypothesis
 from hypothesis.control import currently_in_test_context
 from hypothesis.errors import UnsatisfiedAssumption
 
-from models import failures
+from models.numerics import failures
 from theorems.framework.instances import encode_arguments
 from theorems.framework.profiles import current_profile
 
@@ -121,7 +121,7 @@ class Collector:
         self._premise: bool | None = None
         self.premise_declared = False
         self.premise_met = 0
-        # Machinery failures (models.failures) that discarded an example, and failures a
+        # Machinery failures (models.numerics.failures) that discarded an example, and failures a
         # claim tolerates by its statement (failures.tolerate), by key.
         self.failures: Counter[str] = Counter()
         self.tolerated: Counter[str] = Counter()
@@ -345,7 +345,7 @@ class example:
     `explicit` says they are the claim's saved counterexample, replayed.
 
     The failure guard: a failure of the machinery during the body (anything reported to
-    ``models.failures``, an exception from a numerical library, a non-finite number in the
+    ``models.numerics.failures``, an exception from a numerical library, a non-finite number in the
     evidence) makes the example inconclusive with its reason, whatever the body did next:
     an assertion that fails after an oracle failed is no counterexample, and a body that
     passes after one is no support."""
@@ -657,7 +657,7 @@ def _first_line(text: Any) -> str:
 
 
 def solved(solution: Any, what: str = "SVM") -> Any:
-    """Return a certified SVM solution (models.svm.SVMSolution with status "optimal").
+    """Return a certified SVM solution (models.oracles.svm.SVMSolution with status "optimal").
 
     "infeasible" means the instance does not meet the claim's assumption (feasibility):
     reject it. "inaccurate" or "solver_error" means the numerics could not decide: the
@@ -676,7 +676,7 @@ def solved(solution: Any, what: str = "SVM") -> Any:
 
 
 def converged(outcome: Any, what: str = "gradient flow") -> Any:
-    """Return a models.dynamics.Outcome that converged; an "infeasible" one is rejected
+    """Return a models.flows.dynamics.Outcome that converged; an "infeasible" one is rejected
     (the selection's SVM has no solution), anything else is inconclusive with its status."""
     status = getattr(outcome, "status", None)
     if status == "converged":

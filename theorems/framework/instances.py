@@ -25,7 +25,7 @@ LOSSES = ("logistic", "exponential", "correlation")
 #: The parametrisations of a cross instance: W trained directly, or W = KQᵀ (spec tfsvm §1.1).
 PARAMS = ("W", "KQ")
 #: What a cross instance trains: W (or K, Q) with the head v fixed, or W and v jointly by ℓp
-#: mirror descent from W = 0, v = 0 (models.joint_predict; its check has the model key
+#: mirror descent from W = 0, v = 0 (models.check.joint_predict; its check has the model key
 #: "cross-joint").
 TRAINS = ("fixed-head", "joint")
 #: The fields of an instance file, by model; the order is the order a saved file lists them.

@@ -4,7 +4,7 @@ Without a cap, a claim whose example grows without bound (measured: with the ATT
 constraint index set off by one, mutant M08, EMB-FLOW-LOGT grew to 23 GB) ends in the
 kernel's OOM killer: the process dies, the run leaves no report, and the machine's other
 work may die with it. With the cap, the allocation fails inside the example (MemoryError,
-or torch's "can't allocate memory"), ``models.failures.from_exception`` names it, and the
+or torch's "can't allocate memory"), ``models.numerics.failures.from_exception`` names it, and the
 example is inconclusive ("memory: out of memory"), never a counterexample; the run goes on
 and writes its report.
 

@@ -273,11 +273,11 @@ def _versions() -> dict[str, str | None]:
 def _describe_device() -> str:
     # A run that never imported torch (claims over plain values) did no torch work, and the
     # default device is CPU: importing torch (~1.5 s) only to say so is spared. (The name is
-    # models.device.DEVICE_ENV, which cannot be imported without torch.)
+    # models.numerics.device.DEVICE_ENV, which cannot be imported without torch.)
     asked = os.environ.get("ATTN_DEVICE", "").strip().lower()
     if "torch" not in sys.modules and asked in ("", "cpu"):
         return "cpu"
-    from models.device import describe  # imports torch: only where a report is written
+    from models.numerics.device import describe  # imports torch: only where a report is written
 
     return describe()
 

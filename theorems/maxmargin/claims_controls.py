@@ -20,13 +20,13 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from models import failures
-from models.attention import PromptProblem, cosine, one_minus_cos
-from models.dynamics import gd, trace_flow
-from models.losses import square
-from models.selection import local_optimality
-from models.svm import att_svm
-from models.wtrain import singular_ratio
+from models.flows.dynamics import gd, trace_flow
+from models.flows.wtrain import singular_ratio
+from models.numerics import failures
+from models.oracles.selection import local_optimality
+from models.oracles.svm import att_svm
+from models.problems.attention import PromptProblem, cosine, one_minus_cos
+from models.problems.losses import square
 from strategies import (
     cone_inits,
     equal_nonopt_instances,

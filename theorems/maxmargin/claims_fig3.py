@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.attention import one_minus_cos
+from models.problems.attention import one_minus_cos
 from strategies import figure1_instance, figure3_instance
 from theorems import claim, evidence
 from theorems.maxmargin.common import FIG3_STEPS as STEPS
@@ -52,8 +52,8 @@ P_TOL = evidence.tolerance(
 PROB_TOL = evidence.tolerance(
     1e-6,
     "the selection threshold of spec §6 (the engine's SELECT_TOL: "
-    "models.limits.DERIVATIONS). 1 − mass is read as 1.0 − mass, exactly 0 in float64 once the "
-    "mass off the optimal tokens is below u = 2⁻⁵³: at step 1000 ‖p‖ ≈ 98 ≈ 70‖p^mm‖, the off "
+    "models.flows.limits.DERIVATIONS). 1 − mass is read as 1.0 − mass, exactly 0 in float64 once "
+    "the mass off the optimal tokens is below u = 2⁻⁵³: at step 1000 ‖p‖ ≈ 98 ≈ 70‖p^mm‖, the off "
     "mass is ~e^{−70} and the logistic tail (‖v‖ ≈ 100) ~e^{−100}, so 0 is exact, not a "
     "coincidence. The threshold can fail: a run stopped at step 200 leaves 1 − mass = 2.5e-5 "
     "(non-tight panel), and a run that shared mass between tokens keeps it Θ(1).",

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from hypothesis import example, given
 
-from models.attention import one_minus_cos
-from models.dynamics import gd
-from models.selection import local_optimality
+from models.flows.dynamics import gd
+from models.oracles.selection import local_optimality
+from models.problems.attention import one_minus_cos
 from strategies import figure1_instance, figure2_instance, loss_comparison_instance
 from strategies.maxmargin_dynamics import figure2_draws
 from strategies.prompt import LOSS_COMPARISON_C

@@ -1,9 +1,9 @@
 """Gradient-descent claims of arXiv 2306.13596 (spec maxmargin §1.9, §2.1–§2.3, §2.8).
 
-The dynamics are run by the engine: ``models.dynamics.converge`` traces gradient flow (the
+The dynamics are run by the engine: ``models.flows.dynamics.converge`` traces gradient flow (the
 η → 0 limit of GD with η ≤ 1/L_p; GD, small-step GD and normalized GD follow one path) in log
 space until the direction matches the ATT-SVM of the tokens it selects; ``gd`` is plain GD
-for the step-size statements; ``models.wtrain.w_ngd`` trains W with p fixed.
+for the step-size statements; ``models.flows.wtrain.w_ngd`` trains W with p fixed.
 
 A claim about a limit asks ``theorems.limits.flow`` where the flow goes: every "converged"
 limit is confirmed by tracing two more decades of ‖p‖ (a run that passes *through* the
@@ -25,14 +25,14 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from models.attention import one_minus_cos
-from models.dynamics import gd, trace_flow
-from models.highprec import gradient_error
-from models.limits import DERIVATIONS
-from models.regpath import log_gap_batch
-from models.selection import local_optimality
-from models.svm import att_constraints, att_svm, w_svm, w_svm_closed_form
-from models.wtrain import WProblem, correlation, singular_ratio, w_gd
+from models.flows.dynamics import gd, trace_flow
+from models.flows.limits import DERIVATIONS
+from models.flows.regpath import log_gap_batch
+from models.flows.wtrain import WProblem, correlation, singular_ratio, w_gd
+from models.numerics.highprec import gradient_error
+from models.oracles.selection import local_optimality
+from models.oracles.svm import att_constraints, att_svm, w_svm, w_svm_closed_form
+from models.problems.attention import one_minus_cos
 from strategies import (
     cone_inits,
     decoupled_instances,
@@ -637,8 +637,8 @@ GRADIENT_DERIVATION = (
     "gradient at the float64 inputs is ≤ c_log·u·S_log, "
     + GRADIENT_ROUNDING_DERIVATION
     + " The reference is autograd where the two agree to that bound (then the check cannot fail) "
-    "and otherwise the 50-digit gradient (models.highprec: L in 50 digits, differentiated by "
-    "mpmath.diff, rounded to float64: + u·‖∇L‖), which decides (AUTOGRAD_CANCELS: a gradient "
+    "and otherwise the 50-digit gradient (models.numerics.highprec: L in 50 digits, differentiated "
+    "by mpmath.diff, rounded to float64: + u·‖∇L‖), which decides (AUTOGRAD_CANCELS: a gradient "
     "~1e-9 from O(1) terms, where autograd errs 2.2e-9 and the engine 5.5e-16). 1e-9 (the cap) "
     "is the old constant. A wrong gradient (a sign, a missing softmax-Jacobian term, 1/n) errs "
     "by O(1)."

@@ -36,8 +36,8 @@ import numpy as np
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from models.attention import one_minus_cos
-from models.joint import JointProblem, joint_ngd, joint_reg_path_point, relaxed_svm_for
+from models.flows.joint import JointProblem, joint_ngd, joint_reg_path_point, relaxed_svm_for
+from models.problems.attention import one_minus_cos
 from strategies import figure3_instance
 from strategies.instances import PromptInstance
 from strategies.maxmargin_dynamics import joint_instances

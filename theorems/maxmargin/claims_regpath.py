@@ -3,7 +3,7 @@
 The regularization path is p_R ∈ argmin_{‖p‖ ≤ R} L(p). Unlike gradient descent it is a
 *global* object, so Theorem RP (§2.4) predicts the *global* ATT-SVM direction, the cone-restricted
 path of §2.5 the local one, and §2.6 the ATT-SVM of the ψ-optimal tokens for a nonlinear head.
-Every point comes from ``models.regpath`` (a certified global search on the sphere, plus an
+Every point comes from ``models.flows.regpath`` (a certified global search on the sphere, plus an
 interior search); an uncertified point makes its example inconclusive, never support.
 
 Conventions shared by the claims below:
@@ -29,11 +29,11 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from models.attention import PromptProblem, one_minus_cos
-from models.heads import NonlinearHeadProblem, concave_bump, saddle_square, squared_norm
-from models.regpath import local_reg_path_point, log_gap_batch, reg_path_point, svm_directions
-from models.selection import global_opt
-from models.svm import att_svm
+from models.flows.regpath import local_reg_path_point, log_gap_batch, reg_path_point, svm_directions
+from models.oracles.selection import global_opt
+from models.oracles.svm import att_svm
+from models.problems.attention import PromptProblem, one_minus_cos
+from models.problems.heads import NonlinearHeadProblem, concave_bump, saddle_square, squared_norm
 from strategies import (
     figure1_instance,
     global_opt_instances,
@@ -65,11 +65,12 @@ RESTARTS = 24
 #: ‖p_R‖ = R: the grids and restarts place p on the sphere; this is its rounding.
 NORM_TOL = evidence.tolerance(
     1e-13,
-    "a sphere point is R·(cos θ, sin θ) (dimension 2) or the retraction R·P/‖P‖ (models.regpath); "
-    "its norm is off R by ≤ (d + 4)·u·R (a d-term sum of squares, the square root, the division, "
-    "the product), and reading ‖p_R‖ adds (d + 2)·u: |‖p_R‖ − R|/R ≤ (2d + 6)·u ≤ 2e-15 at the "
-    "key dimensions here (d ≤ 6). 1e-13 (was 1e-9) is 50× that, for any d ≤ 440. An interior "
-    "point (the descent exits at R(1 − 1e-9)) or a point of the wrong sphere fails it.",
+    "a sphere point is R·(cos θ, sin θ) (dimension 2) or the retraction R·P/‖P‖ "
+    "(models.flows.regpath); its norm is off R by ≤ (d + 4)·u·R (a d-term sum of squares, the "
+    "square root, the division, the product), and reading ‖p_R‖ adds (d + 2)·u: |‖p_R‖ − R|/R ≤ "
+    "(2d + 6)·u ≤ 2e-15 at the key dimensions here (d ≤ 6). 1e-13 (was 1e-9) is 50× that, for any "
+    "d ≤ 440. An interior point (the descent exits at R(1 − 1e-9)) or a point of the wrong sphere "
+    "fails it.",
 )
 #: "Monotone-ish": 1 − cos at the large c may exceed its value at the small c by at most this
 #: much. With the log-gap objective the search resolves directions to ~1e-8 rad (1e-16 in
@@ -78,7 +79,7 @@ MONO_FLOOR = 1e-12
 #: The cone of spec §1.6/§2.5 as read: cos(p, p^mm(α)) ≥ 0.95.
 WIDE_EPS = 0.05
 #: Nonlinear head: the quadratic heads' loss gap is formed in log space
-#: (models.regpath.head_log_gap_batch), so the path is resolved far beyond the plain loss's
+#: (models.flows.regpath.head_log_gap_batch), so the path is resolved far beyond the plain loss's
 #: flatness at c ≈ 25 (spec §2.6); calibration on 15 draws: every point certified out to
 #: c = 1000, c²·(1 − cos) ≤ 4 at every c (the global path's 25/c² applies).
 NL_MULTIPLES = (5.0, 20.0, 200.0, 1000.0)

@@ -4,13 +4,13 @@ recalled in spec maxmargin §2.6 for p: "multiple optimal tokens lead to a gener
 
 The instances are ``strategies.ladder``'s ``conflict`` family: pairs of tokens that differ
 only in a subspace along which the inputs pull in random directions, above the rest. Where
-the engine certifies a shared-mass limit (``models.shared``: sets read from the flow, the
+the engine certifies a shared-mass limit (``models.flows.shared``: sets read from the flow, the
 equality SVM, the reduced loss's minimiser, the flow traced to 1 − cos ≤ 1e-6 while ‖p‖ grows
 a hundredfold), the claim checks the limit with code of its own:
 
 - the direction of the flow's last point against W_dir of the official SVM-eq recipe
-  (``models.nonlinear_head.dir_system``: equal logits as two opposite inequality rows, solved
-  by ``models.svm.solve_margin_qp``, not the engine's projected equality QP);
+  (``models.problems.nonlinear_head.dir_system``: equal logits as two opposite inequality rows,
+  solved by ``models.oracles.svm.solve_margin_qp``, not the engine's projected equality QP);
 - the finite part by the plain loss alone: at the limit's finite part (with the direction
   scaled to margins of 60, where the other tokens' mass is ≲ e^{-50}) every direction inside
   the sets' span D raises L (central differences of ``PromptProblem.loss_value`` at step h
@@ -27,11 +27,11 @@ import numpy as np
 import torch
 from hypothesis import given
 
-from models.limits import DIRECTION_TOL
-from models.nonlinear_head import dir_system
+from models.flows.limits import DIRECTION_TOL
+from models.flows.shared import equality_rows
 from models.ntp.qp import orthonormal_rows
-from models.shared import equality_rows
-from models.svm import solve_margin_qp
+from models.oracles.svm import solve_margin_qp
+from models.problems.nonlinear_head import dir_system
 from strategies.instances import PromptInstance
 from strategies.ladder import conflict_instances, medium_conflict_instances
 from theorems import claim, evidence
@@ -44,7 +44,7 @@ DIRECTION_BOUND = evidence.tolerance(
     "the engine certifies 1 − cos(p, its equality SVM) ≤ DIRECTION_TOL = 1e-6 at the flow's last "
     "point (confirmed over a hundredfold growth of ‖p‖); the recipe's W_dir is the least-norm "
     "point of the same polyhedron written with two opposite rows per equality, certified by "
-    "models.svm (KKT 1e-7): the two unit directions differ by ≲ 1e-7 in 1 − cos",
+    "models.oracles.svm (KKT 1e-7): the two unit directions differ by ≲ 1e-7 in 1 − cos",
 )
 #: The probe point's distance along W_dir (whose margins are ≥ 1): the outside tokens' mass
 #: there is ≲ e^{−PROBE_MARGIN + O(‖p_fin‖·‖k‖)}.
@@ -52,7 +52,7 @@ PROBE_MARGIN = 60.0
 #: Central-difference step inside D, relative to max(1, ‖p_fin‖).
 STEP = 1e-5
 #: |(L(p + h b) − L(p − h b)) / 2h| at a minimiser of L on the sets: the reduced loss's
-#: gradient there (≤ 1e-10, models.shared.GRAD_TOL), the difference's truncation h²·|L‴|/6
+#: gradient there (≤ 1e-10, models.flows.shared.GRAD_TOL), the difference's truncation h²·|L‴|/6
 #: and the rounding of L.
 FIRST_ORDER = evidence.tolerance(
     1e-8,

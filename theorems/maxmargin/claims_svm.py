@@ -3,8 +3,8 @@
 Static facts, no dynamics except one metamorphic GD check: when ATT-SVM(α) is feasible, that
 its solution is unique and its margin is the max-min margin, the invariances of §2.9, and the
 definitions of §1.3 (the loss floor) and §1.5 (local optimality, judged by an independent
-implementation of Def. 2 and compared with models.selection). That scaling v leaves the limit
-direction of GD unchanged (§2.9) is a claim about dynamics, in claims_gd. Last, the static
+implementation of Def. 2 and compared with models.oracles.selection). That scaling v leaves the
+limit direction of GD unchanged (§2.9) is a claim about dynamics, in claims_gd. Last, the static
 half of §2.1's descent lemma under its alternative hypothesis (every non-optimal token a support
 token). Every claim is cheap (a few certified SVM solves per example) and runs ≥ 50 examples
 under the ci profile.
@@ -26,10 +26,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from models.attention import PromptProblem, cosine
-from models.dynamics import gd
-from models.selection import enumerate_locally_optimal, local_optimality
-from models.svm import att_constraints, att_svm
+from models.flows.dynamics import gd
+from models.oracles.selection import enumerate_locally_optimal, local_optimality
+from models.oracles.svm import att_constraints, att_svm
+from models.problems.attention import PromptProblem, cosine
 from strategies import (
     decoupled_instances,
     equal_nonopt_instances,
@@ -468,8 +468,8 @@ def test_infimum_not_attained(inst, seed):
 
 
 def library_verdict(inst: PromptInstance, mine: Def2):
-    """models.selection.local_optimality on the same α, and how it disagrees with ``mine`` on
-    the support sets or the verdict (None when it agrees). An example with a margin within
+    """models.oracles.selection.local_optimality on the same α, and how it disagrees with ``mine``
+    on the support sets or the verdict (None when it agrees). An example with a margin within
     10·SUPPORT_TOL of the support cut is inconclusive."""
     if mine.ambiguous:
         evidence.inconclusive("a margin within 10·SUPPORT_TOL of the support cut")

@@ -10,14 +10,14 @@ import math
 import numpy as np
 import torch
 
-from models.attention import PromptProblem
-from models.dynamics import Outcome, Trajectory, gd, ngd
-from models.joint import JointProblem, joint_ngd, relaxed_svm_for
-from models.logspace import signed_logsumexp_np
-from models.regpath import local_reg_path_point, reg_path_point
-from models.selection import global_opt, support_sets
-from models.svm import SVMSolution, att_svm
-from models.wtrain import WProblem, w_ngd
+from models.flows.dynamics import Outcome, Trajectory, gd, ngd
+from models.flows.joint import JointProblem, joint_ngd, relaxed_svm_for
+from models.flows.regpath import local_reg_path_point, reg_path_point
+from models.flows.wtrain import WProblem, w_ngd
+from models.numerics.logspace import signed_logsumexp_np
+from models.oracles.selection import global_opt, support_sets
+from models.oracles.svm import SVMSolution, att_svm
+from models.problems.attention import PromptProblem
 from strategies.combinators import random_points
 from strategies.instances import PromptInstance
 from theorems import evidence
@@ -78,7 +78,7 @@ CONE_GRID = (
 #: 1 − cos(p_R, p^mm) ≤ RP_K/c² at c = R/‖p^mm‖ (RP_K_DERIVATION).
 RP_K_DERIVATION = (
     "asymptotically p_R = R·p̂^mm + ρ + o(1), so 1 − cos(p_R, p^mm) ≈ |ρ⊥|²/(2R²) "
-    "(models/regpath tests); |ρ⊥| is the log of score-gap and token-count ratios in units of "
+    "(models/flows/regpath tests); |ρ⊥| is the log of score-gap and token-count ratios in units of "
     "‖p^mm‖, ≤ log(2/0.05 · 4) ≈ 5 on these strategies: c²(1 − cos) ≲ 5²/2 = 12.5, and K = 25 "
     "is 2× that for the o(1) at finite c. Calibration before the claims were written (these "
     "strategies, float64): worst c²(1 − cos) = 5.2 over 240 draws in dimension 2 (three losses, "
@@ -227,9 +227,9 @@ GRADIENT_ROUNDING_DERIVATION = (
     "the correlation); γ_it − m_i by ≤ (T + 1)·u·B_it, B_it = |γ_it| + Σ_u s_iu|γ_iu|; three "
     "products and a sum of n·T terms: error ≤ c_plain·u·S_plain with c_plain = n·T + T·(1 + Γ) + "
     "10 and S_plain = ‖(1/n) Σ_it |ℓ′(m_i)|·s_it·B_it·|k_it|‖ (coordinatewise absolute terms), "
-    "given the rounded s. The engine's log-space form (models.attention.gradient_log_np) sums "
-    "w_it·(k_it − k_ir), w_it = ℓ′(m_i)·s_it·Σ_u s_iu(γ_it − γ_iu), r the top logit, its terms "
-    "bounded by S_log = ‖(1/n) Σ_it |ℓ′(m_i)|·s_it·A_it·|k_it − k_ir|‖, A_it = Σ_u "
+    "given the rounded s. The engine's log-space form (models.problems.attention.gradient_log_np) "
+    "sums w_it·(k_it − k_ir), w_it = ℓ′(m_i)·s_it·Σ_u s_iu(γ_it − γ_iu), r the top logit, its "
+    "terms bounded by S_log = ‖(1/n) Σ_it |ℓ′(m_i)|·s_it·A_it·|k_it − k_ir|‖, A_it = Σ_u "
     "s_iu|γ_it − γ_iu|; it also rounds the logits (z = k·p errs by ≤ d·u·Z, Z = max_it Σ_j "
     "|k_itj p_j|) and forms s in log space, which errs by ε ≤ ((3d + 6)·Z + T + 5)·u relative "
     "(z − top − lse and the exp of logs of size ≤ 2Z + log T), entering w_it twice (s_it and the "

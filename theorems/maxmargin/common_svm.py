@@ -81,7 +81,7 @@ def kkt_distance(A: np.ndarray, x: np.ndarray, lam: np.ndarray) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Def2:
-    """Def. 2 judged from first principles (no models.selection, no models.svm)."""
+    """Def. 2 judged from first principles (no models.oracles.selection, no models.oracles.svm)."""
 
     locally_optimal: bool
     support: list[set[int]]

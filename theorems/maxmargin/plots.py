@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from models.dynamics import ngd
-from models.svm import att_svm
+from models.flows.dynamics import ngd
+from models.oracles.svm import att_svm
 from strategies import (
     figure1_instance,
     figure2_instance,

@@ -15,8 +15,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.cross import correlation, md
-from models.normsvm import CONIC_TOL, entrywise_norm
+from models.oracles.normsvm import CONIC_TOL, entrywise_norm
+from models.problems.cross import correlation, md
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import official_cross_instances
 from strategies.mirror import OFFICIAL_MD, SMALL, rotated
@@ -43,8 +43,8 @@ OWN_CORR = 0.99
 #: F9b: the (p, q ≠ p) pairs searched, cheap runs first (p = 3 needs 20000 steps).
 OTHER_Q_PAIRS = ((1.5, 3.0), (1.75, 3.0), (2.0, 3.0), (1.5, 2.0), (2.0, 1.5), (3.0, 1.5))
 #: F10: "U W^mm Vᵀ is the ℓp-SVM of the rotated data" means its ℓp norm is the rotated optimal
-#: value; certified values are exact to CONIC_TOL·max(1, value) each (models.normsvm), so the
-#: wrong statement is read with twice that tolerance: only a real change of value refutes it.
+#: value; certified values are exact to CONIC_TOL·max(1, value) each (models.oracles.normsvm), so
+#: the wrong statement is read with twice that tolerance: only a real change of value refutes it.
 ROT_TOL = 2 * CONIC_TOL
 #: The row-space control: "row space in span{z_i}" read as ‖W(I − P_Z)‖_F ≤ this·‖W‖_F at every
 #: step (NGD from 0 keeps it exactly up to rounding, ~1e-15).

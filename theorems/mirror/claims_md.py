@@ -3,9 +3,9 @@ divergence), §2.10 MD-*, §4.5 and §4.6.
 
 MD with potential ψ(W) = ‖vec W‖_p^p/p steps the dual variable sign(W)|W|^{p−1} by the
 gradient normalised in the dual norm ‖·‖_{p*}; p = 2 is normalised GD. Every run here takes
-its directions from log space (``models.cross.md``, ``models.mirror_joint.joint_md``), so no
-step freezes when the softmax saturates. The official protocols are in ``common``; the wrong
-variants of these results are in ``claims_controls``.
+its directions from log space (``models.problems.cross.md``,
+``models.flows.mirror_joint.joint_md``), so no step freezes when the softmax saturates. The official
+protocols are in ``common``; the wrong variants of these results are in ``claims_controls``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,14 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from models.cross import bregman_divergence, correlation, md, w_ngd
-from models.mirror_joint import JOINT_PRINTED_ALPHA, CrossJointProblem, joint_md, naive_joint_md
-from models.normsvm import CONIC_TOL
+from models.flows.mirror_joint import (
+    JOINT_PRINTED_ALPHA,
+    CrossJointProblem,
+    joint_md,
+    naive_joint_md,
+)
+from models.oracles.normsvm import CONIC_TOL
+from models.problems.cross import bregman_divergence, correlation, md, w_ngd
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import local_gap, with_random_init
 from strategies.instances import CrossInstance
@@ -145,7 +150,7 @@ def joint_rate(p: float) -> float:
 #: max(1, value).
 ROT_VALUE_TOL = evidence.tolerance(
     2 * CONIC_TOL,
-    "each certificate (models.normsvm, CONIC_TOL = 1e-6) bounds |‖W‖ − Σλ| ≤ "
+    "each certificate (models.oracles.normsvm, CONIC_TOL = 1e-6) bounds |‖W‖ − Σλ| ≤ "
     "CONIC_TOL·max(1, ‖W‖), and Σλ ≤ OPT ≤ ‖W‖ (weak duality, feasibility), so each value is "
     "within CONIC_TOL·max(1, value) of OPT: two within 2·CONIC_TOL. A value that moves under a "
     "rotation (the ℓp norm for p ≠ 2, MD-C-ROTATION) is off by O(1).",

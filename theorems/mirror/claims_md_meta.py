@@ -5,7 +5,7 @@ claims_controls); p = 2, where they are respected, is MD-META-ROT2 (claims_md). 
 the MD iterates of spec §1.6 (the columns outside the queries' joint support stay zero) is
 MD-ZERO-COLS (claims_md), with its control MD-C-ROWSPACE (claims_controls).
 
-Every SVM is a certified Clarabel power-cone solve (``models.normsvm`` through
+Every SVM is a certified Clarabel power-cone solve (``models.oracles.normsvm`` through
 ``common.lp_svm``): an infeasible selection rejects the example, an uncertified solve makes it
 inconclusive.
 """
@@ -19,7 +19,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.normsvm import CONIC_TOL, certify, conjugate_exponent, entrywise_norm
+from models.oracles.normsvm import CONIC_TOL, certify, conjugate_exponent, entrywise_norm
 from strategies.combinators import SEEDS, seeded
 from strategies.mirror import SMALL, rotated
 from theorems import claim, evidence
@@ -36,15 +36,15 @@ LP_EXPONENTS = st.sampled_from((1.5, 1.75, 3.0))
 LOG_SCALES = st.floats(-1.0, 1.0)
 
 # ---- tolerances ---------------------------------------------------------------------------------
-# A certified ℓp solve (models.normsvm, τ = CONIC_TOL) has margins ≥ 1 − τ, dual feasibility to τ
-# and |‖Ŵ‖_p − Σλ| ≤ τ·max(1, ‖Ŵ‖_p); with weak duality its value v̂ is within 2τ·max(1, v̂) of the
-# optimum OPT (to first order in τ). The two tolerances below follow from that.
+# A certified ℓp solve (models.oracles.normsvm, τ = CONIC_TOL) has margins ≥ 1 − τ, dual feasibility
+# to τ and |‖Ŵ‖_p − Σλ| ≤ τ·max(1, ‖Ŵ‖_p); with weak duality its value v̂ is within 2τ·max(1, v̂) of
+# the optimum OPT (to first order in τ). The two tolerances below follow from that.
 
 
 #: The derivation of `value_tol`, carried by the value slacks.
 VALUE_DERIVATION = (
-    "each certified ℓp solve (models.normsvm, τ = CONIC_TOL = 1e-6) has margins ≥ 1 − τ, dual "
-    "feasibility to τ and |‖Ŵ‖_p − Σλ| ≤ τ·max(1, ‖Ŵ‖_p), so with weak duality its value is "
+    "each certified ℓp solve (models.oracles.normsvm, τ = CONIC_TOL = 1e-6) has margins ≥ 1 − τ, "
+    "dual feasibility to τ and |‖Ŵ‖_p − Σλ| ≤ τ·max(1, ‖Ŵ‖_p), so with weak duality its value is "
     "within 2τ·max(1, value) of OPT (to first order in τ); the theorem makes OPT_b = OPT_a/c, so "
     "|b − a/c| ≤ 2τ·max(1, b) + 2τ·max(1, a)/c. A wrong relation (OPT/c² for OPT/c, a value "
     "that moves under a signed permutation) is off by O(1) of the value."

@@ -1,9 +1,9 @@
 """The ℓp regularization path of 2410.14581 (spec tfsvm §2.10 MD-RP): the global form of the
 mirror-descent bias. W̄_R ∈ argmin_{‖W‖_p ≤ R} L(W), the ball of the entrywise ℓp norm, is
 searched on its sphere ‖W‖_p = R for a 2 × 2 W by the machinery of the Frobenius and nuclear
-paths of TF-RP-F / TF-RP-N (``models.kqpath.ball_path_point``: a grid of the sphere, L-BFGS
+paths of TF-RP-F / TF-RP-N (``models.flows.kqpath.ball_path_point``: a grid of the sphere, L-BFGS
 refinement of the best points, the log excess loss log(L − L*) as objective), and compared
-with the certified ℓp-AttSVM of opt (``models.normsvm.norm_svm``).
+with the certified ℓp-AttSVM of opt (``models.oracles.normsvm.norm_svm``).
 
 Instances are drawn from the planar family of spec §3.6 (the visualization-1 generator at a
 drawn seed, n = 2, T = 3, d = 2), p from the spec's discriminating pair {1.5, 3} (§3.7).
@@ -14,8 +14,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.cross import correlation
-from models.kqpath import ball_path_point
+from models.flows.kqpath import ball_path_point
+from models.problems.cross import correlation
 from strategies.cross_svm import planar_instances
 from theorems import claim, evidence
 from theorems.mirror.common import lp_svm, svm

@@ -4,9 +4,9 @@
   bash_scripts/run-local-*.sh of aaronk2002/AttentionMD): n = 6, T = 8, d = 10, W(0) ~ N(0, 1)
   entrywise, normalised ℓp-MD with lr 0.1 for 1500 / 2000 / 20000 steps at p = 1.75 / 2 / 3,
   the selection α̂ read from the final attention, the ℓp-AttSVM solved at α̂. Runs go through
-  ``models.cross.md`` (log-space directions, no ``+ eps``), each cached per (instance, W(0), p),
-  and so are the certified SVMs per (instance, α, norm): several claims ask different questions
-  of the same run.
+  ``models.problems.cross.md`` (log-space directions, no ``+ eps``), each cached per (instance,
+  W(0), p), and so are the certified SVMs per (instance, α, norm): several claims ask different
+  questions of the same run.
 - The fixed-seed experiment (``experiment_runs``): the official data generator, bit for bit
   (``strategies.mirror.official_md_data``). The official W(0) comes from torch's global
   generator, which the script never seeds, so it is not reproducible: the experiment draws
@@ -26,8 +26,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from models.cross import CrossRun, bregman_divergence, correlation, md
-from models.mirror_joint import (
+from models.flows.mirror_joint import (
     JOINT_LR,
     JOINT_STEPS,
     CrossJointProblem,
@@ -38,7 +37,8 @@ from models.mirror_joint import (
     naive_joint_md,
     official_joint_data,
 )
-from models.normsvm import NormSVM, norm_svm
+from models.oracles.normsvm import NormSVM, norm_svm
+from models.problems.cross import CrossRun, bregman_divergence, correlation, md
 from strategies.combinators import seeded
 from strategies.instances import CrossInstance
 from strategies.mirror import OFFICIAL_SHAPE, official_md_data
@@ -140,7 +140,7 @@ _SVMS: dict[tuple, NormSVM] = {}
 
 
 def run_md(inst: CrossInstance, p: float, steps: int | None = None) -> MDResult:
-    """Normalised ℓp-MD from inst.W0 with the official lr and budget (``models.cross.md``),
+    """Normalised ℓp-MD from inst.W0 with the official lr and budget (``models.problems.cross.md``),
     cached."""
     steps = MD_STEPS[p] if steps is None else steps
     W0 = np.zeros((inst.d, inst.d)) if inst.W0 is None else inst.W0.numpy()
@@ -152,8 +152,8 @@ def run_md(inst: CrossInstance, p: float, steps: int | None = None) -> MDResult:
 
 
 def svm(inst: CrossInstance, alpha, norm: str, q: float | None = None) -> NormSVM:
-    """The certified attention SVM (``models.normsvm``) at α, cached per (instance, α, norm, q);
-    the caller passes it through ``evidence.solved``."""
+    """The certified attention SVM (``models.oracles.normsvm``) at α, cached per (instance, α, norm,
+    q); the caller passes it through ``evidence.solved``."""
     alpha = tuple(int(a) for a in alpha)
     key = (instance_key(inst), alpha, norm, None if q is None else float(q))
     if key not in _SVMS:
@@ -199,7 +199,7 @@ def joint_problem(inst: CrossInstance) -> CrossJointProblem:
 
 
 def joint_instance(noise: float = 0.0, seed: int = 0) -> CrossJointProblem:
-    """The official joint instance (``models.mirror_joint.official_joint_data``); with
+    """The official joint instance (``models.flows.mirror_joint.official_joint_data``); with
     ``noise`` > 0 every token gets N(0, noise²) added (the queries stay the first tokens)."""
     X, y, _ = official_joint_data()
     if noise > 0:
@@ -245,7 +245,7 @@ class JointLimit:
     @property
     def tight(self) -> bool:
         """Every selected token is a support vector of the v-SVM: then the relaxed attention SVM
-        of the joint theorem (spec tfsvm §2.7, ``models.joint.relaxed_svm_for``) is the full
+        of the joint theorem (spec tfsvm §2.7, ``models.flows.joint.relaxed_svm_for``) is the full
         one, W^mm_α̂(ℓp)."""
         return bool(self.support.all())
 

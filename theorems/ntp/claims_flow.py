@@ -4,7 +4,7 @@ uses (models.ntp.flow: the NTP loss as a prompt problem on vec W with ℓ = −l
 
 Where the claims of claims_dynamics read GD's iterates after 1e4 and 1e5 steps against
 thresholds calibrated on draws (spec §6.2), here the flow's limit is certified: the engine
-reads, from the flow alone, which tokens keep the mass for ever (``models.shared``), solves
+reads, from the flow alone, which tokens keep the mass for ever (``models.flows.shared``), solves
 the equality SVM of those sets and the reduced loss's minimiser, and traces the flow until
 its direction stays within DIRECTION_TOL of that SVM while ‖W‖ grows a hundredfold. The
 paper's objects come from the priority graph instead (Tarjan's SCCs, the graph-SVM, W_fin
@@ -19,13 +19,13 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.limits import DIRECTION_TOL
+from models.flows.limits import DIRECTION_TOL
+from models.flows.shared import BASIN_TOL, HANDOVER_TOL
 from models.ntp.data import ntp_data
 from models.ntp.finite import finite_component
 from models.ntp.flow import prompt_view
 from models.ntp.qp import project
 from models.ntp.svm import cyclic_subspace
-from models.shared import BASIN_TOL, HANDOVER_TOL
 from strategies.ntp_attention import official_ntp_instances, orthonormal_ntp_instances
 from theorems import claim, evidence
 from theorems.limits import flow
@@ -46,14 +46,14 @@ DIRECTION_BOUND = evidence.tolerance(
 FIN_BOUND = evidence.tolerance(
     2 * HANDOVER_TOL,
     "the engine hands the flow over to its pinned form only where the full loss's equilibrium "
-    "in D is within 1e-5·max(1, ‖q*‖) of q* (models.shared.HANDOVER_TOL); q* and W_fin "
+    "in D is within 1e-5·max(1, ‖q*‖) of q* (models.flows.shared.HANDOVER_TOL); q* and W_fin "
     "minimise one reduced loss with gradients ≤ 1e-10 (engine) and ≤ 1e-12 (models.ntp.finite), "
     "so they differ by gradient/λ_min ≲ 1e-7 (λ_min ≥ 1e-3 on these draws): twice 1e-5",
 )
 
 #: Why the flow's own cyclic part is held to BASIN_TOL only.
 BASIN = (
-    "models.shared.BASIN_TOL = 1e-2·max(1, ‖W_fin‖): the tracer controls W to rtol·‖W‖ = "
+    "models.flows.shared.BASIN_TOL = 1e-2·max(1, ‖W_fin‖): the tracer controls W to rtol·‖W‖ = "
     "1e-5 × (44–750 at these hand-overs), so the flow's S_cyc part is known to ~1e-3 at best; "
     "the sharp statement about the flow there is its equilibrium's (FIN_BOUND)"
 )
@@ -124,7 +124,7 @@ def test_flow_converges_to_svm_plus_finite_part(inst):
         return
     # the flow where the engine handed it over: its D part relaxes (infinitely faster than
     # it moves along W_svm) to the full loss's equilibrium there, which must be W_fin; its own
-    # D part is known to the tracer's accuracy only (models.shared.BASIN_TOL)
+    # D part is known to the tracer's accuracy only (models.flows.shared.BASIN_TOL)
     scale = max(1.0, float(np.linalg.norm(fin.W)))
     sh = lim.shared
     err = float(np.linalg.norm(sh.q_full - fin.W.ravel()))

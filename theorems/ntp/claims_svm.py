@@ -10,11 +10,11 @@ import numpy as np
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from models.normsvm import norm_svm
 from models.ntp.data import ntp_data
 from models.ntp.graph import priority_graphs, priority_triples
 from models.ntp.qp import orthonormal_rows
 from models.ntp.svm import cyclic_subspace
+from models.oracles.normsvm import norm_svm
 from strategies.combinators import SEEDS
 from strategies.ntp_attention import (
     chain_ntp_instances,

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.svm import solve_margin_qp
+from models.oracles.svm import solve_margin_qp
 from strategies.instances import NTP_SEPARABLE
 from strategies.ntp_linear import (
     SEEDS,

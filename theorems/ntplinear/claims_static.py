@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.svm import solve_margin_qp
+from models.oracles.svm import solve_margin_qp
 from strategies.instances import FULL_RANK_CONTEXTS
 from strategies.ntp_instances import LinearNTPInstance
 from strategies.ntp_linear import (

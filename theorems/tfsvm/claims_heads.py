@@ -2,7 +2,7 @@
 §4.3 the official ``multi_token_converge`` notebook, both of its heads).
 
 Every run of the SVM-equivalence claims (``claims_svmeq``) steps along the exact log-space
-gradient ``models.nonlinear_head.gradient_log``, which never forms the plain model's
+gradient ``models.problems.nonlinear_head.gradient_log``, which never forms the plain model's
 cancelling top-token coefficient. That gradient is a hand derivation (c_it = s_it(g_it −
 ⟨s_i, g_i⟩), g_it = x_itᵀ∇ψ(u_i), ∇ψ per head), and the SVM-equivalence statistic cannot see a
 fault in it: W_fin is read from the iterate itself, so a run along a wrong field scores as well
@@ -19,7 +19,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.nonlinear_head import NonlinearHeadProblem, official_init
+from models.problems.nonlinear_head import NonlinearHeadProblem, official_init
 from strategies.combinators import SEEDS
 from strategies.cross_dynamics import head_problems
 from theorems import claim, evidence

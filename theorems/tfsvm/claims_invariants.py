@@ -5,8 +5,8 @@ the tokens and queries), each with its negative control.
 
 The structure is exact in exact arithmetic; the tolerances bound what float64 rounding adds, and
 the (K, Q) one also the O(η²) drift that a discrete step adds to a quantity the flow conserves.
-The runs are short and plain (``models.cross``: ``w_gd``, ``w_ngd``, ``kq_gd``): these are facts
-about every step, not about the limit.
+The runs are short and plain (``models.problems.cross``: ``w_gd``, ``w_ngd``, ``kq_gd``): these are
+facts about every step, not about the limit.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.cross import kq_gd, random_factors, w_gd, w_ngd
-from models.normsvm import RANK_REL
+from models.oracles.normsvm import RANK_REL
+from models.problems.cross import kq_gd, random_factors, w_gd, w_ngd
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import official_cross_instances
 from strategies.cross_svm import rotated
@@ -104,8 +104,8 @@ def _rowspace_runs(inst, W0=None):
 #: Why TF-GRAD-RANK's threshold is RANK_REL, whatever it observes.
 RANK_READING = (
     "not a fitted tolerance but the spec's definition of a rank (§1.8: #{σ_k > 1e-6·σ_1}, "
-    "models.normsvm.RANK_REL, read by every rank claim of the project): the claim is that rank "
-    "in that sense. In exact arithmetic σ_{n+1}(∇L) = 0; the float64 G̃ = Σ_it c_it x_it z_iᵀ "
+    "models.oracles.normsvm.RANK_REL, read by every rank claim of the project): the claim is that "
+    "rank in that sense. In exact arithmetic σ_{n+1}(∇L) = 0; the float64 G̃ = Σ_it c_it x_it z_iᵀ "
     "misses it by the rounding of an (nT + 2)-term sum, ~(nT + 2)·u of the terms (≈ 1e-14 of "
     "σ_1 here), so the threshold sits between rounding and any genuine (n + 1)-th direction "
     "that a decided_rank would count (the ambiguity band RANK_AMBIGUOUS makes the rest "

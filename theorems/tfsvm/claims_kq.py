@@ -6,7 +6,7 @@ and §4.4 (the two visualization notebooks).
 
 The (K, Q) runs follow the official recipe (spec §4, README): lr 0.1, 2000 iterations, each
 factor's gradient normalised separately, the penalty λ(‖K‖² + ‖Q‖²) with λ = float64 machine
-epsilon, directions from the log-space gradient (``models.cross.kq_ngd``). Why that penalty
+epsilon, directions from the log-space gradient (``models.problems.cross.kq_ngd``). Why that penalty
 helps at 2000 steps (spec §6): once the loss gradient is below 2λ‖K‖ the step shrinks K and Q,
 so the iterate hovers at logit gaps ≈ log(1/ε) ≈ 36, near the ε-regularized minimiser, a
 point of the nuclear regularization path (RP-N); without it ‖KQᵀ‖ grows to ~1e4 (control
@@ -23,13 +23,13 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from models.cross import correlation, kq_ngd, random_factors
-from models.kqpath import (
+from models.flows.kqpath import (
     ball_path_point,
     diag_kq_ngd,
     diag_svm,
     diagonal_problem,
 )
+from models.problems.cross import correlation, kq_ngd, random_factors
 from strategies.combinators import SEEDS
 from strategies.cross import official_cross_data, official_cross_instances
 from strategies.cross_svm import (
@@ -95,8 +95,8 @@ PREFERENCE_GAP = FRO_GAP
 RP_RADII = (80.0, 320.0, 1280.0)
 RP_RATE = 4.0
 #: Below this the direction error is the SVM's own: the certified optimum's direction is exact
-#: to about 1e-6 relative (models.normsvm.CONIC_TOL), so 1 − corr ~ (1e-6)²/2 at the SVM, and
-#: the floor measured on paths that reach it is 4.4e-12: no rate to read there.
+#: to about 1e-6 relative (models.oracles.normsvm.CONIC_TOL), so 1 − corr ~ (1e-6)²/2 at the SVM,
+#: and the floor measured on paths that reach it is 4.4e-12: no rate to read there.
 RP_ROUNDING = 1e-10
 #: Spec §2.12: cos(k ⊙ q, ℓ1-SVM) after 8000 per-factor NGD steps (calibration: 0.95–1.00 in 5
 #: of 6 instances; ours 0.9525–1.0000 over 8 official draws) on instances where the ℓ1 and ℓ2
@@ -172,9 +172,9 @@ def test_kq_gradients(inst, seed):
 # =============================================================================================
 
 
-#: Planar instances for the regularization paths: the path search (models.kqpath.ball_path_point)
-#: works on 2 × 2 W; n, T and the data are drawn by the official generator, α = opt (n ≥ 2:
-#: with one input both SVMs are q zᵀ/‖z‖², one direction).
+#: Planar instances for the regularization paths: the path search
+#: (models.flows.kqpath.ball_path_point) works on 2 × 2 W; n, T and the data are drawn by the
+#: official generator, α = opt (n ≥ 2: with one input both SVMs are q zᵀ/‖z‖², one direction).
 PLANAR = official_cross_instances(n=st.integers(2, 3), T=st.integers(2, 5), d=2)
 
 

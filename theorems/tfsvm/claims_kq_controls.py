@@ -11,14 +11,14 @@ import numpy as np
 import torch
 from hypothesis import given
 
-from models.cross import correlation
-from models.kqpath import (
+from models.flows.kqpath import (
     ball_path_point,
     diag_kq_ngd,
     diag_svm,
     diagonal_problem,
     normalized_margin,
 )
+from models.problems.cross import correlation
 from strategies.combinators import SEEDS
 from strategies.cross_svm import (
     aligned_query_instances,

@@ -24,8 +24,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.normsvm import norm_svm
-from models.selection import local_optimality
+from models.oracles.normsvm import norm_svm
+from models.oracles.selection import local_optimality
 from strategies.cross import (
     equal_nonopt_cross_instances,
     official_cross_instances,

@@ -6,8 +6,8 @@ Frobenius SVM); and of 2402.05738 (spec §2.11): the sparsification rate of the 
 under NGD and GD, and joint training of W with a linear decoder v.
 
 The Frobenius path of a cross-attention W is the prompt path of vec W on the keys vec(x_it z_iᵀ)
-(``problem.prompt``), so the cap-restricted path is ``models.regpath.local_reg_path_point`` on
-those keys; the nuclear-ball path is ``models.kqpath.ball_path_point`` (d = 2), as in TF-RP-N.
+(``problem.prompt``), so the cap-restricted path is ``models.flows.regpath.local_reg_path_point`` on
+those keys; the nuclear-ball path is ``models.flows.kqpath.ball_path_point`` (d = 2), as in TF-RP-N.
 The (K, Q) runs are those of TF-KQ-NUC (``common_kq``: official recipe, λ = ε, 2000 steps, from
 K, Q ~ N(0, 0.1²)).
 """
@@ -21,14 +21,14 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import failures
-from models.cross import correlation, w_gd, w_ngd
-from models.kqpath import ball_path_point, normalized_margin
-from models.mirror_joint import CrossJointProblem, joint_md, lp_v_svm
-from models.normsvm import SUPPORT_TOL, norm_svm
-from models.regpath import local_reg_path_point
-from models.selection import local_optimality, norm_local_optimality
-from models.svm import att_svm
+from models.flows.kqpath import ball_path_point, normalized_margin
+from models.flows.mirror_joint import CrossJointProblem, joint_md, lp_v_svm
+from models.flows.regpath import local_reg_path_point
+from models.numerics import failures
+from models.oracles.normsvm import SUPPORT_TOL, norm_svm
+from models.oracles.selection import local_optimality, norm_local_optimality
+from models.oracles.svm import att_svm
+from models.problems.cross import correlation, w_gd, w_ngd
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import local_opt_cross_instances, official_cross_instances, svm_keys
 from strategies.cross_dynamics import nonlocal_alpha_instances

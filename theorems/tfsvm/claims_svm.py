@@ -3,8 +3,8 @@ key identity, §2.13, §4.2): the model's definition, the rank and row space of 
 nuclear attention SVMs, feasibility, the (K, Q) ↔ nuclear-norm identity, the metamorphic
 relations of the SVMs, the count of locally-optimal selections against d, and the svm_rank
 experiment. No dynamics: every claim is a few certified SVM solves per example
-(``models.normsvm``: Frobenius by the certified QP oracle, nuclear by Clarabel with a duality
-certificate). The nuclear optimum may be non-unique (spec F8): nuclear claims compare values
+(``models.oracles.normsvm``: Frobenius by the certified QP oracle, nuclear by Clarabel with a
+duality certificate). The nuclear optimum may be non-unique (spec F8): nuclear claims compare values
 and ranks, never directions. Ranks are relative ranks, #{σ_k > 1e-6·σ_1} (``decided_rank``).
 """
 
@@ -18,9 +18,9 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from models.highprec import gradient_error
-from models.kqpath import balanced_factors, factor_energy
-from models.normsvm import NormSVM, matrix_norm, norm_svm
+from models.flows.kqpath import balanced_factors, factor_energy
+from models.numerics.highprec import gradient_error
+from models.oracles.normsvm import NormSVM, matrix_norm, norm_svm
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import official_cross_data, official_cross_instances
 from strategies.cross_svm import (
@@ -134,7 +134,8 @@ SHIFT_SOFTMAX_TOL = evidence.tolerance(
 #: this, the former fixed tolerance (on ci the derived bound always is below it).
 MARGIN_TOL = 1e-6
 #: TF-FEAS-NEC: an accepted Farkas vector y ≥ 0 has ‖Aᵀy‖ ≤ this · Σy · max_k ‖A_k‖ (it then rules
-#: out every W of norm up to 1e6 times the least conceivable; models.normsvm uses tol = 1e-7).
+#: out every W of norm up to 1e6 times the least conceivable; models.oracles.normsvm uses tol =
+#: 1e-7).
 FARKAS_TOL = 1e-6
 #: TF-OPGLOB-MEAN: at d = 16 exactly one locally-optimal α in at least this fraction of seeds.
 #: Calibrated on official seeds 0–149 (135 of 150 = 0.90; 10 of seeds 0–11, the parent
@@ -433,7 +434,7 @@ def test_balanced_factorization_is_nuclear_norm(case):
     K = UΣ^{1/2}, Q = VΣ^{1/2} attains it, and every factorization K = UΣ^{1/2}R, Q =
     VΣ^{1/2}R^{-T} (R invertible) gives at least ‖W‖_⋆."""
     W, nuclear = case.W, float(np.linalg.norm(case.W, "nuc"))
-    K, Q = balanced_factors(W)  # the factors the (K, Q) machinery uses (models.kqpath)
+    K, Q = balanced_factors(W)  # the factors the (K, Q) machinery uses (models.flows.kqpath)
     assert np.linalg.norm(K @ Q.T - W) <= IDENTITY_TOL * np.linalg.norm(W)
     balanced = factor_energy(K, Q)
     gap = abs(balanced / nuclear - 1)

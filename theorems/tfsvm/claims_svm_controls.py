@@ -12,7 +12,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.normsvm import matrix_norm, norm_svm
+from models.oracles.normsvm import matrix_norm, norm_svm
 from strategies.combinators import SEEDS
 from strategies.cross import official_cross_instances
 from strategies.cross_svm import orthonormal_queries, overparameterized_instances
@@ -22,8 +22,8 @@ from theorems.tfsvm.common_svm import NUC_VALUE_TOL, decided_rank, decoupled_fro
 #: F12: the official notebook's rank, numpy's matrix_rank with an absolute tolerance (spec §4.2).
 ABS_RANK_TOL = 1e-7
 #: F12: SCS at its default accuracy leaves residuals of 1e-6–1e-5 (spec §6), which fail
-#: models.normsvm's 1e-6 certificate; the control accepts its answer as a near-optimum at this
-#: looser certificate (still a certified 1e-3-optimal point, so a rank difference is the rank
+#: models.oracles.normsvm's 1e-6 certificate; the control accepts its answer as a near-optimum at
+#: this looser certificate (still a certified 1e-3-optimal point, so a rank difference is the rank
 #: reading's fault, not a wrong problem).
 SCS_ACCEPT_TOL = 1e-3
 

@@ -6,7 +6,7 @@ The experiment is the notebook's, run for run: n = 3, T = 4, the ReLU head
 f_i(W) = Σ_j ReLU(u_iᵀV)_j on u_i = X_iᵀ S(X_i W z_i) with ‖V‖_F = 1, official seeds 1, 2, …
 (a seed with no negative label is skipped, as the notebook skips it), W(0) of nn.Linear's
 default law, 2001 NGD steps of length 0.1, and the official rejection rules on the final
-softmax (``models.nonlinear_head``). The NGD direction is the exact one (``gradient_log``):
+softmax (``models.problems.nonlinear_head``). The NGD direction is the exact one (``gradient_log``):
 the notebook's autograd direction is wrong once the masked probabilities fall below ~1e-16,
 as they do in about half the accepted runs (26 of 59 at d = 4, 19 of 35 at d = 6; down to
 1e-75 and 1e-81), and it moves every median (see TF-SVMEQ-ACTIVE's note).
@@ -37,9 +37,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models import failures
-from models.cross import correlation
-from models.nonlinear_head import (
+from models.numerics import failures
+from models.problems.cross import correlation
+from models.problems.nonlinear_head import (
     NonlinearHeadProblem,
     inactive_inputs,
     ngd_runs,

@@ -20,10 +20,10 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from models import failures
-from models.cross import correlation, polyak, w_gd, w_ngd
-from models.dynamics import converge
-from models.selection import local_optimality
+from models.flows.dynamics import converge
+from models.numerics import failures
+from models.oracles.selection import local_optimality
+from models.problems.cross import correlation, polyak, w_gd, w_ngd
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import (
     cross_cone_inits,

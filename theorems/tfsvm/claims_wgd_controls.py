@@ -17,7 +17,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from models.cross import correlation, w_gd
+from models.problems.cross import correlation, w_gd
 from strategies.combinators import SEEDS, seeded
 from strategies.cross import (
     cross_cone_inits,

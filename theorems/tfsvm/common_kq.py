@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models.cross import MACHINE_EPS, CrossProblem, correlation, kq_ngd, w_ngd
-from models.normsvm import NormSVM, norm_svm, nuclear_face_fit
+from models.oracles.normsvm import NormSVM, norm_svm, nuclear_face_fit
+from models.problems.cross import MACHINE_EPS, CrossProblem, correlation, kq_ngd, w_ngd
 from strategies.combinators import seeded
 from strategies.cross_svm import local_instance, visualization_instance
 from strategies.instances import CrossInstance
@@ -130,7 +130,7 @@ FRO_GAP = 0.05
 
 def corr_with_nuclear(inst: CrossInstance, reached: Reached, enough: float) -> float:
     """corr(W, W^mm_⋆(α̂)), robust to a non-unique nuclear SVM (spec §2.8, F8): the best
-    correlation of W with a member of the optimal face (``models.normsvm.nuclear_face_fit``;
+    correlation of W with a member of the optimal face (``models.oracles.normsvm.nuclear_face_fit``;
     for a unique SVM, about the correlation with the SVM itself), as far as the caller's
     comparisons need it. The callers compare the answer with ``enough`` and with
     corr(W, W^mm) + FRO_GAP (at most); every answer decides both as the best itself would:

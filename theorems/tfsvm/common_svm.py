@@ -14,10 +14,10 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from models import failures
-from models.normsvm import FAILED, RANK_REL, NormSVM, norm_svm, rank_rel
-from models.selection import local_optimality
-from models.svm import att_svm
+from models.numerics import failures
+from models.oracles.normsvm import FAILED, RANK_REL, NormSVM, norm_svm, rank_rel
+from models.oracles.selection import local_optimality
+from models.oracles.svm import att_svm
 from strategies.cross import official_cross_data
 from strategies.instances import CrossInstance
 from theorems import evidence
@@ -33,9 +33,9 @@ RANK_AMBIGUOUS = (RANK_REL / 30, RANK_REL * 30)
 #: Two certified nuclear VALUES of one problem agree to this, relative to max(1, value).
 NUC_VALUE_TOL = evidence.tolerance(
     1e-4,
-    "each value passes models.normsvm's certificate at CONIC_TOL = 1e-6 (margins ≥ 1 − 1e-6, "
-    "λ ≥ −1e-6, ‖mat(Aᵀλ)‖₂ ≤ 1 + 1e-6, |‖W‖_⋆ − Σλ| ≤ 1e-6·max(1, ‖W‖_⋆)), so by weak duality "
-    "each is within δ = (m + 3)·CONIC_TOL·max(1, value) of the optimum, δ ≤ 1.9e-5 for the "
+    "each value passes models.oracles.normsvm's certificate at CONIC_TOL = 1e-6 (margins ≥ 1 − "
+    "1e-6, λ ≥ −1e-6, ‖mat(Aᵀλ)‖₂ ≤ 1 + 1e-6, |‖W‖_⋆ − Σλ| ≤ 1e-6·max(1, ‖W‖_⋆)), so by weak "
+    "duality each is within δ = (m + 3)·CONIC_TOL·max(1, value) of the optimum, δ ≤ 1.9e-5 for the "
     "m = n(T − 1) ≤ 16 constraints of the instances using it (n ≤ 4, T ≤ 5); a value scaled by "
     "1/c (c ∈ [0.1, 10]) carries its error/c, at most 2δ relative to max(1, value/c) since "
     "value ≥ ‖W‖_F ≥ 1/max‖A_k‖_F ≥ 1/2 for unit tokens and queries: 3δ ≤ 5.7e-5 ≤ 1e-4. A "
@@ -124,7 +124,7 @@ def decided_rank(W, what: str) -> int:
     lo, hi = RANK_AMBIGUOUS
     if ((r > lo) & (r < hi)).any():
         evidence.inconclusive(f"{what}: a singular value ratio within 30x of the rank threshold")
-    return rank_rel(W)  # the one reading of a rank (models.normsvm)
+    return rank_rel(W)  # the one reading of a rank (models.oracles.normsvm)
 
 
 def random_orthogonal(gen: torch.Generator, d: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """What the W-dynamics claims of 2308.16898 share (spec tfsvm §2.3–§2.6, §2.11, §4.1, §5).
 
 The cross-attention logits are linear in W, so W-training IS the prompt model of 2306.13596
-on the keys vec(x_it z_iᵀ) (``models.cross``): gradient flow on W is traced, certified and
+on the keys vec(x_it z_iᵀ) (``models.problems.cross``): gradient flow on W is traced, certified and
 decided by the same engine (``theorems.limits.follow``: converged to the SVM of what
 it selects, bounded at a certified finite minimiser, or undecided). This module adds what the
 W claims need on top of it: the certified limit named in W's words (``w_flow``), the two
@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from models import failures
-from models.attention import PromptProblem
-from models.cross import CrossProblem, correlation
-from models.dynamics import converge, finite_minimiser, trace_flow
-from models.svm import att_svm
+from models.flows.dynamics import converge, finite_minimiser, trace_flow
+from models.numerics import failures
+from models.oracles.svm import att_svm
+from models.problems.attention import PromptProblem
+from models.problems.cross import CrossProblem, correlation
 from strategies.cross import official_cross_data
 from strategies.instances import UNIQUE_OPT, CrossInstance
 from theorems import evidence
@@ -43,7 +43,7 @@ def official_init_std(d: int) -> float:
 
 
 def vec(W) -> np.ndarray:
-    """Row-major vec(W), the prompt engine's p (models.cross)."""
+    """Row-major vec(W), the prompt engine's p (models.problems.cross)."""
     return np.ascontiguousarray(np.asarray(W, dtype=np.float64).reshape(-1))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.normsvm import RANK_REL
+from models.oracles.normsvm import RANK_REL
 from theorems.framework import figures
 from theorems.framework.figures import draws
 from theorems.tfsvm.common_svm import SVM_RANK_DIMS, SVM_RANK_NT, svm_rank_cell

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models import kernels
+from models.flows import kernels
 
 Tensor = torch.Tensor
 
@@ -32,7 +32,7 @@ class Loss:
     name: str
     strictly_decreasing: bool
 
-    #: The loss's code in the compiled hot path (models/kernels.py); None: not compiled, the
+    #: The loss's code in the compiled hot path (models/flows/kernels.py); None: not compiled, the
     #: engine then takes ℓ' from ``deriv`` (slower, same result).
     kernel_code: ClassVar[int | None] = None
 

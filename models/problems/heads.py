@@ -9,7 +9,7 @@ mixture better than every vertex, and p_R stays bounded.
 
 Float64 flatness (spec §2.6): the loss gap to the floor, ℓ(Y ψ(u)) − ℓ(Y ψ(x_opt)), cannot be
 formed in log space for a general ψ (ψ(x_opt + small) − ψ(x_opt) cancels), so
-``models.regpath`` minimises the plain loss for a general head. Once the attention leak
+``models.flows.regpath`` minimises the plain loss for a general head. Once the attention leak
 e^{−R·margin} falls below ~1e-16 of the margin, the loss is constant in float64 and grid
 searches come back uncertified: keep R ≲ 20 at margin ~1. For the quadratic heads of this module
 (``quadratic_form``) the gap is exact in log space: with u = x_opt + δ, ψ(u) − ψ(x_opt) =
@@ -23,8 +23,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from models.attention import DTYPE, TokenSizes, as_float_tensor
-from models.losses import Loss, get_loss
+from models.problems.attention import DTYPE, TokenSizes, as_float_tensor
+from models.problems.losses import Loss, get_loss
 
 Tensor = torch.Tensor
 
@@ -58,7 +58,7 @@ def small_mlp(d: int, hidden: int = 8, seed: int = 0) -> Callable[[Tensor], Tens
 def quadratic_form(psi, d: int) -> Tensor | None:
     """The diagonal of Q when ψ(u) = uᵀ diag(Q) u + const is one of this module's quadratic heads
     (else None). For these the loss gap to a selection's floor has a cancellation-free form
-    (``models.regpath.head_log_gap_batch``), so the regularization path is resolved far beyond
+    (``models.flows.regpath.head_log_gap_batch``), so the regularization path is resolved far beyond
     the plain loss's float64 flatness."""
     if psi is squared_norm:
         return torch.ones(d, dtype=DTYPE)

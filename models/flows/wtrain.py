@@ -20,11 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models.attention import DTYPE, PromptProblem, as_float_tensor
-from models.cross import correlation  # ⟨W, W_ref⟩/(‖W‖_F‖W_ref‖_F), the companion code's metric
-from models.regpath import one_thread
-from models.selection import global_opt
-from models.svm import SVMSolution, w_svm
+from models.flows.regpath import one_thread
+from models.oracles.selection import global_opt
+from models.oracles.svm import SVMSolution, w_svm
+from models.problems.attention import DTYPE, PromptProblem, as_float_tensor
+from models.problems.cross import (
+    correlation,  # ⟨W, W_ref⟩/(‖W‖_F‖W_ref‖_F), the companion code's metric
+)
 
 Tensor = torch.Tensor
 

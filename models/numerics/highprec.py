@@ -16,7 +16,7 @@ import math
 import mpmath
 import torch
 
-#: ℓ of each margin loss (models.losses), in mpmath.
+#: ℓ of each margin loss (models.problems.losses), in mpmath.
 _LOSSES = {
     "logistic": lambda x: mpmath.log1p(mpmath.exp(-x)),
     "exponential": lambda x: mpmath.exp(-x),

@@ -4,7 +4,7 @@ The flow tracer evaluates ∇L hundreds of times per trajectory on arrays of a f
 entries. In numpy each evaluation was ~25 library calls and ~70 µs, almost all of it call
 overhead; compiled with numba (nopython, float64) the same arithmetic takes a few µs. These
 kernels ARE the implementation of ``PromptProblem.log_coefficients_np`` and
-``gradient_log_np`` (models/attention.py, where the mathematics is documented): there is no
+``gradient_log_np`` (models/problems/attention.py, where the mathematics is documented): there is no
 second copy, and the tests of those methods (autograd, 60-digit mpmath, finite differences)
 test these kernels.
 
@@ -14,7 +14,7 @@ code in __pycache__ so only the first process of a checkout pays the ~2 s compil
 Setting NUMBA_DISABLE_JIT=1 runs the same functions as plain Python (slow, for debugging).
 
 Every kernel works on float64 only, loops in a fixed order, and never forms a quantity that
-can underflow before its direction is known (see models/logspace.py): the per-token weights
+can underflow before its direction is known (see models/numerics/logspace.py): the per-token weights
 are kept as (log|w|, sign w) and exponentiated only after subtracting their maximum.
 """
 
@@ -159,7 +159,7 @@ def combine(keys, log_w, sign_w, r, vec):
     return peak_w + math.log(peak) - math.log(n)
 
 
-#: Loss codes of the compiled path (models.losses gives each loss its code). NEG_LOG is
+#: Loss codes of the compiled path (models.problems.losses gives each loss its code). NEG_LOG is
 #: ℓ(x) = −log x, the NTP loss of 2403.08081 seen as a prompt problem (x > 0 there: the mass
 #: on the label's positions).
 LOGISTIC, EXPONENTIAL, CORRELATION, SQUARE, NEG_LOG = 0, 1, 2, 3, 4
@@ -517,7 +517,7 @@ def margin_drops(keys, diff, P, log_drop, sign_drop):
     ``sign_drop`` (0 for δ = 0), with δ_ki = Σ_t s_it(P[k])·diff[i, t] the drop of input i's
     margin below its selected token's score (diff[i, t] = γ_iα_i − γ_it).
 
-    The compiled form of ``models.regpath.log_gap_batch``'s margin drop, for grids of
+    The compiled form of ``models.flows.regpath.log_gap_batch``'s margin drop, for grids of
     hundreds of thousands of points where autograd is not wanted. The positive and negative
     parts of δ are each summed relative to the largest logit among their own tokens (so a
     part whose every softmax weight is below e^{-745} keeps its digits), their signed

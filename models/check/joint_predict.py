@@ -4,9 +4,9 @@ against: the computation behind ``python -m theorems check`` for ``{"model": "cr
 
 The run is the official joint recipe from W(0) = 0, v(0) = 0: normalised ℓp mirror descent on
 W and on v, each gradient normalised in its own dual norm, lr 0.1, with directions from log space
-(``models.mirror_joint.joint_md``). Its selection α̂ (the top-attention token of each input at
+(``models.flows.mirror_joint.joint_md``). Its selection α̂ (the top-attention token of each input at
 the end) is read against the certified ℓp-AttSVM W^mm_α̂(ℓp) and the ℓp v-SVM
-v^mm_p = argmin ‖v‖_p s.t. Y_i x_{iα̂_i}ᵀv ≥ 1 (``models.normsvm``).
+v^mm_p = argmin ‖v‖_p s.t. Y_i x_{iα̂_i}ᵀv ≥ 1 (``models.oracles.normsvm``).
 
 A fixed-step run has no certificate of its limit; what "certified" says here is the decided
 limit of theorems/mirror MD-JOINT-TIGHT: after N steps (1500 / 2000 / 20000 at p = 1.75 / 2 / 3,
@@ -34,10 +34,10 @@ import time
 import numpy as np
 import torch
 
-from models import precision
-from models.cross import correlation
-from models.mirror_joint import JOINT_LR, JOINT_STEPS, CrossJointProblem, joint_md, lp_v_svm
-from models.normsvm import CONIC_TOL, norm_svm
+from models.check import precision
+from models.flows.mirror_joint import JOINT_LR, JOINT_STEPS, CrossJointProblem, joint_md, lp_v_svm
+from models.oracles.normsvm import CONIC_TOL, norm_svm
+from models.problems.cross import correlation
 
 #: A selected token is a support vector of the v-SVM when its certified dual is above this
 #: fraction of the largest (theorems/mirror/common.py SUPPORT_REL: on 90 calibration runs the
@@ -242,7 +242,7 @@ def predict_joint(X, Z, y, loss: str = "logistic", p: float = 2.0, *, stage=_qui
             "recipe": (
                 f"normalised ℓp mirror descent on W and on v, p = {p:g}, lr {JOINT_LR}: each "
                 "dual variable sign(P)|P|^(p−1) steps along −∇_P L/‖∇_P L‖_(p*), gradients in "
-                "log space (models.mirror_joint.joint_md)"
+                "log space (models.flows.mirror_joint.joint_md)"
             ),
             "init": "W = 0, v = 0",
             "steps": done,

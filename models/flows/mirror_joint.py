@@ -2,10 +2,10 @@
 spec tfsvm §1.6, §2.10 MD-JOINT, §4.6) and the ℓp max-margin objects it is compared with.
 
 The model is f_i(W, v) = vᵀX_iᵀ S(X_i W z_i), now with the head v trained too. Its logits are
-linear in W, a_it = ⟨vec(x_it z_iᵀ), vec W⟩ (row-major, as in ``models.cross``), so the pair
-(W, v) is the pair (p, v) of the joint prompt model of 2306.13596 on the keys vec(x_it z_iᵀ):
-``CrossJointProblem`` is ``models.joint.JointProblem`` with those keys, and both gradients come
-from its log-space routines (the W-gradient is the prompt engine's, the v-gradient combines
+linear in W, a_it = ⟨vec(x_it z_iᵀ), vec W⟩ (row-major, as in ``models.problems.cross``), so the
+pair (W, v) is the pair (p, v) of the joint prompt model of 2306.13596 on the keys vec(x_it z_iᵀ):
+``CrossJointProblem`` is ``models.flows.joint.JointProblem`` with those keys, and both gradients
+come from its log-space routines (the W-gradient is the prompt engine's, the v-gradient combines
 log|ℓ'| + log s in log space). Nothing of the mathematics is written twice.
 
 - ``joint_md``: the official recipe (each parameter's gradient normalised by its own entrywise
@@ -16,7 +16,7 @@ log|ℓ'| + log s in log space). Nothing of the mathematics is written twice.
   log(1 + exp(−Y f)), gradient / (‖gradient‖_{p*} + eps)): the reference of the negative control
   spec F11, whose loss reads exactly 0.0 and whose iterate freezes.
 - ``lp_v_svm``: the ℓp head SVM min ‖v‖_p s.t. Y_i x_{iα_i}ᵀv ≥ 1, certified by
-  ``models.normsvm`` (see its docstring for the reduction).
+  ``models.oracles.normsvm`` (see its docstring for the reduction).
 - ``official_joint_data``: the hand-built instance of the official joint script, exactly.
 """
 
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models.attention import DTYPE, PromptProblem, as_float_tensor
-from models.cross import CrossProblem, dual_map, primal_map
-from models.joint import JointProblem
-from models.normsvm import NormSVM, norm_svm
+from models.flows.joint import JointProblem
+from models.oracles.normsvm import NormSVM, norm_svm
+from models.problems.attention import DTYPE, PromptProblem, as_float_tensor
+from models.problems.cross import CrossProblem, dual_map, primal_map
 
 Tensor = torch.Tensor
 
@@ -91,7 +91,8 @@ class CrossJointProblem(JointProblem):
         return self.X.shape[2]
 
     def cross(self, v) -> CrossProblem:
-        """The fixed-head problem at v (``models.cross``), e.g. for its naive reference model."""
+        """The fixed-head problem at v (``models.problems.cross``), e.g. for its naive reference
+        model."""
         return CrossProblem(self.X, self.Z, self.y, as_float_tensor(v, "v", 1), self.loss)
 
     def logits(self, W) -> Tensor:
@@ -325,8 +326,8 @@ def lp_v_svm(X, y, alpha, p: float, **options) -> LpVSVM:
     It is the ℓp attention SVM of the two-token instance with tokens (Y_i x_{iα_i}, 0) and the
     query e_1: there the constraints read (Y_i x_{iα_i})ᵀ W e_1 = (Y_i x_{iα_i})ᵀ W[:, 0] ≥ 1, so
     the optimum has W[:, 1:] = 0 (zeroing them keeps feasibility and lowers the norm) and
-    W[:, 0] = v^mm_p with ‖W‖_p = ‖v^mm_p‖_p. ``models.normsvm`` solves and certifies it (its
-    duality certificate checks the value; strict convexity of ℓp for 1 < p < ∞ makes the
+    W[:, 0] = v^mm_p with ‖W‖_p = ‖v^mm_p‖_p. ``models.oracles.normsvm`` solves and certifies it
+    (its duality certificate checks the value; strict convexity of ℓp for 1 < p < ∞ makes the
     optimum unique). ``options`` go to ``norm_svm``."""
     X = as_float_tensor(X, "X", 3).numpy()
     y = as_float_tensor(y, "y", 1).numpy()

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models.attention import PromptProblem
+from models.problems.attention import PromptProblem
 
 #: A token is a support vector of p^mm when its margin δ_itᵀp^mm is within this of 1 (the
 #: oracle's KKT certificate is at 1e-7; a non-support margin that close to 1 is a degenerate

@@ -25,9 +25,9 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from models import kernels
-from models.logspace import ScaledVector
-from models.losses import Loss, get_loss
+from models.flows import kernels
+from models.numerics.logspace import ScaledVector
+from models.problems.losses import Loss, get_loss
 
 Tensor = torch.Tensor
 DTYPE = torch.float64
@@ -94,8 +94,8 @@ class PromptProblem:
         """Host (numpy) copies of the keys and scores, which the hot path reads (gradient_log_np).
 
         Made on first use, not at construction: a problem that lives on a GPU and is only used
-        through its torch methods (the one-step gradient of models.embedding) never copies its
-        (n, T, k) keys to the host.
+        through its torch methods (the one-step gradient of models.problems.embedding) never copies
+        its (n, T, k) keys to the host.
         """
         keys = np.ascontiguousarray(self.keys.detach().cpu().numpy())
         gam = np.ascontiguousarray(self.scores.detach().cpu().numpy())
@@ -242,8 +242,8 @@ class PromptProblem:
         γ_it − m_i is formed relative to r, each input's top-logit token, in O(T) per input:
         γ_ir − m_i = −D_i with D_i = Σ_{u≠r} s_iu (γ_iu − γ_ir) kept in log space, and
         (γ_it − γ_ir) − D_i for t ≠ r. So every w_it keeps its sign and relative accuracy
-        however small it is (models/kernels.py, ``token_terms``, says to what bound).
-        The arithmetic is compiled (models/kernels.py).
+        however small it is (models/flows/kernels.py, ``token_terms``, says to what bound).
+        The arithmetic is compiled (models/flows/kernels.py).
         """
         keys, gam = self._np
         n, T = gam.shape
@@ -300,7 +300,7 @@ class PromptProblem:
         """The log-space gradient on numpy arrays: (log_scale, vec) with ∇L = e^{log_scale}·vec.
 
         This is the engine's hot path (hundreds of calls per trajectory on tiny arrays): the
-        coefficients and their sum are compiled kernels (models/kernels.py), O(n·T·d) per
+        coefficients and their sum are compiled kernels (models/flows/kernels.py), O(n·T·d) per
         call; the torch model
         (``loss_value``) is the independent reference it is tested against.
         """
@@ -325,7 +325,7 @@ class PromptProblem:
 
 
 def deriv_bounds(loss: Loss, lo: float, hi: float) -> tuple[float, float]:
-    """Bounds (M0, M1) on |ℓ'| and |ℓ''| over [lo, hi] for the losses of models.losses."""
+    """Bounds (M0, M1) on |ℓ'| and |ℓ''| over [lo, hi] for the losses of models.problems.losses."""
     name = loss.name
     if name == "logistic":
         return 1.0, 0.25

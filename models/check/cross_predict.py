@@ -7,19 +7,19 @@ tensors; every field of the answer is plain JSON.
 Training, by parametrisation (spec tfsvm §4: lr 0.1, normalised steps):
 
 - ``W``: normalised GD from W = 0, in its small-step limit: the gradient flow, traced by the
-  certified engine ``models.limits.follow`` on the vectorised prompt problem (GD, NGD and
+  certified engine ``models.flows.limits.follow`` on the vectorised prompt problem (GD, NGD and
   the flow follow one path), the one the claims use. Its status is the engine's: "converged"
   certifies the direction (1 − cos to the SVM of the selection ≤ the engine's target,
   confirmed while ‖W‖ grows a hundredfold), "shared" certifies the general limit where some
-  inputs keep a set of tokens sharing the mass for ever (``models.shared``: W → R·W_dir +
+  inputs keep a set of tokens sharing the mass for ever (``models.flows.shared``: W → R·W_dir +
   W_fin; the final W, ``one_minus_cos`` and ``max_other_prob`` are then the shared limit's,
   read where its certificate was), "bounded" that the run ends at a certified strict local
   minimiser, "inconclusive" says why none of these, "infeasible" means the selection has no
   SVM.
-- ``KQ``: the official (K, Q) recipe (``models.cross.kq_ngd``): each factor's gradient
+- ``KQ``: the official (K, Q) recipe (``models.problems.cross.kq_ngd``): each factor's gradient
   normalised separately, the penalty λ(‖K‖² + ‖Q‖²) with λ = float64 machine epsilon, computed
   in log space, from a small seeded initialisation.
-- ``p`` given: normalised ℓp mirror descent (``models.cross.md``) from W = 0.
+- ``p`` given: normalised ℓp mirror descent (``models.problems.cross.md``) from W = 0.
 
 A fixed-step run has no certificate of its limit. What this module certifies instead, and
 calls "settled": after 2000, 4000, 8000, … steps (doubling, up to a cap) the run's own
@@ -29,12 +29,12 @@ the same at both ends of that doubling and saturated (every other token's attent
 SELECT_TOL). Otherwise the run is "inconclusive", with the correlation history. "Settled" says
 the correlation stopped moving at this resolution, not that it reached its limit.
 
-The SVMs (``models.normsvm.norm_svm``, certified) are solved at the SELECTED tokens of the
+The SVMs (``models.oracles.normsvm.norm_svm``, certified) are solved at the SELECTED tokens of the
 training run (``selected``), not at the top-score tokens (``opt``), as the official code does;
 each SVM says at which selection it was solved (``alpha``). A solver failure is reported in
 the SVM's ``status`` and ``reason``, never raised.
 
-An instance that float64 no longer represents (``models.precision``: two tokens of an input
+An instance that float64 no longer represents (``models.check.precision``: two tokens of an input
 closer than float64 resolves at their magnitude, keys or scores that overflow) is not trained
 at all: the answer keeps its fields, with ``training`` (and ``training_lp``) and every SVM
 "inconclusive" with the reason "precision: …", null for everything computed, and a top-level
@@ -49,10 +49,10 @@ import time
 import numpy as np
 import torch
 
-from models import precision
-from models.cross import MACHINE_EPS, CrossProblem, correlation, kq_ngd, md, random_factors
-from models.limits import bounded_message, follow, shared_message, tie_sharing_message
-from models.selection import has_unique_opt
+from models.check import precision
+from models.flows.limits import bounded_message, follow, shared_message, tie_sharing_message
+from models.oracles.selection import has_unique_opt
+from models.problems.cross import MACHINE_EPS, CrossProblem, correlation, kq_ngd, md, random_factors
 
 #: The official recipe's step size and iteration count (spec tfsvm §4: lr 0.1, 2000 steps).
 LR = 0.1
@@ -76,11 +76,11 @@ KQ_SEED = 0
 KQ_RECIPE = (
     f"official (K,Q)-NGD (spec tfsvm §4): lr {LR}, each factor's gradient normalised "
     "separately, penalty λ(‖K‖²_F + ‖Q‖²_F) with λ = float64 machine epsilon, log-space "
-    "gradient (models.cross.kq_ngd)"
+    "gradient (models.problems.cross.kq_ngd)"
 )
 FLOW_RECIPE = (
     "normalised GD from W = 0 in its small-step limit: the gradient flow, traced until its "
-    "direction is certified (models.limits.follow on vec(W))"
+    "direction is certified (models.flows.limits.follow on vec(W))"
 )
 
 
@@ -90,7 +90,7 @@ def _finite(x) -> float | None:
 
 def _svm(X, Z, alpha, norm: str, p: float | None = None):
     """norm_svm at alpha, or a ("solver_error", why) pair when it raises: never an exception."""
-    from models.normsvm import norm_svm
+    from models.oracles.normsvm import norm_svm
 
     try:
         return norm_svm(X, Z, alpha, norm, p=p)
@@ -135,10 +135,10 @@ FACE_FIELDS = ("corr", "corr_lower", "corr_upper", "distance", "margin_ratio")
 
 def _face(problem: CrossProblem, W, nuc, alpha) -> dict:
     """The face metrics of the trained matrix against the nuclear SVM's optimal face
-    (``models.normsvm.nuclear_face_fit``, warm with the nuclear SVM just solved: its value and
-    its point): where the nuclear SVM is not unique (spec F8), ``corr_nuc`` reads one solver
+    (``models.oracles.normsvm.nuclear_face_fit``, warm with the nuclear SVM just solved: its value
+    and its point): where the nuclear SVM is not unique (spec F8), ``corr_nuc`` reads one solver
     point of the face, these read the face. Never raises."""
-    from models.normsvm import nuclear_face_fit
+    from models.oracles.normsvm import nuclear_face_fit
 
     out = dict.fromkeys(FACE_FIELDS)
     if not _ok(nuc):
@@ -290,7 +290,7 @@ def _train_md(problem: CrossProblem, p: float, svms: _SVMs) -> tuple[np.ndarray,
         "method": f"ℓ{p:g} mirror descent",
         "recipe": (
             f"normalised ℓp mirror descent, p = {p:g}, lr {LR}: the dual variable "
-            "sign(W)|W|^(p−1) steps along −∇L/‖∇L‖_(p*) (models.cross.md)"
+            "sign(W)|W|^(p−1) steps along −∇L/‖∇L‖_(p*) (models.problems.cross.md)"
         ),
         "init": "W = 0",
         "status": status,

@@ -1,7 +1,7 @@
 """Does float64 still represent an instance? The precision guard of ``python -m theorems check``.
 
-Every answer of ``models.predict`` and ``models.cross_predict`` is computed in float64, and a
-certificate computed there (an SVM's KKT point or Farkas vector, a converged flow) speaks for
+Every answer of ``models.check.predict`` and ``models.check.cross_predict`` is computed in float64,
+and a certificate computed there (an SVM's KKT point or Farkas vector, a converged flow) speaks for
 the exact instance only while float64 resolves what the answer depends on. Each function here
 returns None when it does, or a one-line reason starting "precision: " naming the quantity
 that float64 no longer represents; the predictors then answer "inconclusive" with that reason

@@ -39,7 +39,7 @@ import cvxpy as cp
 import numpy as np
 from scipy.optimize import linprog, nnls
 
-from models import failures
+from models.numerics import failures
 
 Status = Literal["optimal", "infeasible", "inaccurate", "solver_error"]
 #: Every oracle's outcome is one of these (``checked_status``).
@@ -50,7 +50,7 @@ Method = Literal["auto", "reference"]
 METHODS: tuple[str, ...] = ("auto", "reference")
 #: The ``solver`` of an answer the fast path certified.
 FAST_SOLVER = "Lawson–Hanson NNLS"
-#: Statuses that are failures of the oracle (reported to models.failures), not answers.
+#: Statuses that are failures of the oracle (reported to models.numerics.failures), not answers.
 FAILED: frozenset[str] = frozenset({"inaccurate", "solver_error"})
 
 #: A row is active when its slack is at most this times max(1, ‖x‖).
@@ -277,8 +277,8 @@ def solve_margin_qp(A, b, *, tol: float = 1e-7, method: Method = "auto") -> SVMS
     ``method="auto"`` tries the Lawson–Hanson fast path first and falls back to the reference
     pipeline (LP, cvxpy, polish) when it cannot certify its answer; ``"reference"`` runs the
     reference pipeline alone. An answer that is neither certified optimal nor certified
-    infeasible is also reported to ``models.failures`` (an example that met it is inconclusive,
-    whatever its caller does)."""
+    infeasible is also reported to ``models.numerics.failures`` (an example that met it is
+    inconclusive, whatever its caller does)."""
     A, b = _as_problem(A, b)
     if not tol > 0:
         raise ValueError(f"tol: must be positive, got {tol}")

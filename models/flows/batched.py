@@ -1,10 +1,10 @@
 """The large rung's batched path (issue 23): many prompt problems' flows stepped together.
 
-The CPU engine (``models.dynamics.converge``) traces one flow at a time with LSODA over the
-compiled field of models/kernels.py. A sweep of the large rung decides hundreds of
+The CPU engine (``models.flows.dynamics.converge``) traces one flow at a time with LSODA over the
+compiled field of models/flows/kernels.py. A sweep of the large rung decides hundreds of
 instances of n·T·d up to 10⁷, and each field evaluation is then a few big reductions: work
 a GPU does well, but only in bulk. This module evaluates the field of B instances at once in
-float64 torch ops (on whatever device ``models.device`` names) and steps their transients
+float64 torch ops (on whatever device ``models.numerics.device`` names) and steps their transients
 together; the certificate stays the CPU engine's.
 
 Why split the flow in two. The arc-length flow dp/ds = −∇L/‖∇L‖ is stiff once the selection
@@ -39,9 +39,9 @@ from dataclasses import dataclass
 
 import torch
 
-from models import kernels
-from models.attention import PromptProblem
-from models.device import device as default_device
+from models.flows import kernels
+from models.numerics.device import device as default_device
+from models.problems.attention import PromptProblem
 
 Tensor = torch.Tensor
 DTYPE = torch.float64
@@ -121,7 +121,8 @@ class BatchedProblems:
 
     @classmethod
     def of(cls, problems: Sequence[PromptProblem], device=None) -> BatchedProblems:
-        """Pad ``problems`` together on ``device`` (default: ``models.device.device()``)."""
+        """Pad ``problems`` together on ``device`` (default:
+        ``models.numerics.device.device()``)."""
         problems = tuple(problems)
         code, param = _common_loss(problems)
         dev = default_device() if device is None else torch.device(device)
@@ -196,7 +197,7 @@ def _common_loss(problems: tuple[PromptProblem, ...]) -> tuple[int, float]:
     loss = problems[0].loss
     if loss.kernel_code is None:
         raise ValueError(
-            f"BatchedProblems: loss {loss.name!r} has no kernel code (models/kernels.py); "
+            f"BatchedProblems: loss {loss.name!r} has no kernel code (models/flows/kernels.py); "
             "the batched field supports the compiled losses only"
         )
     return loss.kernel_code, float(loss.kernel_param)
@@ -517,7 +518,7 @@ def converge_many(
     handed off as it is. ``rtol``, ``atol`` and ``select_tol`` in converge_kwargs also set the
     transient's error control and selection test.
     """
-    from models.dynamics import converge  # the engine: the certificates are its own
+    from models.flows.dynamics import converge  # the engine: the certificates are its own
 
     batch = BatchedProblems.of(problems, device=device)
     P0 = converge_kwargs.pop("p0", None)

@@ -1,9 +1,9 @@
 """Where gradient flow goes, certified: the convergence machinery the claims and `check` share.
 
-``follow(problem, p0)`` asks the engine (models.dynamics) where the flow from p(0) goes and
+``follow(problem, p0)`` asks the engine (models.flows.dynamics) where the flow from p(0) goes and
 returns a certified `Limit`: "converged" (directional convergence to the SVM of a selection,
 confirmed while ‖p‖ grows a hundredfold: ``settle``), "shared" (the general limit of
-``models.shared``: sets of tokens keep the mass for ever, p(t) = R·p_dir + q* + o(1), the
+``models.flows.shared``: sets of tokens keep the mass for ever, p(t) = R·p_dir + q* + o(1), the
 direction the equality SVM of the sets, q* a certified minimiser of the reduced loss),
 "bounded" (the run ends at a certified strict local minimiser, or inside a certified
 trapping interval on a one-dimensional key span, so ‖p(t)‖ stays bounded) or "undecided"
@@ -23,9 +23,7 @@ import math
 import numpy as np
 import torch
 
-from models import failures
-from models.attention import PromptProblem, one_minus_cos
-from models.dynamics import (
+from models.flows.dynamics import (
     FiniteMinimiser,
     Outcome,
     converge,
@@ -33,8 +31,10 @@ from models.dynamics import (
     trace_flow,
     twin_tokens,
 )
-from models.selection import local_optimality
-from models.shared import SharedLimit, shared_limit
+from models.flows.shared import SharedLimit, shared_limit
+from models.numerics import failures
+from models.oracles.selection import local_optimality
+from models.problems.attention import PromptProblem, one_minus_cos
 
 #: 1 − cos(p, p^mm(α)) at which ``converge`` declares directional convergence (its default
 #: target). Spec §6 asks cos ≥ 0.999 after 2000–3000 NGD steps; the tracer goes on to ‖p‖ of
@@ -79,7 +79,7 @@ DERIVATIONS = {
 
 def limit_name(out: Outcome, svm: str) -> str:
     """The limit a converged outcome reached: ``svm`` of its selection, or the tie-sharing SVM
-    of it (models.dynamics.Outcome.tie_sharing)."""
+    of it (models.flows.dynamics.Outcome.tie_sharing)."""
     selected = out.selected.tolist()
     return f"the tie-sharing SVM of {selected}" if out.tie_sharing else f"{svm}({selected})"
 
@@ -180,7 +180,7 @@ def certified_slope(problem: PromptProblem, p: np.ndarray, b: np.ndarray) -> tup
     about e^{lgn}, and L itself is O(1), so the difference quotient needs −lgn/ln 10 digits
     beyond the 40 kept; it is evaluated again with 20 more and must agree (sign, and
     |log|slope|| to 1e-6) to count."""
-    from models.highprec import slope
+    from models.numerics.highprec import slope
 
     _, lgn = problem.flow_field_np(p)
     if lgn == -math.inf:
@@ -243,7 +243,7 @@ class Limit:
     at_rest: str | None = None
     #: "bounded" by a trapping interval on a one-dimensional key span (``line_trap``)
     trap: LineTrap | None = None
-    #: "shared": the certified general limit (``models.shared``): sets of tokens share the
+    #: "shared": the certified general limit (``models.flows.shared``): sets of tokens share the
     #: mass for ever, p(t) = R·p_dir + q* + o(1)
     shared: SharedLimit | None = None
 

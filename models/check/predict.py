@@ -5,14 +5,14 @@ file and calls one of these with float64 tensors. Every field is plain JSON (lis
 strings); ``seconds`` times the whole decision (tracing the flow, every SVM solve and the final
 certificate), not process start or the predictions computed beside it.
 
-An instance that float64 no longer represents (``models.precision``: a token difference below
+An instance that float64 no longer represents (``models.check.precision``: a token difference below
 float64's resolution, E⁰ absorbed by the step η0·∇, keys that overflow) gets no certificate:
 the answer keeps its fields, with ``status`` "inconclusive", ``reason`` "precision: …", each SVM
 ``{"p": null, "status": "inconclusive", "reason": …}`` and null for everything computed from
 the dynamics.
 
-A flow the engine certifies to the general, shared-mass limit (``models.limits.Limit`` of kind
-"shared", ``models.shared``: some inputs keep a set of tokens sharing the mass for ever,
+A flow the engine certifies to the general, shared-mass limit (``models.flows.limits.Limit`` of kind
+"shared", ``models.flows.shared``: some inputs keep a set of tokens sharing the mass for ever,
 p(t) = R·p_dir + p_fin + o(1)) is answered with ``status`` "shared", the limit's sentence as
 ``reason`` and the certificate in ``shared`` (null for every other outcome); the fields read
 at a point (``one_minus_cos``, ``cos_to_global``, ``p_norm``, ``loss``) are then read where the
@@ -27,11 +27,11 @@ import time
 import numpy as np
 import torch
 
-from models import precision
-from models.attention import PromptProblem, cosine, one_minus_cos
-from models.limits import Limit, bounded_message, follow, shared_message
-from models.selection import global_opt, has_unique_opt, local_optimality, support_sets
-from models.svm import SVMSolution, att_svm, cls_svm
+from models.check import precision
+from models.flows.limits import Limit, bounded_message, follow, shared_message
+from models.oracles.selection import global_opt, has_unique_opt, local_optimality, support_sets
+from models.oracles.svm import SVMSolution, att_svm, cls_svm
+from models.problems.attention import PromptProblem, cosine, one_minus_cos
 
 
 def _svm_json(sol: SVMSolution, support=None) -> dict:
@@ -112,7 +112,7 @@ def _end_point(lim: Limit):
 
 
 def _shared_json(lim: Limit) -> dict | None:
-    """The certified shared-mass limit (``models.shared.SharedLimit``), or None for any other
+    """The certified shared-mass limit (``models.flows.shared.SharedLimit``), or None for any other
     kind: each input's set (token positions), the unit direction p_dir (the equality SVM of
     the sets) and its solver status, the finite part p_fin (q*), each set's limiting split,
     the certificate's two angles, the reduced loss at p_fin and its Hessian's extreme
@@ -205,7 +205,7 @@ def predict_prompt(X, y, v, W=None, loss="logistic", p0=None, *, stage=_quiet) -
 def predict_embedding(sequences, y, E0, v, eta0, *, stage=_quiet) -> dict:
     """One gradient step on E from p = 0, then gradient flow on `<cls>` (spec embeddings §3).
     ``stage(text)`` is called as each long step begins."""
-    from models.embedding import EmbeddingProblem, average_signed_frequency, one_step
+    from models.problems.embedding import EmbeddingProblem, average_signed_frequency, one_step
 
     t0 = time.perf_counter()
     problem = EmbeddingProblem(sequences=sequences, y=y, E=E0, v=v)

@@ -7,9 +7,9 @@ so with the row-major vectorisation w = vec(W) and the keys k_it := vec(x_it z_i
 model IS the prompt model of 2306.13596 with p = w (spec tfsvm §1.4 "Vectorisation"). Hence:
 
 - ``CrossProblem.prompt`` is a ``PromptProblem``: its compiled log-space gradient, its flow
-  tracer (``models.dynamics.converge``), NGD and GD are the W-dynamics, with no second copy of
+  tracer (``models.flows.dynamics.converge``), NGD and GD are the W-dynamics, with no second copy of
   the mathematics; ∇L(W) = mat(∇_p L(vec W)).
-- ATT-SVM on those keys is the Frobenius attention SVM W^mm (``models.normsvm``).
+- ATT-SVM on those keys is the Frobenius attention SVM W^mm (``models.oracles.normsvm``).
 
 What is new here is what does not reduce to a vector p: the (K, Q) factorisation W = KQᵀ with
 each factor's step normalised separately (and the official λ(‖K‖² + ‖Q‖²) penalty), ℓp mirror
@@ -32,8 +32,8 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from models.attention import DTYPE, PromptProblem, TokenSizes, as_float_tensor
-from models.selection import global_opt
+from models.oracles.selection import global_opt
+from models.problems.attention import DTYPE, PromptProblem, TokenSizes, as_float_tensor
 
 Tensor = torch.Tensor
 
@@ -236,7 +236,7 @@ def _factor(problem: CrossProblem, M, name: str) -> np.ndarray:
 
 def w_ngd(problem: CrossProblem, W0=None, *, lr: float = 0.1, steps: int = 2000, record_every=1):
     """W ← W − lr·∇L/‖∇L‖_F (the official W recipe without its ``+ ε``): NGD on vec(W)."""
-    from models.dynamics import ngd
+    from models.flows.dynamics import ngd
 
     d = problem.d
     W0 = np.zeros((d, d)) if W0 is None else _square(problem, W0, "W0")
@@ -386,7 +386,7 @@ def md(
 
 def w_gd(problem: CrossProblem, W0=None, *, eta: float, steps: int, record_every=1) -> CrossRun:
     """Plain GD W ← W − η∇L(W) with a fixed step (η ≤ 1/L_W for the theorems)."""
-    from models.dynamics import gd
+    from models.flows.dynamics import gd
 
     d = problem.d
     W0 = np.zeros((d, d)) if W0 is None else _square(problem, W0, "W0")

@@ -20,8 +20,8 @@ Float64 flatness (§3 "Numerical pitfalls"): at R = 50 the loss differs from its
 scores and a strictly decreasing loss we minimise log(L(p) − L_α), a strictly increasing
 function of L, computed entirely in log space (``log_gap_batch``): it keeps relative accuracy at
 L − L* = 1e-3000. The reported value is the engine's own ``PromptProblem.log_loss_gap``.
-A quadratic nonlinear head (``models.heads.quadratic_form``) gets the same treatment relative to
-its ψ-optimal tokens (``head_log_gap_batch``); other heads fall back to the plain loss.
+A quadratic nonlinear head (``models.problems.heads.quadratic_form``) gets the same treatment
+relative to its ψ-optimal tokens (``head_log_gap_batch``); other heads fall back to the plain loss.
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ import numpy as np
 import torch
 from scipy.signal import find_peaks
 
-from models import failures, kernels
-from models.attention import one_minus_cos
-from models.selection import global_opt
-from models.svm import att_svm
+from models.flows import kernels
+from models.numerics import failures
+from models.oracles.selection import global_opt
+from models.oracles.svm import att_svm
+from models.problems.attention import one_minus_cos
 
 Tensor = torch.Tensor
 DTYPE = torch.float64
@@ -212,8 +213,9 @@ def _gap_from_margin_drop(loss, top: Tensor, log_delta: Tensor, sign_delta: Tens
 
 
 def head_log_gap_batch(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
-    """(log|L(p) − L_α|, sign) for a quadratic nonlinear head (``models.heads.quadratic_form``),
-    L_α = (1/n)Σ ℓ(Y_i ψ(x_iα)), for every row p of P (k, d); differentiable by autograd.
+    """(log|L(p) − L_α|, sign) for a quadratic nonlinear head
+    (``models.problems.heads.quadratic_form``), L_α = (1/n)Σ ℓ(Y_i ψ(x_iα)), for every row p of P
+    (k, d); differentiable by autograd.
 
     With s the softmax of K_i p and δ_i = Σ_t s_it (x_it − x_iα), the margin drop is
     −Y_i(2 x_iαᵀQδ_i + δ_iᵀQδ_i): each coordinate of δ_i is a signed log-sum-exp of

@@ -22,7 +22,7 @@ others away. The objects of the official notebook, reproduced here (``svmeq``):
 - W^SVMeq = W_fin + R·W_dir, R fitted to the iterate by least squares.
 
 The single-token comparison is the Frobenius Att-SVM at α_i = argmax_t s_it on the cross keys
-vec(x_it z_iᵀ) (``models.cross``), ``single_token_svm``.
+vec(x_it z_iᵀ) (``models.problems.cross``), ``single_token_svm``.
 
 Numerics. Plain float64 autograd is NOT adequate here, although the selected probabilities
 stay ≥ 1e-3: the masked ones do not. Accepted runs end with largest masked probabilities
@@ -33,7 +33,7 @@ numbers whose true value is of the order of the masked mass (measured: 1 − cos
 against 100-digit arithmetic at masked probabilities ≤ 1e-22). NGD then follows the noise,
 and the notebook's statistic moves: median 1 − corr(W, W^SVMeq) 0.13 naive vs 0.04 exact at
 d = 4 (240 seeds), 0.34 naive at 10,000 steps. So every direction here comes from
-``gradient_log``, which never forms that coefficient (as ``models.cross`` does for the
+``gradient_log``, which never forms that coefficient (as ``models.problems.cross`` does for the
 linear head); autograd of the plain model is kept as the reference away from saturation
 (``NonlinearHeadProblem.gradient``) and as the notebook's own recipe
 (``ngd_runs(exact=False)``). A gradient that is exactly zero (every input's head inactive:
@@ -54,8 +54,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models.attention import TokenSizes
-from models.svm import SVMSolution, att_svm, checked_outcome, solve_margin_qp
+from models.oracles.svm import SVMSolution, att_svm, checked_outcome, solve_margin_qp
+from models.problems.attention import TokenSizes
 
 Tensor = torch.Tensor
 DTYPE = torch.float64
@@ -88,7 +88,7 @@ def _tensor(x, name: str, ndim: int) -> Tensor:
 
 def cross_keys(X, Z) -> np.ndarray:
     """The keys vec(x_it z_iᵀ) (n, T, d²), row-major: ⟨k_it, vec W⟩ = x_itᵀ W z_i (the
-    vectorisation of ``models.cross.CrossProblem.prompt``)."""
+    vectorisation of ``models.problems.cross.CrossProblem.prompt``)."""
     X = np.asarray(X, dtype=np.float64)
     Z = np.asarray(Z, dtype=np.float64)
     n, T, d = X.shape
@@ -458,7 +458,7 @@ def svmeq(
 
     W_fin is the least-norm solution of its equalities, checked (relative residual ≤ FIN_TOL,
     else "infeasible"); W_dir is the least-norm point of its polyhedron, solved and
-    KKT-certified by ``models.svm.solve_margin_qp`` (equalities as two opposite rows)."""
+    KKT-certified by ``models.oracles.svm.solve_margin_qp`` (equalities as two opposite rows)."""
     d = problem.d
     keys = problem.keys
     logits = problem.logits(W_probe).detach().numpy()
@@ -483,6 +483,6 @@ def svmeq(
 
 
 def single_token_svm(problem: NonlinearHeadProblem, alpha) -> SVMSolution:
-    """The Frobenius Att-SVM at α (one token per input) on the cross keys: ``models.svm.att_svm``;
-    its ``x`` is vec(W) row-major (reshape to (d, d))."""
+    """The Frobenius Att-SVM at α (one token per input) on the cross keys:
+    ``models.oracles.svm.att_svm``; its ``x`` is vec(W) row-major (reshape to (d, d))."""
     return att_svm(problem.keys, np.asarray(alpha))

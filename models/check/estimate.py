@@ -4,7 +4,7 @@ For the models whose answer is decided by the flow engine (prompt: p; cross: W t
 vectorised prompt problem), the time is the engine's: field evaluations × the cost of one.
 The cost of one is measured here, on the instance itself (the median of a few compiled
 calls at a point of norm 1 in key space). The count is not known before the flow is traced;
-it is taken from the benchmarks: a certified decision (``models.limits.follow``: converge to
+it is taken from the benchmarks: a certified decision (``models.flows.limits.follow``: converge to
 1 − cos ≤ 1e-6, then a confirmation over two decades of ‖p‖) made BASE_EVALS field
 evaluations plus JACOBIANS Jacobians of r + 1 evaluations' worth each (r: the dimension the
 tracer integrates in, taken as min(d, n(T − 1)); the closed-form Jacobian,
@@ -66,14 +66,14 @@ def _duration(seconds: float) -> str:
 
 def _flow_problem(model: str, fields: dict):
     """The prompt problem the engine will trace for this instance, or None."""
-    from models.attention import PromptProblem
+    from models.problems.attention import PromptProblem
 
     if model == "prompt":
         return PromptProblem.from_data(
             fields["X"], fields["y"], fields["v"], fields.get("W"), fields.get("loss") or "logistic"
         )
     if model == "cross":
-        from models.cross import CrossProblem
+        from models.problems.cross import CrossProblem
 
         problem = CrossProblem(
             fields["X"], fields["Z"], fields["y"], fields["v"], fields.get("loss") or "logistic"

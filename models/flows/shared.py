@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from models.attention import PromptProblem
 from models.ntp.qp import EqualityQPSolution, orthonormal_rows, solve_equality_qp
+from models.problems.attention import PromptProblem
 
 #: Newton on the reduced loss stops when its step is below this (relative to max(1, ‖z‖)).
 STEP_TOL = 1e-13
@@ -343,7 +343,7 @@ def shared_limit(
 ) -> SharedLimit | None:
     """Certify that the flow through p converges to a shared-mass limit (module docstring), or
     None where p shows no shared set (every input's mass on one token or its twins)."""
-    from models.dynamics import trace_flow  # the tracer, only needed here
+    from models.flows.dynamics import trace_flow  # the tracer, only needed here
 
     keys = problem._np[0]
     p = np.asarray(p.detach().numpy() if isinstance(p, torch.Tensor) else p, dtype=np.float64)

@@ -23,12 +23,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models import failures
-from models.attention import DTYPE, PromptProblem, as_float_tensor
-from models.logspace import combine_np
-from models.losses import Loss, get_loss
-from models.regpath import NOISE, grid_minima, one_thread, rival_minima
-from models.svm import SVMSolution, att_svm, v_svm
+from models.flows.regpath import NOISE, grid_minima, one_thread, rival_minima
+from models.numerics import failures
+from models.numerics.logspace import combine_np
+from models.oracles.svm import SVMSolution, att_svm, v_svm
+from models.problems.attention import DTYPE, PromptProblem, as_float_tensor
+from models.problems.losses import Loss, get_loss
 
 Tensor = torch.Tensor
 
@@ -316,8 +316,8 @@ class JointRegPoint:
     """(v_r, p_R) ∈ argmin_{‖v‖≤r, ‖p‖≤R} L(v, p) found on the boundary torus ‖v‖ = r, ‖p‖ = R.
 
     ``radial_descent``: at the winner, growing ‖v‖ and ‖p‖ both lower L (a necessary condition
-    for a boundary minimiser); ``certified``: the grid argument of ``models.regpath`` applied to
-    the profile g(p-angle) = min over the v-angle.
+    for a boundary minimiser); ``certified``: the grid argument of ``models.flows.regpath`` applied
+    to the profile g(p-angle) = min over the v-angle.
     """
 
     v: Tensor
@@ -385,7 +385,7 @@ def joint_reg_path_point(
        grid step. This matters: when R ≫ r the p-angle moves log L by ~1e-11 while one v-grid
        step moves it by ~1e-3, so a plain 2-D grid cannot see the p-direction at all;
     3. the best ``refine`` minima of g are zoomed jointly; certified by the one-dimensional grid
-       argument of ``models.regpath.rival_minima`` on g.
+       argument of ``models.flows.regpath.rival_minima`` on g.
     The interior is not searched: ``radial_descent`` reports whether the winner is consistent
     with a boundary minimiser.
     """

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.svm import SVMSolution, as_float_array, as_index_array, att_svm
+from models.oracles.svm import SVMSolution, as_float_array, as_index_array, att_svm
 
 #: A score gap at most this times max(1, max|γ_i|) is a tie, which is not locally optimal.
 TIE_TOL = 1e-12
@@ -156,7 +156,7 @@ def enumerate_locally_optimal(
 
 def norm_local_optimality(X, Z, scores, alpha, sol, *, tol: float = 1e-6) -> LocalOptimality:
     """Def. 2 with the attention SVM of another norm (spec tfsvm §2.8 "nuclear-locally-optimal"):
-    α is locally optimal for ``sol``, a certified ``models.normsvm.norm_svm(X, Z, α, norm)``
+    α is locally optimal for ``sol``, a certified ``models.oracles.normsvm.norm_svm(X, Z, α, norm)``
     answer, iff every support token of ``sol`` (constraint value ≤ 1 + tol) scores strictly
     below α_i. Where the optimum is not unique (the nuclear norm, spec F8) the support is that
     of the solver's point: an interior-point solver returns the relative interior of the optimal

@@ -6,7 +6,7 @@ What lives here:
 - ``EmbeddingProblem``: data (token ids, labels), embeddings E and the fixed head v; the
   logistic loss L(E, p), and ∇_E L in the closed form of §1.1.
 - The `<cls>` flow in p is *not* reimplemented: with E frozen it is exactly the prompt problem
-  of ``models.attention`` with keys = E[X] and scores = y·⟨E_s, v⟩ (``prompt_problem``), so
+  of ``models.problems.attention`` with keys = E[X] and scores = y·⟨E_s, v⟩ (``prompt_problem``), so
   p-gradients (ordinary and log-space) come from one implementation.
 - Definitions of §2 (average signed frequency α, ᾱ, posterior difference Δ, completely
   positive/negative tokens), the one-step quantities of Lemma 4.1 (R1–R3, §3.1), the descent
@@ -30,10 +30,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from models.attention import DTYPE, PromptProblem, as_float_tensor, softmax_margins
-from models.device import device as torch_device
-from models.logspace import NEG_INF, signed_logsumexp_np
-from models.losses import LOGISTIC
+from models.numerics.device import device as torch_device
+from models.numerics.logspace import NEG_INF, signed_logsumexp_np
+from models.problems.attention import DTYPE, PromptProblem, as_float_tensor, softmax_margins
+from models.problems.losses import LOGISTIC
 
 Tensor = torch.Tensor
 
@@ -387,8 +387,8 @@ def one_step(
     """One GD step of size η0 on E from (problem.E, p⁰), p⁰ = 0 by default (§1 protocol, §3.1).
 
     The gradient ∇_E L, the step's only O(n·T·d) work (the gather of E[X] and the logits), runs
-    on ``device``: by default the ATTN_DEVICE setting (``models.device``; cpu unless set), so a
-    large-d sweep moves to a GPU without a change to the claims. The rest is O(|S|·d + n·T) and
+    on ``device``: by default the ATTN_DEVICE setting (``models.numerics.device``; cpu unless set),
+    so a large-d sweep moves to a GPU without a change to the claims. The rest is O(|S|·d + n·T) and
     runs where the problem lives; every tensor of the result is on the problem's device.
     """
     eta0 = float(eta0)
@@ -751,7 +751,7 @@ def derivative_along(E1, sequences, y, v, p, direction: ExactDirection) -> Slope
     with c_it = c_{x_it}, u_it = u_{x_it}: the pairwise form of δf_i = Σ_t δσ_it u_it (no
     1 − σ cancellation). c and u differences are exact (rationals from ``ExactDirection`` and
     from E¹, v); every term is summed in log space, so the value keeps relative accuracy however
-    small it is. Nothing here reads the gradient code of ``models.attention``.
+    small it is. Nothing here reads the gradient code of ``models.problems.attention``.
     """
     E1, v = check_head(E1, v)
     seq = check_sequences(sequences, E1.shape[0])
@@ -905,7 +905,7 @@ def train_full_batch(
     The curve has epochs + 1 entries: the loss before each step and after the last; it is a CPU
     tensor. With a seed the model is re-initialised first (it needs ``reset_parameters(seed)``,
     as the models here have, and draws on the CPU whatever the model's device), so a call is
-    reproducible. Training runs where the model lives (``model.to(models.device.device())``
+    reproducible. Training runs where the model lives (``model.to(models.numerics.device.device())``
     for a GPU): the data are moved there, and the curve stays there until the end, so an epoch
     never waits on a copy to the host.
     """

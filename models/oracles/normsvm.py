@@ -23,8 +23,8 @@ normalized margins there, never directions.
 
 Pipeline: input checks → a zero row (duplicate tokens, a zero query: 0 ≥ 1) is infeasible
 without any solver → a HiGHS feasibility LP, whose "infeasible" is confirmed by a Farkas
-vector → the solve ("fro": the certified oracle `models.svm.att_svm`; "nuc"/"lp": cvxpy with a
-named solver, Clarabel by default) → the certificate. Only public cvxpy API is read:
+vector → the solve ("fro": the certified oracle `models.oracles.svm.att_svm`; "nuc"/"lp": cvxpy with
+a named solver, Clarabel by default) → the certificate. Only public cvxpy API is read:
 ``Problem.status``, ``Variable.value`` and ``Constraint.dual_value``.
 """
 
@@ -39,18 +39,18 @@ import cvxpy as cp
 import numpy as np
 from scipy.optimize import linprog, nnls
 
-from models import failures
-from models.svm import ACTIVE_TOL, as_float_array, as_index_array, att_svm, checked_outcome
+from models.numerics import failures
+from models.oracles.svm import ACTIVE_TOL, as_float_array, as_index_array, att_svm, checked_outcome
 
 NORMS: tuple[str, ...] = ("fro", "nuc", "lp")
-#: Statuses that are failures of the machinery (reported to models.failures), not answers.
+#: Statuses that are failures of the machinery (reported to models.numerics.failures), not answers.
 FAILED: frozenset[str] = frozenset({"inaccurate", "solver_error"})
 #: A face fit's outcomes (``FaceFit``): "bracketed" is an answer, certified but wide.
 FACE_STATUSES: tuple[str, ...] = ("optimal", "bracketed", "solver_error", "infeasible")
-#: Solver used when ``solver=None``: "fro" goes to the certified QP oracle of models/svm.py;
+#: Solver used when ``solver=None``: "fro" goes to the certified QP oracle of models/oracles/svm.py;
 #: the nuclear SDP and the ℓp power-cone program to Clarabel (spec §6 "Solver policy").
 DEFAULT_SOLVER = cp.CLARABEL
-FRO_ORACLE = "models.svm.att_svm"
+FRO_ORACLE = "models.oracles.svm.att_svm"
 
 #: Certificate threshold floor for cvxpy solves. Clarabel stops at relative gap and
 #: feasibility 1e-8 on its own equilibrated problem; measured in our unscaled residuals the
@@ -452,12 +452,12 @@ def norm_svm(
 ) -> NormSVM:
     """The certified attention SVM min ‖W‖_⋄ s.t. (x_{iα_i} − x_it)ᵀ W z_i ≥ 1 (spec §1.4).
 
-    ``norm``: "fro" (``solver=None``: the certified QP oracle `models.svm.att_svm`; a named
+    ``norm``: "fro" (``solver=None``: the certified QP oracle `models.oracles.svm.att_svm`; a named
     solver solves the SOCP with cvxpy instead), "nuc" (SDP) or "lp" with exponent ``p``
     (1 < p < ∞); the cvxpy solver is always named, Clarabel by default, ``solver_opts`` passed
     through. The certificate tolerance is ``tol`` for the oracle and max(tol, CONIC_TOL) for
     cvxpy solves. Bad inputs raise ValueError naming the field; numerical failures never raise
-    but come back as "inaccurate" or "solver_error" (and are reported to models.failures).
+    but come back as "inaccurate" or "solver_error" (and are reported to models.numerics.failures).
     For the nuclear norm the optimum may be non-unique (spec F8): "optimal" certifies the value
     and the normalized margin, not W's direction.
     """
@@ -623,7 +623,8 @@ def nuclear_face_fit(
     decide every threshold outside them (`FaceFit.decides`).
 
     Bad inputs raise ValueError naming the field; a solver that returns no usable point gives
-    "solver_error" (reported to models.failures); "bracketed" is an answer and is not reported.
+    "solver_error" (reported to models.numerics.failures); "bracketed" is an answer and is not
+    reported.
     """
     start = time.perf_counter()
     X, Z, alpha = _as_instance(X, Z, alpha)

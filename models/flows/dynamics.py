@@ -27,9 +27,10 @@ import numpy as np
 import torch
 from scipy.integrate import LSODA
 
-from models import failures, kernels
-from models.attention import PromptProblem, as_float_tensor, one_minus_cos
-from models.offset import equilibrium, relaxed_heading
+from models.flows import kernels
+from models.flows.offset import equilibrium, relaxed_heading
+from models.numerics import failures
+from models.problems.attention import PromptProblem, as_float_tensor, one_minus_cos
 
 Tensor = torch.Tensor
 
@@ -158,7 +159,7 @@ def ngd(problem: PromptProblem, p0=None, *, lr: float = 0.1, steps: int = 1000, 
 STALL_RATIO = 1e-6
 STALL_STEPS = 200
 #: Outcome.tie_sharing: a tied token below margin 1 − this in the tie-sharing SVM makes the
-#: limit differ from ATT-SVM(selected). The oracle certifies its rows to 1e-7 (models.svm),
+#: limit differ from ATT-SVM(selected). The oracle certifies its rows to 1e-7 (models.oracles.svm),
 #: so a freed row at 1 − 1e-6 is below 1 by ten times more than any certified row can be.
 TIE_MARGIN_TOL = 1e-6
 
@@ -357,18 +358,18 @@ class Outcome:
     p: Tensor
     selected: np.ndarray
     one_minus_cos: float
-    svm: object  # models.svm.SVMSolution
+    svm: object  # models.oracles.svm.SVMSolution
     trajectory: Trajectory
     max_other_prob: float  # largest softmax mass on a non-selected token
     #: wall time of the whole decision: tracing, every SVM solve, the final certificate
     #: (``trajectory.seconds`` is the tracing alone)
     seconds: float = 0.0
     #: (n, T) mask of the tokens that share the selected one's mass for ever: tied exactly in
-    #: score with it (``models.svm.tied_tokens``) or its twins (the very same key);
+    #: score with it (``models.oracles.svm.tied_tokens``) or its twins (the very same key);
     #: ``svm`` is then the sharing SVM, which has no row for them. None when there are none.
     tied: np.ndarray | None = None
     #: 1 − cos(−∇L, p^mm) once the offset from the ray has relaxed to its certified
-    #: equilibrium (``models.offset``), where the heading at p itself did not pass; None when
+    #: equilibrium (``models.flows.offset``), where the heading at p itself did not pass; None when
     #: that was not needed or not possible.
     relaxed_heading: float | None = None
 
@@ -413,9 +414,9 @@ def sharing_tokens(keys: np.ndarray, scores: np.ndarray, sel: np.ndarray) -> np.
     and splits its mass equally, so against any other token t it acts as one token of the
     group's mean score: the flow's force between t and the group is ∝ γ_t − mean, and only an
     exact tie with the mean leaves the split to the finite part (without twins, the mean is
-    γ_iα_i itself and this is ``models.svm.tied_tokens``). Means are compared in exact
+    γ_iα_i itself and this is ``models.oracles.svm.tied_tokens``). Means are compared in exact
     rationals: a float mean of three scores is rounded, and a tie is a tie or it is not."""
-    from models.svm import tied_tokens  # the oracle's module, only needed here
+    from models.oracles.svm import tied_tokens  # the oracle's module, only needed here
 
     sel = np.asarray(sel)
     twins = twin_tokens(keys, sel)
@@ -457,11 +458,11 @@ def converge(
 
     Far out (‖p‖ ≳ 1e6) the tracer cannot resolve the offset of p from the ray, and the
     heading at p fails though the flow converges; there the heading is also accepted at p with
-    its offset relaxed to its certified equilibrium (``models.offset``), in the stopping rule
+    its offset relaxed to its certified equilibrium (``models.flows.offset``), in the stopping rule
     and in the final decision. ``relax=False`` turns that off (the engine as it was: a
     baseline for benchmarks/test_offset_relaxed.py).
     """
-    from models.svm import att_svm  # the oracle is only needed here
+    from models.oracles.svm import att_svm  # the oracle is only needed here
 
     t0 = time.perf_counter()
     keys = problem._np[0]  # the contiguous float64 copy the kernels read
@@ -516,7 +517,7 @@ def converge(
         sel, norm = None, None
         # p and the flow must both point along the SVM direction of what p selects: the flow
         # at p itself, or, far out where the tracer cannot resolve the offset from the ray,
-        # at p with its offset relaxed to its certified equilibrium (models.offset).
+        # at p with its offset relaxed to its certified equilibrium (models.flows.offset).
         if kernels.selection(keys, p, top) >= lead:  # +inf when T = 1
             _, unit, _ = svm_for(top)
             if unit is not None and lgn > -math.inf:
@@ -585,7 +586,7 @@ def converge(
 
 def _relaxed(problem: PromptProblem, sel: np.ndarray, svm, p) -> tuple | None:
     """(1 − cos of the flow at p with its offset relaxed, what certified the offset), or None
-    where the offset has no certified equilibrium (``models.offset``: an unstable ray, a
+    where the offset has no certified equilibrium (``models.flows.offset``: an unstable ray, a
     support token without pull, Newton not converged).
 
     Why: far out (‖p‖ ≳ 1e6) the heading test needs the offset ρ of p from the ray to ~1e-5

@@ -6,7 +6,7 @@ diagonal (K, Q) model of 2403.08699 with its ℓ1/ℓ2 SVMs, and the nuclear-nor
 Regularization paths (spec tfsvm §2.7). W̄_R ∈ argmin_{‖W‖_⋄ ≤ R} L(W) is searched on the sphere
 ‖W‖_⋄ = R of a 2 × 2 W, a 3-dimensional set, by one procedure for both norms: a dense grid of
 a parametrisation of the sphere, then bounded L-BFGS refinement of the best grid points. The
-objective is the log excess loss log(L(W) − L*) of ``models.regpath.log_gap_batch`` on the
+objective is the log excess loss log(L(W) − L*) of ``models.flows.regpath.log_gap_batch`` on the
 vectorised keys (spec §6): in float64, L − L* at R = 320 is ~e^{-300}, far below L*'s last bit.
 
 - Frobenius sphere of R⁴: hyperspherical angles (a, b, c) ∈ [0, π]² × [0, 2π].
@@ -25,7 +25,7 @@ The diagonal model (spec §2.12). With K = diag(k), Q = diag(q), W = diag(w), w 
 logit x_itᵀ W z_i = (x_it ⊙ z_i)ᵀ w: the prompt model with keys x_it ⊙ z_i. So the exact
 log-space gradient of w is the prompt engine's, ∇_k = ∇_w ⊙ q and ∇_q = ∇_w ⊙ k, and
 ‖W‖_⋆ = ‖w‖₁, ‖W‖_F = ‖w‖₂: the nuclear SVM restricted to diagonal W is an ℓ1-SVM (an LP),
-the Frobenius one an ℓ2-SVM (``models.svm.att_svm`` on those keys).
+the Frobenius one an ℓ2-SVM (``models.oracles.svm.att_svm`` on those keys).
 """
 
 from __future__ import annotations
@@ -38,17 +38,17 @@ import numpy as np
 import torch
 from scipy.optimize import linprog, minimize, nnls
 
-from models import failures
-from models.attention import PromptProblem
-from models.normsvm import cross_constraints, matrix_norm
-from models.regpath import objective_for, one_thread
-from models.svm import as_float_array, as_index_array, att_svm, checked_outcome
+from models.flows.regpath import objective_for, one_thread
+from models.numerics import failures
+from models.oracles.normsvm import cross_constraints, matrix_norm
+from models.oracles.svm import as_float_array, as_index_array, att_svm, checked_outcome
+from models.problems.attention import PromptProblem
 
 Tensor = torch.Tensor
 DTYPE = torch.float64
 
 #: Certificate tolerance of the diagonal ℓ1-SVM (HiGHS' dual simplex is exact to ~1e-12 on
-#: these LPs; the same 1e-7 as models.svm's default certificate).
+#: these LPs; the same 1e-7 as models.oracles.svm's default certificate).
 DIAG_TOL = 1e-7
 #: Two refinements reached the same minimum of the log excess loss when their objectives agree
 #: to this (absolute: the log-gap is O(R) and L-BFGS-B stops at relative 1e-13 of it).
@@ -271,10 +271,10 @@ def ball_path_point(
 
     A grid of about ``grid`` points on the sphere's charts, then bounded L-BFGS from the
     ``refine`` best; the winner is confirmed (``certified``) when at least two refinements reach
-    it, and an unconfirmed point is reported to models.failures (a search that could not decide
-    is no evidence). L* is the loss floor of the top-score tokens. Cost: ~0.3 s (one thread).
+    it, and an unconfirmed point is reported to models.numerics.failures (a search that could not
+    decide is no evidence). L* is the loss floor of the top-score tokens. Cost: ~0.3 s (one thread).
 
-    Accuracy: on the visualization instances this agrees with ``models.regpath``'s Riemannian
+    Accuracy: on the visualization instances this agrees with ``models.flows.regpath``'s Riemannian
     Newton restarts (Frobenius ball) to 1 − corr ≤ 1e-9, and no one of 20,000 random sphere
     points beats it (all three balls; tests/test_kqpath.py)."""
     if norm not in NORMS:
@@ -307,7 +307,7 @@ def diagonal_keys(X, Z) -> Tensor:
 
 
 def diagonal_problem(problem) -> PromptProblem:
-    """The prompt problem of W = diag(w) for a ``models.cross.CrossProblem`` (same loss and
+    """The prompt problem of W = diag(w) for a ``models.problems.cross.CrossProblem`` (same loss and
     scores, keys x_it ⊙ z_i)."""
     keys = diagonal_keys(problem.X, problem.Z)
     return PromptProblem(keys=keys, scores=problem.scores, loss=problem.loss)
