@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from models.attention import PromptProblem
+from models.problems.attention import PromptProblem
 from strategies.instances import PromptInstance
 
 

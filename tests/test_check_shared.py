@@ -1,4 +1,4 @@
-"""`python -m theorems check` on flows to the general (shared-mass) limit (models.shared):
+"""`python -m theorems check` on flows to the general (shared-mass) limit (models.flows.shared):
 the prompt answer's `shared` block, and cross-attention's W training, checked against closed
 forms computed here, independently of the engine.
 
@@ -64,8 +64,8 @@ def prompt_answer(tmp_path_factory):
 
 
 def test_the_engine_certifies_the_shared_limit_on_the_paper_data():
-    from models.attention import PromptProblem
-    from models.limits import follow
+    from models.flows.limits import follow
+    from models.problems.attention import PromptProblem
 
     problem = PromptProblem.from_data(PROMPT_SHARED["X"], Y, PROMPT_SHARED["v"])
     assert np.array_equal(problem.scores.numpy(), SCORES)
@@ -107,7 +107,7 @@ def test_the_shared_block_has_the_closed_form_limit(prompt_answer):
 
 
 def test_a_flow_to_one_token_per_input_has_no_shared_block():
-    from models.predict import predict_prompt
+    from models.check.predict import predict_prompt
 
     # input 0 selects token 0 (score 1 > 0), input 1 token 1 (score 1 > 0): separable
     out = predict_prompt([[[1.0, 0.0], [0.0, 1.0]], [[0.0, -1.0], [-1.0, 0.5]]], [1, -1], [1, 0])

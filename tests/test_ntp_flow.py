@@ -1,5 +1,6 @@
 """The NTP attention loss of 2403.08081 as a prompt problem followed by the engine
-(models/ntp/flow.py, the loss ``losses.NEG_LOG`` and its compiled branches in models/kernels.py).
+(models/ntp/flow.py, the loss ``losses.NEG_LOG`` and its compiled branches in
+models/flows/kernels.py).
 
 Each piece against an implementation that does not share its code:
 - NEG_LOG's compiled ℓ', log|ℓ'|, log ℓ'' against closed forms at 50 digits (mpmath), the
@@ -28,14 +29,14 @@ import numpy as np
 import pytest
 import torch
 
-from models import kernels, shared
-from models.losses import NEG_LOG
+from models.flows import kernels, shared
 from models.ntp.attention import ntp_attention
 from models.ntp.data import ntp_data
 from models.ntp.finite import finite_component, reduced_model, reduced_samples
 from models.ntp.flow import flow_limit, prompt_view
 from models.ntp.graph import priority_graphs
 from models.ntp.svm import cyclic_subspace, graph_svm
+from models.problems.losses import NEG_LOG
 from strategies.ntp_attention import official_ntp_data, unit_rows
 
 mpmath.mp.dps = 50

@@ -31,14 +31,14 @@ import torch
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
-from models.attention import one_minus_cos
-from models.dynamics import converge
-from models.embedding import EmbeddingProblem, one_step
+from models.flows.dynamics import converge
 from models.ntp.attention import ntp_attention
 from models.ntp.finite import finite_component
 from models.ntp.graph import priority_graphs, scc_partition
 from models.ntp.linear import linear_ntp
-from models.svm import att_svm, cls_svm
+from models.oracles.svm import att_svm, cls_svm
+from models.problems.attention import one_minus_cos
+from models.problems.embedding import EmbeddingProblem, one_step
 from strategies import (
     DECOUPLED,
     EQUAL_NONOPT_SCORES,

@@ -9,7 +9,7 @@ direction the equality SVM of the sets, q* a certified minimiser of the reduced 
 trapping interval on a one-dimensional key span, so ‖p(t)‖ stays bounded) or "undecided"
 (what the engine could not decide, with its reason). The claims read it through
 ``theorems.limits.flow``, which turns "undecided" into an inconclusive example and records
-the tests' slack; `check` (models.predict, models.cross_predict) reports it as it is.
+the tests' slack; `check` (models.check.predict, models.check.cross_predict) reports it as it is.
 
 The prompt model of 2306.13596 and the cross-attention W of 2308.16898 (through its vectorised
 prompt problem) are followed by the same code.
@@ -357,7 +357,7 @@ def follow(problem: PromptProblem, p0, *, cls: type[Limit] = Limit) -> Limit:
 
     A run that ends with some input's mass on a set of tokens with different keys (the
     single-token engine's "ambiguous selection", or its stall where the within-set terms of
-    ∇L cancel to rounding) goes to ``models.shared.shared_limit`` first: a certified
+    ∇L cancel to rounding) goes to ``models.flows.shared.shared_limit`` first: a certified
     shared-mass limit makes the run "shared" (‖p(t)‖ → ∞ along the sets' equality SVM, the
     split at the reduced loss's minimiser).
 

@@ -14,7 +14,7 @@ steps, and its distance to the predicted limit. It is evidence about this instan
 certificate of the limit: 1 − corr decays like 1/log²k (spec §2.6).
 
 For the attention model ``flow`` is the certificate: gradient flow on W from 0 followed by the
-engine every other model uses (``models.ntp.flow.flow_limit``, ``models.limits.follow``), its
+engine every other model uses (``models.ntp.flow.flow_limit``, ``models.flows.limits.follow``), its
 limit read from the flow alone and compared with the graph-SVM and W_fin built from the
 priority graphs. The engine's prompt view needs sequences of one length; for others ``flow``
 keeps its keys, null, with status "inconclusive" and the reason.
@@ -27,9 +27,8 @@ import time
 
 import numpy as np
 
-from models import precision
-from models.cross import correlation
-from models.limits import Limit, bounded_message, shared_message
+from models.check import precision
+from models.flows.limits import Limit, bounded_message, shared_message
 from models.ntp.attention import ntp_attention, smoothness_bound
 from models.ntp.data import ntp_data
 from models.ntp.finite import finite_component, reduced_model

@@ -34,17 +34,17 @@ MODULES = (
     "ntp/finite.py",
     "ntp/linear.py",
     "ntp/attention.py",
-    "cross.py",
-    "cross_predict.py",
-    "normsvm.py",
-    "kqpath.py",
-    "mirror_joint.py",
-    "nonlinear_head.py",
-    "kernels.py",
-    "batched.py",
-    "offset.py",
-    "estimate.py",
-    "shared.py",
+    "problems/cross.py",
+    "check/cross_predict.py",
+    "oracles/normsvm.py",
+    "flows/kqpath.py",
+    "flows/mirror_joint.py",
+    "problems/nonlinear_head.py",
+    "flows/kernels.py",
+    "flows/batched.py",
+    "flows/offset.py",
+    "check/estimate.py",
+    "flows/shared.py",
     "ntp/flow.py",
 )
 
@@ -592,7 +592,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- shared.py
     {
         "id": "M55-shared-pinned-set-score-of-top-token",
-        "file": "models/shared.py",
+        "file": "models/flows/shared.py",
         "old": "        new_scores[i, members] = float(w @ scores[i, members]) / total\n",
         "new": "        new_scores[i, members] = scores[i, tops[i]]\n",
         "category": "wrong reference",
@@ -603,7 +603,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M56-shared-reduced-loss-unmasked",
-        "file": "models/shared.py",
+        "file": "models/flows/shared.py",
         "old": "        logits = torch.where(mask, keys @ q, neg_inf)\n",
         "new": "        logits = keys @ q\n",
         "category": "missing restriction",
@@ -613,7 +613,7 @@ MUTANTS: list[dict[str, str]] = [
     },
     {
         "id": "M57-shared-equality-svm-margin-rows-reversed",
-        "file": "models/shared.py",
+        "file": "models/flows/shared.py",
         "old": "            rows_in.append(keys[i, r] - keys[i, t])\n",
         "new": "            rows_in.append(keys[i, t] - keys[i, r])\n",
         "category": "flipped sign",
@@ -635,7 +635,7 @@ MUTANTS: list[dict[str, str]] = [
     # ---------------------------------------------------------------- kernels.py (NEG_LOG)
     {
         "id": "M59-kernels-neg-log-second-deriv-factor",
-        "file": "models/kernels.py",
+        "file": "models/flows/kernels.py",
         "old": "        return -2.0 * math.log(x) if x > 0.0 else math.inf\n",
         "new": "        return -math.log(x) if x > 0.0 else math.inf\n",
         "category": "wrong derivative",

@@ -7,7 +7,7 @@ for ever and p(t) = R·p_dir + q* with q* = z*·e1. Left: input 0's share on tok
 flow, tending to σ(z*) = 0.6155; right: 1 − cos(p, p_dir). Solid: the flow as traced on the
 full problem, until its within-set terms cancel to rounding and the integrator stalls (‖p‖ ≈
 31); dashed: the engine's trace past the hand-over, with the D part pinned at q*
-(models.shared).
+(models.flows.shared).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from models import failures
-from models.attention import PromptProblem
-from models.dynamics import converge
-from models.limits import follow
+from models.flows.dynamics import converge
+from models.flows.limits import follow
+from models.numerics import failures
+from models.problems.attention import PromptProblem
 from theorems.framework import figures
 from theorems.framework.figures import draws
 
