@@ -1054,8 +1054,11 @@ def _is_identity(E: np.ndarray) -> bool:
     return E.shape[0] == E.shape[1] and np.array_equal(E, np.eye(E.shape[0]))
 
 
-def _ntp_twin(inst: NTPInstance, name: str, fields: dict, rules: dict, **maps) -> Twin:
-    meta, dropped = _map_meta(inst.meta, name, {**_NTP_KEEP, **rules})
+def _mapped_twin(inst, name: str, fields: dict, rules: dict, keep: dict, **maps) -> Twin:
+    """An NTP or linear-NTP twin: ``fields`` replaced, the meta mapped by ``keep`` and
+    ``rules``, every map back the identity unless ``maps`` gives it; never exact scores (the
+    losses sum in another order)."""
+    meta, dropped = _map_meta(inst.meta, name, {**keep, **rules})
     twin = dataclasses.replace(inst, **fields, meta=meta)
     base = {
         "selection_back": _identity,
@@ -1063,10 +1066,15 @@ def _ntp_twin(inst: NTPInstance, name: str, fields: dict, rules: dict, **maps) -
         "tokens_back": _identity,
         "inputs_back": _identity,
         "vocab_back": _identity,
-        "embedding_back": _identity,
     }
     return Twin(
         name=name, instance=twin, exact_scores=False, dropped_meta=dropped, **{**base, **maps}
+    )
+
+
+def _ntp_twin(inst: NTPInstance, name: str, fields: dict, rules: dict, **maps) -> Twin:
+    return _mapped_twin(
+        inst, name, fields, rules, _NTP_KEEP, **{"embedding_back": _identity, **maps}
     )
 
 
@@ -1176,18 +1184,7 @@ def _ntp_coordinates(inst: NTPInstance, name: str, kind: str, rng) -> Twin | Non
 
 
 def _linear_twin(inst: LinearNTPInstance, name: str, fields: dict, rules: dict, **maps) -> Twin:
-    meta, dropped = _map_meta(inst.meta, name, {**_LINEAR_KEEP, **rules})
-    twin = dataclasses.replace(inst, **fields, meta=meta)
-    base = {
-        "selection_back": _identity,
-        "param_back": _identity,
-        "tokens_back": _identity,
-        "inputs_back": _identity,
-        "vocab_back": _identity,
-    }
-    return Twin(
-        name=name, instance=twin, exact_scores=False, dropped_meta=dropped, **{**base, **maps}
-    )
+    return _mapped_twin(inst, name, fields, rules, _LINEAR_KEEP, **maps)
 
 
 def permute_contexts(inst: LinearNTPInstance) -> Twin | None:
