@@ -843,18 +843,8 @@ def _embedding_coordinates(inst: EmbeddingInstance, name: str, kind: str, rng) -
 def _embedding_twin(
     inst: EmbeddingInstance, name: str, fields: dict, rules: dict, exact: bool = True, **maps
 ) -> Twin:
-    meta, dropped = _map_meta(inst.meta, name, {**_EMBEDDING_KEEP, **rules})
-    twin = dataclasses.replace(inst, **fields, meta=meta)
-    base = {
-        "selection_back": _identity,
-        "param_back": _identity,
-        "tokens_back": _identity,
-        "inputs_back": _identity,
-        "vocab_back": _identity,
-        "embedding_back": _identity,
-    }
-    return Twin(
-        name=name, instance=twin, exact_scores=exact, dropped_meta=dropped, **{**base, **maps}
+    return _mapped_twin(
+        inst, name, fields, rules, _EMBEDDING_KEEP, exact, **{"embedding_back": _identity, **maps}
     )
 
 
@@ -1054,10 +1044,12 @@ def _is_identity(E: np.ndarray) -> bool:
     return E.shape[0] == E.shape[1] and np.array_equal(E, np.eye(E.shape[0]))
 
 
-def _mapped_twin(inst, name: str, fields: dict, rules: dict, keep: dict, **maps) -> Twin:
-    """An NTP or linear-NTP twin: ``fields`` replaced, the meta mapped by ``keep`` and
-    ``rules``, every map back the identity unless ``maps`` gives it; never exact scores (the
-    losses sum in another order)."""
+def _mapped_twin(
+    inst, name: str, fields: dict, rules: dict, keep: dict, exact: bool = False, **maps
+) -> Twin:
+    """An embedding, NTP or linear-NTP twin: ``fields`` replaced, the meta mapped by ``keep``
+    and ``rules``, every map back the identity unless ``maps`` gives it; ``exact``: whether the
+    scores are the same bits (never for the NTP models: their losses sum in another order)."""
     meta, dropped = _map_meta(inst.meta, name, {**keep, **rules})
     twin = dataclasses.replace(inst, **fields, meta=meta)
     base = {
@@ -1068,7 +1060,7 @@ def _mapped_twin(inst, name: str, fields: dict, rules: dict, keep: dict, **maps)
         "vocab_back": _identity,
     }
     return Twin(
-        name=name, instance=twin, exact_scores=False, dropped_meta=dropped, **{**base, **maps}
+        name=name, instance=twin, exact_scores=exact, dropped_meta=dropped, **{**base, **maps}
     )
 
 
