@@ -75,6 +75,8 @@ ROWS = [
      lambda b: PromptProblem(b, t(SCORES), get_loss("logistic"))),
     ("problems.attention.PromptProblem.__post_init__", "scores",
      lambda b: PromptProblem(t(X), b, get_loss("logistic"))),
+    ("problems.attention.PromptProblem.__post_init__", "weights",
+     lambda b: PromptProblem(t(X), t(SCORES), get_loss("logistic"), b)),
     ("problems.attention.PromptProblem.from_data", "X",
      lambda b: PromptProblem.from_data(b, Y, V, W)),
     ("problems.attention.PromptProblem.from_data", "y",
@@ -223,7 +225,7 @@ GOOD = {
     "p0": P, "q": P, "k0": P, "q0": P, "Z": Z, "alpha": ALPHA, "E": E, "E1": E, "A": A,
     "b": np.ones(2), "duals": np.ones(2), "known": W, "embeddings": E, "H": np.eye(2),
     "P": np.array([[0.5, 0.5], [1.0, 0.0]]), "pi": np.array([0.5, 0.5]), "sequences": SEQ,
-    "s_star": np.array([0, 2]),
+    "s_star": np.array([0, 2]), "weights": np.ones(len(X)),
 }  # fmt: skip
 #: Arguments checked by ``as_index_array`` (a shape), the rest by dimension count.
 INDEX = {"alpha", "sequences", "s_star"}

@@ -311,7 +311,7 @@ def _condition(keys, gam, p, code):
     weights, and the largest logit spread Z_i (the log form's rounding grows with it)."""
     n, T, _ = keys.shape
     log_w, sign_w, r = np.empty((n, T)), np.empty((n, T)), np.empty(n, dtype=np.int64)
-    kernels.coefficients(keys, gam, p, code, 0.0, log_w, sign_w, r)
+    kernels.coefficients(keys, gam, kernels.mean_log_weights(keys), p, code, 0.0, log_w, sign_w, r)
     x = keys - keys[np.arange(n), r][:, None, :]
     there = (sign_w != 0) & (np.abs(x).max(axis=-1) > 0)  # terms that are there (combine)
     peak = log_w[there].max(initial=-math.inf)
@@ -334,8 +334,8 @@ def test_linear_and_log_fields_agree_to_their_rounding(seed):
         keys, gam, p = _random_case(rng, radius, ties=k % 3 == 0, twins=k % 4 == 0)
         code = int(rng.integers(0, 3))
         u_lin, u_log = np.empty(p.shape), np.empty(p.shape)
-        lin = kernels.field_linear(keys, gam, p, code, 0.0, u_lin)
-        log = kernels.field_log(keys, gam, p, code, 0.0, u_log)
+        lin = kernels.field_linear(keys, gam, kernels.mean_log_weights(keys), p, code, 0.0, u_lin)
+        log = kernels.field_log(keys, gam, kernels.mean_log_weights(keys), p, code, 0.0, u_log)
         if math.isnan(lin):
             continue
         answered += 1
@@ -358,7 +358,7 @@ def test_dispatched_field_matches_mpmath(radius, code):
         keys, gam, p = _random_case(rng, radius, ties=k == 1, twins=k == 2)
         problem = PromptProblem(keys, gam, LOSSES[code])
         u = np.empty(p.shape)
-        lgn = kernels.field(keys, gam, p, code, 0.0, u)
+        lgn = kernels.field(keys, gam, kernels.mean_log_weights(keys), p, code, 0.0, u)
         if lgn == -math.inf:  # a stationary point: the reference must say so too
             assert mp_gradient(problem, torch.from_numpy(p))[1] == 0
             continue
@@ -378,24 +378,47 @@ def test_linear_field_refuses_below_its_floor_and_ignores_twins_for_the_peak():
     gam = np.array([[1.0, 0.0]])
     keys = np.array([[[0.0], [-1.0]]])
     u = np.empty(1)
-    at_500 = kernels.field_linear(keys, gam, np.array([500.0]), kernels.LOGISTIC, 0.0, u)
+    at_500 = kernels.field_linear(
+        keys, gam, kernels.mean_log_weights(keys), np.array([500.0]), kernels.LOGISTIC, 0.0, u
+    )
     assert not math.isnan(at_500) and u[0] == 1.0
     far = np.array([700.0])
-    assert math.isnan(kernels.field_linear(keys, gam, far, kernels.LOGISTIC, 0.0, u))
-    lgn = kernels.field(keys, gam, far, kernels.LOGISTIC, 0.0, u)
+    assert math.isnan(
+        kernels.field_linear(
+            keys, gam, kernels.mean_log_weights(keys), far, kernels.LOGISTIC, 0.0, u
+        )
+    )
+    lgn = kernels.field(keys, gam, kernels.mean_log_weights(keys), far, kernels.LOGISTIC, 0.0, u)
     u_log = np.empty(1)
-    assert lgn == kernels.field_log(keys, gam, far, kernels.LOGISTIC, 0.0, u_log)
+    assert lgn == kernels.field_log(
+        keys, gam, kernels.mean_log_weights(keys), far, kernels.LOGISTIC, 0.0, u_log
+    )
     assert u[0] == u_log[0] == 1.0 and -720 < lgn < -690
     # beyond LINEAR_MAX_LEAD the linear form hands over before exponentiating, and the
     # answer is the log form's to the last bit
     beyond = np.array([kernels.LINEAR_MAX_LEAD + 1.0])
-    assert math.isnan(kernels.field_linear(keys, gam, beyond, kernels.LOGISTIC, 0.0, u))
-    lgn = kernels.field(keys, gam, beyond, kernels.LOGISTIC, 0.0, u)
-    assert lgn == kernels.field_log(keys, gam, beyond, kernels.LOGISTIC, 0.0, u_log)
+    assert math.isnan(
+        kernels.field_linear(
+            keys, gam, kernels.mean_log_weights(keys), beyond, kernels.LOGISTIC, 0.0, u
+        )
+    )
+    lgn = kernels.field(keys, gam, kernels.mean_log_weights(keys), beyond, kernels.LOGISTIC, 0.0, u)
+    assert lgn == kernels.field_log(
+        keys, gam, kernels.mean_log_weights(keys), beyond, kernels.LOGISTIC, 0.0, u_log
+    )
     twin_keys = np.array([[[0.0], [0.0], [-1.0]]])
     twin_gam = np.array([[1.0, 0.5, 0.0]])
-    assert math.isnan(kernels.field_linear(twin_keys, twin_gam, far, kernels.LOGISTIC, 0.0, u))
-    assert kernels.field(twin_keys, twin_gam, far, kernels.LOGISTIC, 0.0, u) > -math.inf
+    assert math.isnan(
+        kernels.field_linear(
+            twin_keys, twin_gam, kernels.mean_log_weights(twin_keys), far, kernels.LOGISTIC, 0.0, u
+        )
+    )
+    assert (
+        kernels.field(
+            twin_keys, twin_gam, kernels.mean_log_weights(twin_keys), far, kernels.LOGISTIC, 0.0, u
+        )
+        > -math.inf
+    )
 
 
 def _central_jacobian(keys, gam, p, code, param):
@@ -406,9 +429,9 @@ def _central_jacobian(keys, gam, p, code, param):
         h = 1e-5 * max(1.0, abs(p[j]))
         q = p.copy()
         q[j] = p[j] + h
-        kernels.field(keys, gam, q, code, param, up)
+        kernels.field(keys, gam, kernels.mean_log_weights(keys), q, code, param, up)
         q[j] = p[j] - h
-        kernels.field(keys, gam, q, code, param, um)
+        kernels.field(keys, gam, kernels.mean_log_weights(keys), q, code, param, um)
         jac[:, j] = (up - um) / (2 * h)
     return jac
 
@@ -424,9 +447,12 @@ def test_closed_form_jacobian_matches_central_differences(seed, code):
     for k in range(25):
         keys, gam, p = _random_case(rng, 10.0 ** rng.uniform(-1, 1.8), ties=k % 5 == 0)
         jac = np.empty((p.shape[0],) * 2)
-        if not kernels.field_jacobian(keys, gam, p, code, 0.3, jac):
+        if not kernels.field_jacobian(keys, gam, kernels.mean_log_weights(keys), p, code, 0.3, jac):
             u = np.empty(p.shape)
-            assert kernels.field(keys, gam, p, code, 0.3, u) == -math.inf
+            assert (
+                kernels.field(keys, gam, kernels.mean_log_weights(keys), p, code, 0.3, u)
+                == -math.inf
+            )
             continue
         ref = _central_jacobian(keys, gam, p, code, 0.3)
         scale = max(np.abs(ref).max(), np.abs(jac).max())
@@ -439,4 +465,6 @@ def test_closed_form_jacobian_refuses_a_stationary_point():
     """All scores equal: ∇L = 0 everywhere, so there is no unit field to differentiate."""
     keys = np.random.default_rng(0).normal(size=(2, 3, 2))
     jac = np.empty((2, 2))
-    assert not kernels.field_jacobian(keys, np.zeros((2, 3)), np.ones(2), 0, 0.0, jac)
+    assert not kernels.field_jacobian(
+        keys, np.zeros((2, 3)), kernels.mean_log_weights(keys), np.ones(2), 0, 0.0, jac
+    )

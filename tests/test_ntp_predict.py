@@ -8,6 +8,7 @@ The answers' closed forms (I1, I2, C12) are checked in tests/test_cli_ntp.py; he
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -82,7 +83,11 @@ def test_a_compatible_separable_linear_answer_is_every_documented_quantity():
     out, stages, wall = _timed(predict.predict_ntp_linear, H, P, pi)
     problem, compat, svm, W = _linear_expected(H, P, pi)
     assert tuple(out) == predict.LINEAR_FIELDS
-    assert stages == ["solving the NTP-SVM", f"running GD for {STEPS} steps (η = 0.5)"]
+    assert stages == [
+        "solving the NTP-SVM",
+        "following gradient flow on W (the engine)",
+        f"running GD for {STEPS} steps (η = 0.5)",
+    ]
     assert out["model"] == "ntp-linear" and out["status"] == "ok"
     assert out["entropy"] == problem.entropy() and out["dim_F"] == problem.dim_F
     assert out["compatible"] is True and out["compatibility_residual"] == compat.residual
@@ -108,6 +113,19 @@ def test_a_compatible_separable_linear_answer_is_every_documented_quantity():
     assert out["reason"] == (
         "compatible and separable: CE → H, P_F W(k) → W*, W(k)/‖W(k)‖ → W^mm/‖W^mm‖"
     )
+    # the engine's limit of gradient flow, against the closed forms of this instance (H = I,
+    # logit of token z at context j = W[z, j]): W* = log(7/3)/2 · (e_3 − e_2) e_1ᵀ; W^mm has
+    # W[0, 0] = W[1, 0] = ½ = −W[2, 0] = −W[3, 0] and the opposite signs in column 1
+    flow = out["flow"]
+    assert tuple(flow) == predict.LINEAR_FLOW_FIELDS
+    assert flow["kind"] == flow["status"] == "shared"
+    w_mm = np.array([[1.0, -1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, 1.0]]) / math.sqrt(8)
+    np.testing.assert_allclose(flow["W_dir"], w_mm, atol=2e-6)
+    w_star = np.zeros((4, 2))
+    w_star[3, 1], w_star[2, 1] = math.log(7 / 3) / 2, -math.log(7 / 3) / 2
+    np.testing.assert_allclose(flow["W_fin"], w_star, atol=1e-9)
+    assert flow["one_minus_cos_to_ntp_svm"] <= 1e-9 and flow["fin_error"] <= 1e-9
+    assert "shared-mass limit" in flow["reason"] and 0 < flow["seconds"] <= out["seconds"]
     assert 0.0 <= out["seconds"] <= wall
 
 
@@ -157,7 +175,11 @@ def test_an_undecided_ntp_svm_is_inconclusive_without_gd(monkeypatch):
     out, stages, wall = _timed(predict.predict_ntp_linear, H, P, pi)
     assert out["separable"] is None
     assert out["status"] == "inconclusive" and out["reason"] == svm.solution.reason != ""
-    assert out["gd"] is None and stages == ["solving the NTP-SVM"]
+    assert out["gd"] is None and stages == [
+        "solving the NTP-SVM",
+        "following gradient flow on W (the engine)",
+    ]
+    assert out["flow"]["kind"] == "shared"  # the engine follows the flow without the oracle
     assert 0.0 <= out["seconds"] <= wall
 
 

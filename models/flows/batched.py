@@ -188,6 +188,8 @@ def _common_loss(problems: tuple[PromptProblem, ...]) -> tuple[int, float]:
     for pr in problems:
         if not isinstance(pr, PromptProblem):
             raise ValueError(f"BatchedProblems: expected PromptProblem, got {type(pr).__name__}")
+        if pr.weights is not None:  # the batch's field divides by each problem's n (log_n)
+            raise ValueError("BatchedProblems: input-weighted problems are not batched")
     dims = sorted({pr.dim for pr in problems})
     if len(dims) > 1:
         raise ValueError(f"BatchedProblems: the problems' key dimensions differ: d in {dims}")

@@ -211,7 +211,9 @@ class _Coordinates:
             self.field_problem, self.offset, self.y0 = problem, None, p
         else:
             reduced_keys = torch.from_numpy(problem.keys.detach().numpy() @ self.basis)
-            self.field_problem = PromptProblem(reduced_keys, problem.scores, problem.loss)
+            self.field_problem = PromptProblem(
+                reduced_keys, problem.scores, problem.loss, problem.weights
+            )
             self.y0 = self.basis.T @ p
             self.offset = p - self.basis @ self.y0
 

@@ -26,6 +26,13 @@ import numpy as np
 from numba import njit
 
 
+def mean_log_weights(keys) -> np.ndarray:
+    """The ``log_wt`` argument of an unweighted problem: −log n for each of keys' n inputs
+    (L the mean of the input losses, as in the papers)."""
+    n = keys.shape[0]
+    return np.full(n, -math.log(n))
+
+
 @njit(cache=True)
 def input_logits(keys, i, p, z):
     """Input i's logits k_itᵀp into ``z`` (length T); returns its top-logit token, ties to the
@@ -111,7 +118,8 @@ def token_terms(keys, gam, p, log_sd, sign_sd, m, r):
 
 @njit(cache=True)
 def combine(keys, log_w, sign_w, r, vec):
-    """(1/n) Σ_it w_it (k_it − k_ir) = e^{scale}·vec with max|vec| = 1; returns scale.
+    """Σ_it w_it (k_it − k_ir) = e^{scale}·vec with max|vec| = 1; returns scale. The input
+    weights of L (1/n for the mean) are already in w (``coefficients``).
 
     The weights are (log|w|, sign w); they are rescaled by their maximum before any
     exponential, so the sum is exact up to rounding however small it is. Centring at the
@@ -156,7 +164,7 @@ def combine(keys, log_w, sign_w, r, vec):
         return -math.inf
     for k in range(d):
         vec[k] /= peak
-    return peak_w + math.log(peak) - math.log(n)
+    return peak_w + math.log(peak)
 
 
 #: Loss codes of the compiled path (models.problems.losses gives each loss its code). NEG_LOG is
@@ -192,27 +200,30 @@ def loss_log_neg_deriv(code, x, out):
 
 
 @njit(cache=True)
-def coefficients(keys, gam, p, code, param, log_w, sign_w, r):
-    """w_it = ℓ'(m_i)·s_it·(γ_it − m_i) as (log|w|, sign w) into ``log_w``, ``sign_w``."""
+def coefficients(keys, gam, log_wt, p, code, param, log_w, sign_w, r):
+    """w_it = ω_i·ℓ'(m_i)·s_it·(γ_it − m_i) as (log|w|, sign w) into ``log_w``, ``sign_w``;
+    ``log_wt`` (n,) holds log ω_i, input i's weight in L = Σ_i ω_i ℓ(m_i) (−log n each for
+    the mean; the linear NTP decoder's π_j·p̂_jz otherwise)."""
     n, T, _ = keys.shape
     m = np.empty(n)
     token_terms(keys, gam, p, log_w, sign_w, m, r)
     for i in range(n):
         log_lp, sign_lp = loss_log_deriv(code, param, m[i])
+        log_lp += log_wt[i]
         for t in range(T):
             log_w[i, t] += log_lp
             sign_w[i, t] *= sign_lp
 
 
 @njit(cache=True)
-def field_log(keys, gam, p, code, param, u):
+def field_log(keys, gam, log_wt, p, code, param, u):
     """The unit flow direction −∇L/‖∇L‖ into ``u``, every weight kept in log space; returns
     log‖∇L‖ (−inf and u = 0 at a stationary point). Exact however saturated the softmax is;
     ``field`` calls it where the linear-space form could lose a term to underflow."""
     n, T, _ = keys.shape
     log_w, sign_w = np.empty((n, T)), np.empty((n, T))
     r = np.empty(n, dtype=np.int64)
-    coefficients(keys, gam, p, code, param, log_w, sign_w, r)
+    coefficients(keys, gam, log_wt, p, code, param, log_w, sign_w, r)
     scale = combine(keys, log_w, sign_w, r, u)
     if scale == -math.inf:
         return -math.inf
@@ -254,7 +265,7 @@ def loss_deriv(code, param, x):
 
 
 @njit(cache=True)
-def field_linear(keys, gam, p, code, param, u):
+def field_linear(keys, gam, log_wt, p, code, param, u):
     """``field_log``'s arithmetic with the weights in linear space: one exponential per token
     instead of three transcendentals (12 against 24 µs at n·T = 800, d = 8:
     benchmarks/test_field_kernels.py). Returns log‖∇L‖ and writes
@@ -301,7 +312,7 @@ def field_linear(keys, gam, p, code, param, u):
             if gam[i, t] != gam_r:
                 dsum += e[t] * (gam[i, t] - gam_r)
         dev = dsum / total
-        lp = loss_deriv(code, param, gam_r + dev) / total
+        lp = loss_deriv(code, param, gam_r + dev) * math.exp(log_wt[i]) / total
         for t in range(T):
             if t == best:
                 continue
@@ -327,18 +338,18 @@ def field_linear(keys, gam, p, code, param, u):
         return math.nan
     for k in range(d):
         u[k] = -u[k] / norm
-    return math.log(norm) + math.log(peak) - math.log(n)
+    return math.log(norm) + math.log(peak)
 
 
 @njit(cache=True)
-def field(keys, gam, p, code, param, u):
+def field(keys, gam, log_wt, p, code, param, u):
     """The unit flow direction −∇L/‖∇L‖ into ``u``; returns log‖∇L‖ (−inf and u = 0 at a
     stationary point). One call for the tracer's every evaluation: the linear-space form
     where it is exact to rounding, the log-space form elsewhere (far out, saturated)."""
-    lgn = field_linear(keys, gam, p, code, param, u)
+    lgn = field_linear(keys, gam, log_wt, p, code, param, u)
     if lgn == lgn:  # not NaN
         return lgn
-    return field_log(keys, gam, p, code, param, u)
+    return field_log(keys, gam, log_wt, p, code, param, u)
 
 
 @njit(cache=True)
@@ -368,7 +379,7 @@ def selection(keys, p, r):
 
 
 @njit(cache=True)
-def field_jacobian_differences(keys, gam, p, code, param, jac):
+def field_jacobian_differences(keys, gam, log_wt, p, code, param, jac):
     """Forward differences of the unit flow field at p into ``jac`` (d, d): column j is
     (u(p + δ_j e_j) − u(p))/δ_j with δ_j = √ε·max(|p_j|, 1).
 
@@ -380,14 +391,14 @@ def field_jacobian_differences(keys, gam, p, code, param, jac):
     d = p.shape[0]
     u0 = np.empty(d)
     u1 = np.empty(d)
-    field(keys, gam, p, code, param, u0)
+    field(keys, gam, log_wt, p, code, param, u0)
     q = p.copy()
     root_eps = math.sqrt(2.220446049250313e-16)
     for j in range(d):
         step = root_eps * max(abs(p[j]), 1.0)
         q[j] = p[j] + step
         step = q[j] - p[j]  # the increment actually represented in float64
-        field(keys, gam, q, code, param, u1)
+        field(keys, gam, log_wt, q, code, param, u1)
         for k in range(d):
             jac[k, j] = (u1[k] - u0[k]) / step
         q[j] = p[j]
@@ -410,24 +421,25 @@ def loss_log_second_deriv(code, param, x):
 
 
 @njit(cache=True)
-def field_jacobian(keys, gam, p, code, param, jac):
+def field_jacobian(keys, gam, log_wt, p, code, param, jac):
     """The Jacobian (d, d) of the unit flow field u = −∇L/‖∇L‖ at p into ``jac``, in closed
     form: J = −(I − u uᵀ)·∇²L/‖∇L‖, one pass over the tokens (≈ one field evaluation plus
     O(n·T·d²)) instead of the d + 1 evaluations of ``field_jacobian_differences``.
 
     Per input, centred at its top-logit token r (x_t = k_t − k_r, c_t = γ_t − m):
     ∇m = Σ_t s_t c_t x_t =: a, ∇²m = Σ_t s_t c_t x_t x_tᵀ − a x̄ᵀ − x̄ aᵀ with x̄ = Σ_t s_t x_t,
-    and ∇²L = (1/n) Σ_i ℓ''(m_i) a_i a_iᵀ + ℓ'(m_i) ∇²m_i. For t ≠ r, s_t = e^{λ}·σ̃_t with
-    λ = (runner-up logit − top logit) ≤ 0 and σ̃_t ≤ 1, so every term is e^{λ} or e^{2λ} times
-    an O(1) quantity: those powers, ℓ', ℓ'' and 1/‖∇L‖ are combined in log space before one
-    exponential per input, as in ``field_log``; nothing underflows before it is weighed.
+    and ∇²L = Σ_i ω_i (ℓ''(m_i) a_i a_iᵀ + ℓ'(m_i) ∇²m_i) (ω_i = 1/n for the mean). For t ≠ r,
+    s_t = e^{λ}·σ̃_t with λ = (runner-up logit − top logit) ≤ 0 and σ̃_t ≤ 1, so every term
+    is e^{λ} or e^{2λ} times an O(1) quantity: those powers, ω_i, ℓ', ℓ'' and 1/‖∇L‖ are
+    combined in log space before one exponential per input, as in ``field_log``; nothing
+    underflows before it is weighed.
     Returns False (``jac`` undefined) at a stationary point or where a factor is not finite;
     the caller then differences the field. Only the integrator's Newton iterations read it
     (tests/test_kernels_ot.py compares it with differences and autograd).
     """
     n, T, d = keys.shape
     u = np.empty(d)
-    lgn = field(keys, gam, p, code, param, u)
+    lgn = field(keys, gam, log_wt, p, code, param, u)
     if not lgn > -math.inf:
         return False
     for j in range(d):
@@ -436,7 +448,6 @@ def field_jacobian(keys, gam, p, code, param, jac):
     z = np.empty(T)
     a = np.empty(d)
     xbar = np.empty(d)
-    log_n = math.log(n)
     for i in range(n):
         best = input_logits(keys, i, p, z)
         ref = -math.inf
@@ -458,9 +469,10 @@ def field_jacobian(keys, gam, p, code, param, jac):
         dev_tilde = dsum / total  # D = e^{λ}·dev_tilde
         m = gam_r + math.exp(lead) * dev_tilde
         log_lp, sign_lp = loss_log_deriv(code, param, m)
-        f2 = sign_lp * math.exp(log_lp + lead - lgn - log_n)  # ℓ'·e^{λ}/(n‖∇L‖)
-        f3 = sign_lp * math.exp(log_lp + 2.0 * lead - lgn - log_n)  # ℓ'·e^{2λ}/(n‖∇L‖)
-        f1 = math.exp(loss_log_second_deriv(code, param, m) + 2.0 * lead - lgn - log_n)
+        log_lp += log_wt[i]  # ω_i: 1/n for the mean
+        f2 = sign_lp * math.exp(log_lp + lead - lgn)  # ω_i·ℓ'·e^{λ}/‖∇L‖
+        f3 = sign_lp * math.exp(log_lp + 2.0 * lead - lgn)  # ω_i·ℓ'·e^{2λ}/‖∇L‖
+        f1 = math.exp(loss_log_second_deriv(code, param, m) + 2.0 * lead - lgn + log_wt[i])
         if not (abs(f1) < math.inf and abs(f2) < math.inf and abs(f3) < math.inf):
             return False
         for k in range(d):

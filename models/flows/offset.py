@@ -96,7 +96,8 @@ def equilibrium(problem: PromptProblem, alpha, p_mm, lam: float = 0.0) -> Equili
     margins = delta @ x
     support = np.abs(margins - 1.0) <= SUPPORT_TOL
     support[rows, alpha] = False
-    weights = -_loss_slopes(problem, alpha)[:, None] * (gam[rows, alpha][:, None] - gam) / n
+    omega = problem.input_weights.detach().cpu().numpy()[:, None]  # 1/n: the mean
+    weights = -_loss_slopes(problem, alpha)[:, None] * (gam[rows, alpha][:, None] - gam) * omega
     none = {"support": support, "weights": np.where(support, weights, 0.0)}
     if not norm > 0 or not np.isfinite(norm):
         return Equilibrium(None, "p^mm is 0 or not finite", **none)

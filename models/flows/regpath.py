@@ -310,6 +310,9 @@ def objective_for(problem, alpha=None) -> Objective:
     which is flat in float64 once L − L* < 1e-16·L* (spec §2.6); results then come back
     uncertified rather than wrong.
     """
+    if getattr(problem, "weights", None) is not None:
+        # the log gaps below normalise by n (L the mean of the input losses)
+        raise ValueError("reg_path: input-weighted problems are not supported")
     if _has_head_log_gap(problem):
         alpha = problem.psi_optimal_tokens() if alpha is None else np.asarray(alpha, np.int64)
         return Objective(

@@ -156,7 +156,7 @@ def equality_rows(keys: np.ndarray, sets: np.ndarray, tops: np.ndarray):
 
 
 def reduced_loss(problem: PromptProblem, sets: np.ndarray):
-    """L_S as a torch function of q ∈ ℝ^d (logits outside the sets at −∞; normaliser n)."""
+    """L_S as a torch function of q ∈ ℝ^d (logits outside the sets at −∞; L's input weights)."""
     keys, scores = problem.keys, problem.scores
     mask = torch.as_tensor(sets)
     neg_inf = torch.tensor(-math.inf, dtype=keys.dtype)
@@ -164,7 +164,9 @@ def reduced_loss(problem: PromptProblem, sets: np.ndarray):
     def value(q: torch.Tensor) -> torch.Tensor:
         logits = torch.where(mask, keys @ q, neg_inf)
         s = torch.softmax(logits, dim=-1)
-        return problem.loss.value((s * torch.where(mask, scores, 0.0)).sum(-1)).mean()
+        return problem.weighted_mean(
+            problem.loss.value((s * torch.where(mask, scores, 0.0)).sum(-1))
+        )
 
     return value
 
@@ -329,7 +331,9 @@ def pinned_problem(problem: PromptProblem, sets, tops, finite: FinitePart, perp:
         offsets[i, members] = top + math.log(total) - math.log(len(members))
         new_scores[i, members] = float(w @ scores[i, members]) / total
     pinned_keys = np.concatenate([reduced, offsets[..., None]], axis=-1)
-    return _Pinned(torch.from_numpy(pinned_keys), torch.from_numpy(new_scores), problem.loss)
+    return _Pinned(
+        torch.from_numpy(pinned_keys), torch.from_numpy(new_scores), problem.loss, problem.weights
+    )
 
 
 def shared_limit(

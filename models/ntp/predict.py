@@ -32,7 +32,7 @@ from models.flows.limits import Limit, bounded_message, shared_message
 from models.ntp.attention import ntp_attention, smoothness_bound
 from models.ntp.data import ntp_data
 from models.ntp.finite import finite_component, reduced_model
-from models.ntp.flow import flow_limit, prompt_view
+from models.ntp.flow import flow_limit, linear_flow_limit, prompt_view
 from models.ntp.gd import gd
 from models.ntp.graph import priority_graphs
 from models.ntp.linear import linear_ntp
@@ -51,8 +51,8 @@ NTP_FIELDS = tuple(
     "seconds".split()
 )
 LINEAR_FIELDS = tuple(
-    "model entropy compatible compatibility_residual W_star separable ntp_svm dim_F gd status "
-    "reason seconds".split()
+    "model entropy compatible compatibility_residual W_star separable ntp_svm dim_F gd flow "
+    "status reason seconds".split()
 )
 
 
@@ -110,6 +110,10 @@ def _label_shares(data, W_fin: np.ndarray) -> list[dict]:
 FLOW_FIELDS = tuple(
     "kind status W_dir W_fin one_minus_cos_to_graph_svm fin_error reason seconds".split()
 )
+#: The same for the linear decoder, compared with W^mm and W*.
+LINEAR_FLOW_FIELDS = tuple(
+    "kind status W_dir W_fin one_minus_cos_to_ntp_svm fin_error reason seconds".split()
+)
 
 
 def _unit_omc(a: np.ndarray, b: np.ndarray) -> float:
@@ -117,29 +121,29 @@ def _unit_omc(a: np.ndarray, b: np.ndarray) -> float:
     return 0.5 * float(np.sum((a / np.linalg.norm(a) - b / np.linalg.norm(b)) ** 2))
 
 
-def _flow_limit_parts(lim: Limit, d: int) -> tuple[np.ndarray | None, np.ndarray | None, str]:
+def _flow_limit_parts(lim: Limit, shape) -> tuple[np.ndarray | None, np.ndarray | None, str]:
     """(W_dir, W_fin, reason) of a certified limit: "converged" (one token per sample: the
     unit SVM direction of the selection, no finite part), "shared" (the unit equality SVM of
     the sets, W_fin = q*), "bounded" (no direction; the strict local minimiser, or W(0) where
-    L is constant), else neither."""
+    L is constant), else neither. ``shape``: W's (d×d attention, V×d decoder)."""
     out = lim.outcome
     if lim.kind == "converged":
         x = np.asarray(out.svm.x, dtype=np.float64)
-        return (x / np.linalg.norm(x)).reshape(d, d), np.zeros((d, d)), out.reason
+        return (x / np.linalg.norm(x)).reshape(shape), np.zeros(shape), out.reason
     if lim.kind == "shared":
         sh = lim.shared
         w = np.asarray(sh.direction.w, dtype=np.float64)
-        W_dir = (w / np.linalg.norm(w)).reshape(d, d)
+        W_dir = (w / np.linalg.norm(w)).reshape(shape)
         return (
             W_dir,
-            np.asarray(sh.finite.q, dtype=np.float64).reshape(d, d),
+            np.asarray(sh.finite.q, dtype=np.float64).reshape(shape),
             shared_message(sh, lim.symbol),
         )
     if lim.kind == "bounded":
         if lim.minimiser is not None:
-            W_fin = np.asarray(lim.minimiser.p, dtype=np.float64).reshape(d, d)
+            W_fin = np.asarray(lim.minimiser.p, dtype=np.float64).reshape(shape)
         elif lim.at_rest is not None:
-            W_fin = out.p.numpy().reshape(d, d)  # L is constant: the flow rests at W(0)
+            W_fin = out.p.numpy().reshape(shape)  # L is constant: the flow rests at W(0)
         else:
             W_fin = None  # a trapping interval: bounded, with no certified point
         return None, W_fin, bounded_message(lim)
@@ -163,7 +167,7 @@ def _flow(data, svm, fin) -> dict:
         }
     d = data.dim
     lim = flow_limit(data)
-    W_dir, W_fin, reason = _flow_limit_parts(lim, d)
+    W_dir, W_fin, reason = _flow_limit_parts(lim, (d, d))
     svm_W = None if svm.W is None or not svm.ok or svm.vacuous else np.asarray(svm.W)
     certified = ("converged", "shared", "bounded")
     return {
@@ -249,6 +253,35 @@ def predict_ntp(embeddings, sequences, labels, *, stage=_quiet) -> dict:
     return answer | {"status": status, "reason": reason} | _took(t0)
 
 
+def _linear_flow(problem, svm, compat) -> dict:
+    """``flow`` of the linear decoder: gradient flow on W from 0 followed by the engine
+    (``models.ntp.flow.linear_flow_limit``: CE as an input-weighted prompt problem), against
+    W^mm and W*: ``one_minus_cos_to_ntp_svm`` = 1 − cos(W_dir, W^mm) (null where either is
+    missing or W^mm is vacuous), ``fin_error`` = ‖W_fin(engine) − W*‖_F (null where either is
+    missing)."""
+    t0 = time.perf_counter()
+    lim = linear_flow_limit(problem)
+    W_dir, W_fin, reason = _flow_limit_parts(lim, (problem.vocab, problem.dim))
+    svm_W = None if svm.W is None or not svm.ok or svm.vacuous else np.asarray(svm.W)
+    certified = ("converged", "shared", "bounded")
+    return {
+        "kind": lim.kind,
+        "status": lim.kind if lim.kind in certified else lim.outcome.status,
+        "W_dir": None if W_dir is None else W_dir.tolist(),
+        "W_fin": None if W_fin is None else W_fin.tolist(),
+        "one_minus_cos_to_ntp_svm": (
+            None if W_dir is None or svm_W is None else _unit_omc(W_dir, svm_W)
+        ),
+        "fin_error": (
+            None
+            if W_fin is None or compat.W_star is None
+            else float(np.linalg.norm(W_fin - compat.W_star))
+        ),
+        "reason": reason,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
 def _took(t0: float) -> dict:
     return {"seconds": time.perf_counter() - t0}
 
@@ -276,10 +309,12 @@ def predict_ntp_linear(H, P, pi, *, stage=_quiet) -> dict:
         "ntp_svm": _qp_json(svm.status, svm.W, svm.solution) | {"vacuous": svm.vacuous},
         "dim_F": problem.dim_F,
     }
+    stage("following gradient flow on W (the engine)")
+    flow = _linear_flow(problem, svm, compat)
     if svm.separable is None:
         return (
             answer
-            | {"gd": None, "status": "inconclusive", "reason": svm.solution.reason}
+            | {"gd": None, "flow": flow, "status": "inconclusive", "reason": svm.solution.reason}
             | (_took(t0))
         )
     stage(f"running GD for {GD_STEPS} steps (η = {LINEAR_LR})")
@@ -299,6 +334,7 @@ def predict_ntp_linear(H, P, pi, *, stage=_quiet) -> dict:
         if svm.ok and not svm.vacuous:
             gd_answer["one_minus_corr"] = _one_minus_corr(W - compat.W_star, svm.W)
     answer["gd"] = gd_answer
+    answer["flow"] = flow
     if compat.compatible and svm.separable:
         status = "ok"
         reason = "compatible and separable: CE → H, P_F W(k) → W*, W(k)/‖W(k)‖ → W^mm/‖W^mm‖"

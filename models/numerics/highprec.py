@@ -21,6 +21,7 @@ _LOSSES = {
     "logistic": lambda x: mpmath.log1p(mpmath.exp(-x)),
     "exponential": lambda x: mpmath.exp(-x),
     "correlation": lambda x: -x,
+    "neg-log": lambda x: -mpmath.log(x),
 }
 
 
@@ -39,22 +40,29 @@ def _loss_value(problem):
     ell = _loss(problem.loss)
     keys = [[[mpmath.mpf(float(k)) for k in token] for token in x] for x in problem.keys]
     scores = [[mpmath.mpf(float(g)) for g in row] for row in problem.scores]
+    # the input weights ω_i (the mean's 1/n exactly, else the float64 weights' binary values)
+    given = getattr(problem, "weights", None)
+    omega = (
+        [mpmath.mpf(1) / len(keys)] * len(keys)
+        if given is None
+        else [mpmath.mpf(float(w)) for w in given]
+    )
 
     def value(q):
         total = mpmath.mpf(0)
-        for key_rows, gammas in zip(keys, scores, strict=True):
+        for key_rows, gammas, w_i in zip(keys, scores, omega, strict=True):
             logits = [mpmath.fsum(k * c for k, c in zip(row, q, strict=True)) for row in key_rows]
             top = max(logits)
             weights = [mpmath.exp(z - top) for z in logits]
             margin = mpmath.fsum(w * g for w, g in zip(weights, gammas, strict=True))
-            total += ell(margin / mpmath.fsum(weights))
-        return total / len(keys)
+            total += w_i * ell(margin / mpmath.fsum(weights))
+        return total
 
     return value
 
 
 def loss_gradient(problem, p: torch.Tensor, digits: int = 50) -> torch.Tensor:
-    """∇L(p) of a PromptProblem, L(p) = (1/n) Σ_i ℓ(Σ_t softmax(K_i p)_t γ_it), computed in
+    """∇L(p) of a PromptProblem, L(p) = Σ_i ω_i ℓ(Σ_t softmax(K_i p)_t γ_it), computed in
     ``digits`` decimal digits and rounded to float64."""
     with mpmath.workdps(digits):
         value = _loss_value(problem)

@@ -11,9 +11,13 @@ Two gradients are provided, and tests check that they agree where both are valid
 - ``gradient``: the closed form of spec §1.8 in ordinary floating point;
 - ``gradient_scaled``: the same vector in log space (a ScaledVector), exact in direction at
   any ‖p‖. Per input, with s = softmax(Kp) and m = Σ s_t γ_t,
-      ∇L = (1/n) Σ_i ℓ'(m_i) Σ_t c_it (k_it − k_ir),   c_it = s_it · Σ_u s_iu (γ_it − γ_iu),
+      ∇L = Σ_i ω_i ℓ'(m_i) Σ_t c_it (k_it − k_ir),   c_it = s_it · Σ_u s_iu (γ_it − γ_iu),
   where r is the input's top-logit token. Subtracting k_ir is free because Σ_t c_it = 0
   exactly, and it removes the one term (t = r) whose coefficient cancels catastrophically.
+
+L = Σ_i ω_i ℓ(m_i) with ω_i = 1/n (the papers' mean) unless the problem carries input
+weights: the linear NTP decoder of 2402.18551 is the prompt problem whose inputs are the
+pairs (context j, next token z), weighted by π̂_j·p̂_jz (models/ntp/flow.py).
 """
 
 from __future__ import annotations
@@ -72,11 +76,15 @@ def softmax_margins(keys: Tensor, scores: Tensor, p: Tensor) -> Tensor:
 
 @dataclass(frozen=True)
 class PromptProblem:
-    """Keys (n, T, k), scores (n, T) and a loss: everything that training p depends on."""
+    """Keys (n, T, k), scores (n, T) and a loss: everything that training p depends on.
+
+    ``weights`` (n,), optional: input i's weight ω_i in L = Σ_i ω_i ℓ(m_i), each > 0; None
+    (the default) is the mean, ω_i = 1/n."""
 
     keys: Tensor
     scores: Tensor
     loss: Loss
+    weights: Tensor | None = None
 
     def __post_init__(self):
         keys = as_float_tensor(self.keys, "keys", 3)
@@ -88,6 +96,34 @@ class PromptProblem:
         object.__setattr__(self, "keys", keys)
         object.__setattr__(self, "scores", scores)
         object.__setattr__(self, "loss", get_loss(self.loss))
+        if self.weights is not None:
+            weights = as_float_tensor(self.weights, "weights", 1)
+            if weights.shape[0] != keys.shape[0]:
+                raise ValueError(f"weights: expected {keys.shape[0]}, got {weights.shape[0]}")
+            if not bool((weights > 0).all()):
+                raise ValueError("weights: every input weight must be > 0")
+            object.__setattr__(self, "weights", weights)
+
+    @property
+    def input_weights(self) -> Tensor:
+        """ω (n,): the weights, or 1/n each."""
+        if self.weights is None:
+            return torch.full((self.n,), 1.0 / self.n, dtype=DTYPE)
+        return self.weights
+
+    def weighted_mean(self, values: Tensor) -> Tensor:
+        """Σ_i ω_i values_i over the last dimension (``mean`` itself when ω is uniform, so the
+        papers' problems keep their arithmetic)."""
+        if self.weights is None:
+            return values.mean(-1)
+        return values @ self.weights.to(values.device)
+
+    @cached_property
+    def log_weights_np(self) -> np.ndarray:
+        """log ω (n,) on the host, as the kernels take it."""
+        if self.weights is None:
+            return kernels.mean_log_weights(self.keys)
+        return np.ascontiguousarray(np.log(self.weights.detach().cpu().numpy()))
 
     @cached_property
     def _np(self) -> tuple[np.ndarray, ...]:
@@ -120,7 +156,7 @@ class PromptProblem:
         return np.ascontiguousarray(vt[:rank].T)
 
     @classmethod
-    def trusted(cls, keys: Tensor, scores: Tensor, loss) -> PromptProblem:
+    def trusted(cls, keys: Tensor, scores: Tensor, loss, weights=None) -> PromptProblem:
         """A problem from float64 tensors the caller has already checked (finite, matching
         shapes), without checking them again: for callers that build one per training step
         from a checked problem (joint (v, p) training), where the checks cost a third of the
@@ -129,6 +165,7 @@ class PromptProblem:
         object.__setattr__(problem, "keys", keys)
         object.__setattr__(problem, "scores", scores)
         object.__setattr__(problem, "loss", get_loss(loss))
+        object.__setattr__(problem, "weights", weights)
         return problem
 
     @classmethod
@@ -177,29 +214,29 @@ class PromptProblem:
         return softmax_margins(self.keys, self.scores, p)
 
     def loss_value(self, p: Tensor) -> Tensor:
-        """L(p) = (1/n) Σ_i ℓ(Y_i f(X_i)); differentiable by autograd."""
-        return self.loss.value(self.margins(p)).mean()
+        """L(p) = Σ_i ω_i ℓ(Y_i f(X_i)) (ω_i = 1/n: the mean); differentiable by autograd."""
+        return self.weighted_mean(self.loss.value(self.margins(p)))
 
     def loss_path(self, ps: Tensor) -> Tensor:
         """L at each row of ps (k, d) in one vectorised call (used to record trajectories)."""
         logits = torch.einsum("itd,kd->kit", self.keys, ps)
         margins = (torch.softmax(logits, dim=-1) * self.scores).sum(-1)
-        return self.loss.value(margins).mean(-1)
+        return self.weighted_mean(self.loss.value(margins))
 
     def selected(self, p: Tensor) -> Tensor:
         """The top-attention token of each input (ties: the lowest index)."""
         return torch.argmax(self.logits(p), dim=-1)
 
     def loss_floor(self, alpha) -> float:
-        """(1/n) Σ ℓ(γ_{iα_i}): the limit of L when every input attends only to α_i."""
+        """Σ_i ω_i ℓ(γ_{iα_i}): the limit of L when every input attends only to α_i."""
         alpha = torch.as_tensor(alpha, dtype=torch.long)
         chosen = self.scores[torch.arange(self.n), alpha]
-        return float(self.loss.value(chosen).mean())
+        return float(self.weighted_mean(self.loss.value(chosen)))
 
     def log_loss_gap(self, p: Tensor, alpha) -> float:
         """log(L(p) − L_floor(α)) where α_i is a top-score token of each input.
 
-        L − L* = (1/n) Σ_i [ℓ(γ_iα − δ_i) − ℓ(γ_iα)] with δ_i = Σ_u s_iu (γ_iα − γ_iu) ≥ 0; δ_i
+        L − L* = Σ_i ω_i [ℓ(γ_iα − δ_i) − ℓ(γ_iα)] with δ_i = Σ_u s_iu (γ_iα − γ_iu) ≥ 0; δ_i
         is a log-sum-exp of non-negative terms, so the gap keeps full relative accuracy when it
         is 1e-3000.
         """
@@ -218,7 +255,8 @@ class PromptProblem:
                 self.loss.log_neg_deriv(top) + log_delta,
                 torch.log(inc.clamp_min(0)),
             )
-        return float(torch.logsumexp(log_inc, dim=0)) - math.log(self.n)
+        log_wt = torch.from_numpy(self.log_weights_np).to(log_inc.device)
+        return float(torch.logsumexp(log_inc + log_wt, dim=0))
 
     # ---- gradients -------------------------------------------------------------------------
     def gradient(self, p: Tensor) -> Tensor:
@@ -227,7 +265,9 @@ class PromptProblem:
         m = (s * self.scores).sum(-1)
         c = s * (self.scores - m[:, None])
         lp = self.loss.deriv(m)
-        return torch.einsum("i,it,itk->k", lp, c, self.keys) / self.n
+        if self.weights is None:
+            return torch.einsum("i,it,itk->k", lp, c, self.keys) / self.n
+        return torch.einsum("i,it,itk->k", lp * self.weights, c, self.keys)
 
     def gradient_scaled(self, p: Tensor) -> ScaledVector:
         """∇L(p) as a ScaledVector: exact direction and log-norm at any ‖p‖ (see module doc)."""
@@ -237,7 +277,7 @@ class PromptProblem:
 
     def log_coefficients_np(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The gradient's per-token coefficients in log space: (log|w|, sign w, r), each (n, T)
-        but r (n,), with w_it = ℓ'(m_i)·s_it·(γ_it − m_i) and ∇L = (1/n) Σ_it w_it (k_it − k_ir).
+        but r (n,), with w_it = ω_i·ℓ'(m_i)·s_it·(γ_it − m_i) and ∇L = Σ_it w_it (k_it − k_ir).
 
         γ_it − m_i is formed relative to r, each input's top-logit token, in O(T) per input:
         γ_ir − m_i = −D_i with D_i = Σ_{u≠r} s_iu (γ_iu − γ_ir) kept in log space, and
@@ -253,14 +293,14 @@ class PromptProblem:
         code = self.loss.kernel_code
         if code is not None:
             param = self.loss.kernel_param
-            kernels.coefficients(keys, gam, p, code, param, log_w, sign_w, r)
+            kernels.coefficients(keys, gam, self.log_weights_np, p, code, param, log_w, sign_w, r)
             return log_w, sign_w, r
         # A loss the kernels do not know: the same token terms, ℓ' from the loss itself.
         m = np.empty(n)
         kernels.token_terms(keys, gam, p, log_w, sign_w, m, r)
         lp = self.loss.deriv(torch.from_numpy(m)).numpy()
         with np.errstate(divide="ignore"):
-            log_lp, sign_lp = np.log(np.abs(lp)), np.sign(lp)
+            log_lp, sign_lp = np.log(np.abs(lp)) + self.log_weights_np, np.sign(lp)
         return log_lp[:, None] + log_w, sign_lp[:, None] * sign_w, r
 
     def flow_field_np(self, p: np.ndarray) -> tuple[np.ndarray, float]:
@@ -276,7 +316,7 @@ class PromptProblem:
             return -vec / norm, log_scale + math.log(norm)
         u = np.empty(keys.shape[2])
         p = np.ascontiguousarray(p, dtype=np.float64)
-        lgn = kernels.field(keys, gam, p, code, self.loss.kernel_param, u)
+        lgn = kernels.field(keys, gam, self.log_weights_np, p, code, self.loss.kernel_param, u)
         return u, lgn
 
     def flow_jacobian_np(self, p: np.ndarray) -> np.ndarray | None:
@@ -292,8 +332,9 @@ class PromptProblem:
         jac = np.empty((keys.shape[2], keys.shape[2]))
         p = np.ascontiguousarray(p, dtype=np.float64)
         param = self.loss.kernel_param
-        if not kernels.field_jacobian(keys, gam, p, code, param, jac):
-            kernels.field_jacobian_differences(keys, gam, p, code, param, jac)
+        log_wt = self.log_weights_np
+        if not kernels.field_jacobian(keys, gam, log_wt, p, code, param, jac):
+            kernels.field_jacobian_differences(keys, gam, log_wt, p, code, param, jac)
         return jac
 
     def gradient_log_np(self, p: np.ndarray) -> tuple[float, np.ndarray]:
@@ -321,7 +362,7 @@ class PromptProblem:
         m0, m1 = deriv_bounds(self.loss, lo, hi)
         k2 = torch.linalg.matrix_norm(self.keys, ord=2) ** 2  # (n,)
         rng = self.scores.max(-1).values - self.scores.min(-1).values
-        return float((k2 * (m1 * rng**2 / 4 + 3 * m0 * rng)).mean())
+        return float(self.weighted_mean(k2 * (m1 * rng**2 / 4 + 3 * m0 * rng)))
 
 
 def deriv_bounds(loss: Loss, lo: float, hi: float) -> tuple[float, float]:

@@ -559,7 +559,7 @@ def descent_slope(prompt: PromptProblem, p: Tensor, positions) -> tuple[float, f
 
     ``positions`` is the (n, T) mask of where s* occurs, ``sequences == s*``.
 
-    = (1/n) Σ_i ℓ'(m_i) Σ_{t ∈ positions_i} s_it (γ_it − m_i), summed in log space term by term,
+    = Σ_i ω_i ℓ'(m_i) Σ_{t ∈ positions_i} s_it (γ_it − m_i), summed in log space term by term,
     so the sign stays exact at any ‖p‖ even when these terms are e^{-10⁴} below the rest of the
     gradient (which ``directional_derivative`` cannot resolve, and which the O(1e-16) residual
     of a computed q would swamp). Returns (log|value|, sign); (−inf, 0) when the slope is 0.
@@ -579,7 +579,7 @@ def descent_slope(prompt: PromptProblem, p: Tensor, positions) -> tuple[float, f
     log_abs, total_sign = signed_logsumexp_np(log_terms.reshape(-1), sign.reshape(-1), axis=0)
     if total_sign == 0:
         return NEG_INF, 0.0
-    return float(log_abs) - math.log(prompt.n), float(total_sign)
+    return float(log_abs), float(total_sign)  # the coefficients carry ω_i = 1/n
 
 
 # Lemma A.2's q, exactly: rational arithmetic on the float64 entries of E¹ and v -----------------

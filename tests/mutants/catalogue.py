@@ -93,8 +93,8 @@ MUTANTS: list[dict[str, str]] = [
     {
         "id": "M05-attention-smoothness-factor",
         "file": "models/problems/attention.py",
-        "old": "        return float((k2 * (m1 * rng**2 / 4 + 3 * m0 * rng)).mean())\n",
-        "new": "        return float((k2 * (m1 * rng**2 / 4 + m0 * rng)).mean())\n",
+        "old": "        return float(self.weighted_mean(k2 * (m1 * rng**2 / 4 + 3 * m0 * rng)))\n",
+        "new": "        return float(self.weighted_mean(k2 * (m1 * rng**2 / 4 + m0 * rng)))\n",
         "category": "dropped factor",
         "fault": "The Lipschitz constant of ∇L drops the factor 3 of ‖∇²_z m‖ ≤ 3R, so the "
         "'rigorous' smoothness bound L_p can fall below the true curvature and η = 1/L_p "
@@ -642,5 +642,37 @@ MUTANTS: list[dict[str, str]] = [
         "fault": "log ℓ'' of ℓ(x) = −log x is −log x (ℓ'' = 1/x) instead of −2 log x (1/x²): "
         "the closed-form Jacobian of the NTP flow field is wrong wherever the label mass is "
         "below 1 (only the stiff integrator's Newton iterations read it, as M51).",
+    },
+    # ---------------------------------------------------------------- input weights
+    {
+        "id": "M60-kernels-coefficients-ignore-input-weights",
+        "file": "models/flows/kernels.py",
+        "old": "        log_lp += log_wt[i]\n        for t in range(T):\n",
+        "new": "        for t in range(T):\n",
+        "category": "missing factor",
+        "fault": "the log-space gradient coefficients drop each input's weight ω_i: every input "
+        "counts 1 instead of 1/n (the papers' problems: ∇L scaled by n, direction unchanged) or "
+        "π̂_j·p̂_jz (the linear NTP decoder: the gradient of another loss, whose finite part is "
+        "not W*).",
+    },
+    {
+        "id": "M61-kernels-field-linear-ignores-input-weights",
+        "file": "models/flows/kernels.py",
+        "old": "        lp = loss_deriv(code, param, gam_r + dev) * math.exp(log_wt[i]) / total\n",
+        "new": "        lp = loss_deriv(code, param, gam_r + dev) / total\n",
+        "category": "missing factor",
+        "fault": "the linear-space field, the tracer's field wherever the softmax is not "
+        "saturated, weighs every input alike: the engine follows the unweighted loss's flow "
+        "(the linear NTP decoder's W(t) then relaxes to another finite part).",
+    },
+    {
+        "id": "M62-ntp-linear-view-weights-without-probabilities",
+        "file": "models/ntp/flow.py",
+        "old": "    weights = problem.pi[contexts] * problem.P[contexts, tokens]\n",
+        "new": "    weights = problem.pi[contexts] + 0 * problem.P[contexts, tokens]\n",
+        "category": "missing factor",
+        "fault": "the linear NTP decoder's inputs (j, z) are weighted by π̂_j alone, not "
+        "π̂_j·p̂_jz: the view's loss is the CE of uniform next-token distributions on the "
+        "supports, so the flow's finite part is the uniform split, not W*.",
     },
 ]
