@@ -22,7 +22,12 @@ from hypothesis import strategies as st
 from models.flows.limits import DIRECTION_TOL
 from models.flows.shared import BASIN_TOL, HANDOVER_TOL
 from models.ntp.flow import linear_view
-from strategies.ntp_linear import fig1_instances, linear_instances, one_hot_instances
+from strategies.ntp_linear import (
+    fig1_instances,
+    linear_instances,
+    nonseparable_fig1_instances,
+    one_hot_instances,
+)
 from theorems import claim, evidence
 from theorems.limits import flow
 from theorems.ntplinear.common import w_mm, w_star
@@ -50,6 +55,15 @@ BASIN = (
     "models.flows.shared.BASIN_TOL = 1e-2·max(1, ‖W*‖): the tracer controls W to rtol·‖W‖ = "
     "1e-5 × ‖W‖ at the hand-over, so the flow's F part is known to that accuracy only; the "
     "sharp statement about the flow there is its equilibrium's (FIN_BOUND)"
+)
+
+#: LIN-C11-FLOW: the limit of CE along the flow "is" H within this.
+LIMIT_TOL = evidence.tolerance(
+    1e-9,
+    "CE and H are O(1) sums of ≤ 50 terms (rounding ~1e-14); the limit is CE at a certified "
+    "point: a strict minimiser with gradient ≤ 1e-10 and the Hessian's smallest eigenvalue "
+    "≥ 1e-6 (bounded; its CE is within g²/λ ≲ 1e-14 of the minimum), q* of the reduced loss "
+    "(shared; gradient ≤ 1e-10 on D), or the selection's floor (converged, exact): 1e-9",
 )
 
 INSTANCES = st.one_of(
@@ -99,3 +113,36 @@ def test_flow_converges_to_wstar_plus_wmm(inst):
     err = float(np.linalg.norm(problem.project_F(handed) - Ws))
     evidence.slack("‖P_F W(t) − W*‖ at the hand-over", err, BASIN_TOL * scale, derivation=BASIN)
     assert err <= BASIN_TOL * scale, f"‖P_F W(t) − W*‖ = {err:.2e} at the hand-over"
+
+
+def _limit_loss(view, lim) -> float:
+    """lim_{t→∞} CE(W(t)) from the engine's certified limit: the reduced loss at q*
+    (shared: the mass off the sets vanishes and the split tends to q*'s), CE at the minimiser
+    or at rest (bounded), the selection's floor (converged)."""
+    if lim.kind == "shared":
+        return lim.shared.finite.loss
+    if lim.kind == "bounded":
+        if lim.minimiser is not None:
+            return float(view.loss_value(lim.minimiser.p))
+        if lim.at_rest is not None:
+            return float(view.loss_value(lim.outcome.p))
+        evidence.inconclusive("bounded in a trapping interval: no certified point to read CE at")
+    return view.loss_floor(lim.outcome.selected)
+
+
+@claim("LIN-C11-FLOW")
+@given(inst=st.one_of(nonseparable_fig1_instances(d=st.integers(2, 3)), INSTANCES))
+def test_compatible_enough_for_the_flow(inst):
+    """(Wrong) Compatibility alone suffices: whenever the data are NTP_H-compatible, gradient
+    flow from W(0) = 0 drives CE(W(t)) → H."""
+    evidence.instance(inst.to_json())
+    problem = inst.problem
+    w_star(problem)  # the premise: compatible (rejected otherwise)
+    view = linear_view(problem)
+    lim = flow(view, np.zeros(view.dim))
+    excess = _limit_loss(view, lim) - problem.entropy()
+    evidence.metric("lim CE(W(t)) − H", excess)
+    assert excess <= LIMIT_TOL, (
+        f"compatible data, yet CE(W(t)) → H + {excess:.4f} ({lim.describe()}; separable: "
+        f"{problem.ntp_svm().separable})"
+    )
