@@ -213,3 +213,49 @@ def test_relabelled_ntp_twin_reaches_its_certificate():
     labels = [int(pi[y]) for y in (2, 0, 1, 1)]
     lim = flow_limit(ntp_data(np.eye(4), seqs, labels))
     assert lim.kind == "shared", lim.reason
+
+
+def test_close_sets_adds_exactly_the_tokens_whose_difference_lies_in_D():
+    """D = span(e1) from input 0's set {0, 1}; input 1's token 0 differs from its top (token
+    1) by −2·e1 ∈ D and joins; the tokens that also differ along e2 stay out."""
+    keys = np.array([[[1.0, 0.0], [0.0, 0.0], [0.0, -5.0]], [[0.0, 0.0], [2.0, 0.0], [0.0, -3.0]]])
+    sets = np.array([[True, True, False], [False, True, False]])
+    closed = shared.close_sets(keys, sets, np.array([0, 1]))
+    assert closed.tolist() == [[True, True, False], [True, True, False]]
+    assert sets.tolist() == [[True, True, False], [False, True, False]]  # not modified
+    twins_only = np.array([[True, False, False], [False, True, False]])
+    assert shared.close_sets(keys, twins_only, np.array([0, 1])).tolist() == twins_only.tolist()
+
+
+def test_a_member_trailing_far_below_its_set_is_closed_in():
+    """The ladder's conflict draw k = 96 (small rung; undecided before the closure): inputs 1
+    and 2 share tokens {0, 1} (their keys differ along e1 only), so D = span(e1) and the flow's
+    finite part sets p_1; at it, input 0's token 0 trails token 1 by 1.53·p_1 ≈ 31, outside
+    the reading's log(T/1e-6), yet its logit gap is finite for ever: it belongs to the set.
+    Read without it, the equality SVM asks a margin along D and is infeasible."""
+    from models.ntp.qp import solve_equality_qp
+    from strategies.ladder import conflict_problem
+
+    pr = conflict_problem(3, 4, 2, 96)
+    keys, gam = pr._np
+    lim = follow(pr, None)
+    assert lim.kind == "shared", lim.describe()
+    sets = lim.shared.sets
+    assert sets[:, :2].all() and not sets[:, 2:].any()
+    p = lim.outcome.p.numpy()
+    tops = np.argmax(keys @ p, axis=1)
+    raw = shared.read_sets(keys, p, math.log(pr.T / 1e-6))
+    assert not raw[0, 0] and raw[0, 1]
+    A_in, A_eq = shared.equality_rows(keys, raw, tops)
+    assert solve_equality_qp(A_in, A_eq).status == "infeasible"
+    # q* by an independent formula: with two live tokens per input, dL/dq = (1/3) Σ_i
+    # ℓ'(m_i)(γ_i1 − γ_i0)·s_i0·s_i1·(k_i1 − k_i0), zero at the reduced loss's minimiser
+    q = lim.shared.finite.q
+    x = keys[:, 1] - keys[:, 0]
+    s1 = 1 / (1 + np.exp(-(x @ q)))
+    m = (1 - s1) * gam[:, 0] + s1 * gam[:, 1]
+    lp = -1 / (1 + np.exp(m))
+    grad = ((lp * (gam[:, 1] - gam[:, 0]) * s1 * (1 - s1))[:, None] * x).sum(0) / 3
+    assert np.abs(grad).max() <= 1e-12
+    share = lim.shared.shares[0][0]
+    assert share == pytest.approx(1 - s1[0], rel=1e-9) and 1e-15 < share < 1e-12

@@ -643,6 +643,17 @@ MUTANTS: list[dict[str, str]] = [
         "the closed-form Jacobian of the NTP flow field is wrong wherever the label mass is "
         "below 1 (only the stiff integrator's Newton iterations read it, as M51).",
     },
+    {
+        "id": "M63-shared-sets-not-closed",
+        "file": "models/flows/shared.py",
+        "old": "    return sets | (np.linalg.norm(off, axis=-1) <= SNAP_TOL * scale)\n",
+        "new": "    return sets.copy()\n",
+        "category": "missing step",
+        "fault": "the sets read from the flow are not closed under D: a token whose key differs "
+        "from its set's by a vector of D (its logit gap stays finite for ever, e^{-31} at the "
+        "reading) is left out, its margin row lies in D and the equality SVM is infeasible: "
+        "the shared limit is missed (undecided).",
+    },
     # ---------------------------------------------------------------- input weights
     {
         "id": "M60-kernels-coefficients-ignore-input-weights",
