@@ -723,3 +723,27 @@ def test_v_svm_rows_name_the_inputs():
     Z = np.array([[1.0, 0.0], [0.0, -1.0], [0.5, 0.5]])
     sol = svm.v_svm(Z, np.array([1.0, -1.0, 1.0]))
     assert sol.ok and sol.rows == (0, 1, 2)
+
+
+def test_polish_certifies_an_active_row_far_shorter_than_the_others():
+    """Rows of norms 3e-4 and 0.46 both active (the ladder's medium ties draw k = 47, reduced
+    to its two active rows and one inactive one): ‖p^mm‖ ≈ 7.7e3 and the short row's
+    multiplier ≈ 6e7, so its slack must be ~1e-16, not the ~1e-13 a normwise-stable solve
+    leaves in it (complementarity 1e-5: "inaccurate" before the polish scaled its rows). The
+    answer is the exact solution of the two active equations (50 digits)."""
+    import mpmath
+
+    A = np.array(
+        [
+            [0.00021437719603989436, -0.0002410967753444515],
+            [-0.4201934366297111, 0.19396193691913777],
+            [0.06864841855192017, -0.16560608771360535],
+        ]
+    )
+    sol = solve_margin_qp(A, np.ones(3))
+    assert sol.status == "optimal", sol.reason
+    with mpmath.workdps(50):
+        exact = mpmath.lu_solve(mpmath.matrix(A[:2].tolist()), mpmath.matrix([1, 1]))
+        exact = np.array([float(v) for v in exact])
+    np.testing.assert_allclose(sol.x, exact, rtol=1e-12)
+    assert sol.certificate.complementarity <= 1e-7 and (A @ sol.x)[2] > 1

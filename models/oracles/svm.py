@@ -514,7 +514,15 @@ def _polish(
     active = slack <= np.fmax(ACTIVE_TOL * max(1.0, float(np.linalg.norm(x))), duals)
     if not active.any():
         return None
-    x_pol = np.linalg.lstsq(A[active], b[active], rcond=None)[0]
+    # Each active row scaled to unit norm first: the solution set of A_S x = b_S is the same,
+    # but lstsq's backward error is normwise (ε·‖A_S‖·‖x‖ in every row's residual), and a
+    # row 2000× shorter than the others then kept a slack of ~1e-13 that its multiplier
+    # (∝ ‖x‖/‖a_j‖, 6e7 on the ladder's medium ties draw k = 47) turned into a complementarity
+    # of 1e-5: no point passed the certificate. Scaled, each residual is ε·‖x‖ of its own row.
+    rows_S = A[active]
+    norms = np.linalg.norm(rows_S, axis=1)
+    norms[norms == 0.0] = 1.0
+    x_pol = np.linalg.lstsq(rows_S / norms[:, None], b[active] / norms, rcond=None)[0]
     row_scale = float(np.linalg.norm(A, axis=1).max()) * float(np.linalg.norm(x_pol))
     if (b - A @ x_pol).max() > POLISH_FEASIBILITY_TOL * max(1.0, row_scale):
         return None

@@ -654,6 +654,17 @@ MUTANTS: list[dict[str, str]] = [
         "reading) is left out, its margin row lies in D and the equality SVM is infeasible: "
         "the shared limit is missed (undecided).",
     },
+    {
+        "id": "M64-svm-polish-rows-unscaled",
+        "file": "models/oracles/svm.py",
+        "old": "    norms[norms == 0.0] = 1.0\n",
+        "new": "    norms[:] = 1.0\n",
+        "category": "numerical accuracy",
+        "fault": "the active-set polish solves A_S x = b_S without scaling its rows: lstsq's "
+        "normwise backward error leaves a short active row a slack of ~ε·‖A_S‖·‖x‖, which its "
+        "large multiplier turns into a complementarity above the certificate's 1e-7: an "
+        "ill-conditioned SVM comes back inaccurate (the flow undecided), never wrong.",
+    },
     # ---------------------------------------------------------------- input weights
     {
         "id": "M60-kernels-coefficients-ignore-input-weights",
