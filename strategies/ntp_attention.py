@@ -5,6 +5,10 @@
   seeded stream, as the official ``check_asyc=False`` loop does) until some query graph has a
   cycle, "acyclic" until none has, "any" keeps the first draw.
 - ``orthonormal_ntp_instances`` (b): the same sequences over E = I_K (d = K).
+- ``with_repeated_tokens``: a draw of another strategy where, by a drawn choice, each
+  sequence's first token is replaced by a copy of its second (repeated tokens).
+- ``medium_ntp_instances``: (a) and (b), with repeats, at sizes of the size ladder's medium
+  rung (``strategies.ladder``), for the engine's flow on W (issue 23).
 - ``chain_ntp_instances`` (c): per query a random total order c_0 ⇒ … ⇒ c_m = query, one
   sample per suffix (I1's shape): every graph acyclic, every order total.
 - ``log_odds_instances``: per query one or two cycles C, every sample labelled in C holding
@@ -115,6 +119,68 @@ def official_ntp_instances(draw, n=6, T=4, K=6, d=8, graphs="cyclic"):
 def orthonormal_ntp_instances(draw, n=6, T=4, K=6, graphs="any"):
     """Generator (b): the official sequences over the orthonormal vocabulary E = I_K."""
     return _official(draw, n, T, K, None, graphs, orthonormal=True)
+
+
+@st.composite
+def with_repeated_tokens(draw, base):
+    """A draw of ``base`` where, by a drawn choice, each sequence's first token is replaced by a
+    copy of its second (unless the first is its label): repeated tokens are twins for the
+    engine (one key), and the NTP loss counts them. Where a sequence changed, the instance no
+    longer claims distinct tokens (nor the official generator's data); ``meta["repeats"]``."""
+    inst = draw(base)
+    if not draw(st.booleans()):
+        return inst
+    seqs = [
+        (s[1], *s[1:]) if len(s) > 2 and s[0] != y else tuple(s)
+        for s, y in zip(inst.sequences, inst.labels, strict=True)
+    ]
+    names, meta = set(inst.assumptions), dict(inst.meta)
+    if any(len(set(s)) < len(s) for s in seqs):
+        names -= {DISTINCT_TOKENS, OFFICIAL_NTP}
+        meta["repeats"] = True
+    return type(inst)(
+        inst.embeddings, tuple(seqs), inst.labels, assumptions=names, seed=inst.seed, meta=meta
+    )
+
+
+#: The NTP sizes drawn at the medium rung of the size ladder (issue 23;
+#: ``strategies.ladder.RUNGS["medium"]``: n, T ≤ 32, d ≤ 128), each range starting above the
+#: small claims' (n ≤ 10, T ≤ 5, K ≤ 8, d ≤ 8). The engine's flow on W lives in ℝ^{d²}, and
+#: its implicit integrator factors d²×d² Jacobians, so d stays ≤ 12 (d² ≤ 144) rather than the
+#: rung's 128: a ci budget (measured, one draw at a time on 2 shared cores: 0.2–4 s at d ≤ 12
+#: as a rule, one 19 s; 26–85 s at d = 14–16 with n ≥ 20, every one of those decided and
+#: holding). T ≤ K (T distinct tokens), and an orthonormal vocabulary has d = K ≤ 12.
+MEDIUM_NTP = {"n": (11, 32), "T": (6, 32), "K": (9, 32), "d": (9, 12)}
+MEDIUM_ORTHONORMAL_NTP = {"n": (11, 32), "T": (6, 12), "K": (9, 12)}
+
+
+@st.composite
+def _rung_official(draw, sizes, graphs):
+    n = draw(st.integers(*sizes["n"]))
+    T = draw(st.integers(*sizes["T"]))
+    K = draw(st.integers(max(T, sizes["K"][0]), sizes["K"][1]))
+    d = draw(st.integers(*sizes["d"]))
+    return _official(draw, n, T, K, d, draw(st.sampled_from(graphs)), orthonormal=False)
+
+
+@st.composite
+def _rung_orthonormal(draw, sizes):
+    n = draw(st.integers(*sizes["n"]))
+    T = draw(st.integers(*sizes["T"]))
+    K = draw(st.integers(max(T, sizes["K"][0]), sizes["K"][1]))
+    return _official(draw, n, T, K, None, "any", orthonormal=True)
+
+
+def medium_ntp_instances():
+    """The official generator (a), its priority graphs cyclic, acyclic or as first drawn (the
+    official redraw loop), and its sequences over the orthonormal vocabulary (b), each with
+    repeated tokens by a drawn choice, at the medium rung's sizes (``MEDIUM_NTP``,
+    ``MEDIUM_ORTHONORMAL_NTP``): n in [11, 32], T in [6, 32], K in [max(T, 9), 32], d in
+    [9, 12] (d ≤ 12: the flow on W has d² coordinates), and for E = I_K, K = d ≤ 12."""
+    return st.one_of(
+        with_repeated_tokens(_rung_official(MEDIUM_NTP, ("any", "cyclic", "acyclic"))),
+        with_repeated_tokens(_rung_orthonormal(MEDIUM_ORTHONORMAL_NTP)),
+    )
 
 
 @st.composite

@@ -21,13 +21,18 @@ from strategies.instances import (
     ORTHONORMAL_VOCAB,
     REALIZABLE_LABELS,
 )
+from strategies.ladder import RUNGS
 from strategies.ntp_attention import (
+    MEDIUM_NTP,
+    MEDIUM_ORTHONORMAL_NTP,
     chain_ntp_instances,
     log_odds_instances,
+    medium_ntp_instances,
     official_ntp_data,
     official_ntp_instances,
     orthonormal_ntp_instances,
     partial_cycle_instances,
+    with_repeated_tokens,
 )
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
@@ -126,6 +131,41 @@ def test_partial_cycle(inst):
     assert all(R[x, y] for x in (a, b, c) for y in (a, b, c))
     assert all(len(set(s) & {a, b, c}) == 2 for s in inst.sequences)
     assert Counter(inst.labels) == {int(t): n for t, n in inst.meta["counts"].items()}
+
+
+@FAST
+@given(inst=with_repeated_tokens(official_ntp_instances(n=st.integers(2, 8), T=st.integers(3, 5))))
+def test_repeated_tokens_claim_distinct_tokens_only_where_they_are(inst):
+    distinct = all(len(set(s)) == len(s) for s in inst.sequences)
+    assert (DISTINCT_TOKENS in inst.assumptions) == distinct
+    assert (OFFICIAL_NTP in inst.assumptions) == distinct
+    assert ("repeats" in inst.meta) == (not distinct)
+    assert inst.meta["generator"] == "official"
+    for seq, y in zip(inst.sequences, inst.labels, strict=True):
+        assert y in seq and len(set(seq[1:])) == len(seq) - 1
+
+
+def test_the_medium_sizes_lie_in_the_medium_rung():
+    box = RUNGS["medium"]
+    for sizes in (MEDIUM_NTP, MEDIUM_ORTHONORMAL_NTP):
+        assert sizes["n"][1] <= box.n_max and sizes["T"][1] <= box.T_max
+        assert sizes.get("d", sizes["K"])[1] <= box.d_max
+        assert sizes["T"][0] <= sizes["K"][1]  # a sequence holds T distinct tokens of K
+
+
+@settings(FAST, max_examples=6)
+@given(inst=medium_ntp_instances())
+def test_medium_instances_stay_in_their_sizes(inst):
+    sizes = MEDIUM_ORTHONORMAL_NTP if ORTHONORMAL_VOCAB in inst.assumptions else MEDIUM_NTP
+    T = len(inst.sequences[0])
+    assert {len(s) for s in inst.sequences} == {T}  # the engine's prompt view needs one T
+    assert sizes["n"][0] <= inst.n <= sizes["n"][1] and sizes["T"][0] <= T <= sizes["T"][1]
+    assert max(T, sizes["K"][0]) <= inst.num_tokens <= sizes["K"][1]
+    lo, hi = sizes.get("d", sizes["K"])
+    assert lo <= inst.dim <= hi
+    assert RUNGS["medium"].contains(inst.n, T, inst.dim)
+    if "repeats" not in inst.meta:
+        _common(inst)
 
 
 def test_official_generator_replays():
