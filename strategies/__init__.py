@@ -26,6 +26,7 @@ from strategies.embedding import (
     gaussian_init,
     general_frequency_instances,
     k_level_instances,
+    rung_single_relevant_token_instances,
     single_relevant_token_instances,
     two_relevant_instances,
     zipf_corpus,
@@ -117,6 +118,7 @@ __all__ = [
     # trained embeddings (2505.17282)
     "gaussian_init",
     "single_relevant_token_instances",
+    "rung_single_relevant_token_instances",
     "general_frequency_instances",
     "k_level_instances",
     "two_relevant_instances",

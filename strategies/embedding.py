@@ -32,6 +32,7 @@ from strategies.instances import (
     ZIPF_CORPUS,
     EmbeddingInstance,
 )
+from strategies.ladder import RUNGS
 from strategies.prompt import _draw, _float_arg, _generator, _int_arg, _labels, _perm
 
 Tensor = torch.Tensor
@@ -40,6 +41,7 @@ DEFAULT_DIMS = (64, 128, 256)
 
 __all__ = [
     "single_relevant_token_instances",
+    "rung_single_relevant_token_instances",
     "general_frequency_instances",
     "k_level_instances",
     "two_relevant_instances",
@@ -180,6 +182,41 @@ def single_relevant_token_instances(
             "negative_tokens": tuple(neg_ids),
             "irrelevant_tokens": tuple(range(n_pos + n_neg, vocab)),
         },
+    )
+
+
+#: G1's own counts of relevant token ids, which the rungs keep (the recipe's n_pos, n_neg).
+G1_RELEVANT_IDS = (1, 3)
+
+
+@st.composite
+def rung_single_relevant_token_instances(draw, rung: str = "medium"):
+    """Generator G1 on a rung of the size ladder (``strategies.ladder.RUNGS``): the same recipe
+    as ``single_relevant_token_instances`` (n_pos, n_neg ∈ [1, 3], η0 ∈ {20, 50, 100}, Gaussian
+    E⁰, unit head), with its sizes drawn over the rung's box instead of the spec's ranges:
+    n = 2·n_pairs ≤ n_max (n_pairs ∈ [1, n_max // 2]), T ∈ [2, min(T_max, nT_max // n)], the
+    irrelevant tokens n_irr ∈ [1, d_max − 1 − n_pos − n_neg] and d ∈ [|S| + 1, d_max], so that
+    |S| ≤ d − 1 (DIM_EXCEEDS_VOCAB) always holds. At the medium rung (n, T ≤ 32, d ≤ 128) that
+    reaches sequences four times longer than the spec's (T ≤ 8), vocabularies of up to 127
+    tokens (spec: ≤ 36) and d down to |S| + 1 (spec: d ≥ 64 ≥ |S| + 28); n ≤ 32 and d ≤ 128
+    stay below the spec's n ≤ 120 and d ≤ 256."""
+    box = RUNGS[rung]
+    lo, hi = G1_RELEVANT_IDS
+    n_pairs = draw(st.integers(1, box.n_max // 2))
+    T = draw(st.integers(2, min(box.T_max, box.nT_max // (2 * n_pairs))))
+    n_pos = draw(st.integers(lo, min(hi, box.d_max - 3)))  # room for |S| ≥ n_pos + 2 < d
+    n_neg = draw(st.integers(lo, min(hi, box.d_max - 2 - n_pos)))
+    n_irr = draw(st.integers(1, box.d_max - 1 - n_pos - n_neg))
+    vocab = n_pos + n_neg + n_irr
+    return draw(
+        single_relevant_token_instances(
+            n_pairs=n_pairs,
+            T=T,
+            n_pos=n_pos,
+            n_neg=n_neg,
+            n_irr=n_irr,
+            d=st.integers(vocab + 1, box.d_max),
+        )
     )
 
 

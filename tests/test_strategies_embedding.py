@@ -26,11 +26,13 @@ from strategies import (
     EmbeddingInstance,
     general_frequency_instances,
     k_level_instances,
+    rung_single_relevant_token_instances,
     single_relevant_token_instances,
     two_relevant_instances,
     zipf_corpus,
     zipf_instance,
 )
+from strategies.ladder import RUNGS
 
 DTYPE = torch.float64
 FAST = settings(max_examples=25, deadline=None)
@@ -91,6 +93,22 @@ def test_g1_dimension_override_builds_controls(inst):
     assert inst.vocab_size > inst.d - 1
     assert DIM_EXCEEDS_VOCAB not in inst.assumptions
     assert SINGLE_RELEVANT_TOKEN in inst.assumptions
+
+
+@FAST
+@given(rung=st.sampled_from(["small", "medium", "large"]), data=st.data())
+def test_g1_on_a_rung_stays_in_its_box_and_keeps_assumption_1(rung, data):
+    """The medium-rung claims' data (EMB-FLOW-*-MEDIUM): G1 with sizes in the rung's box and
+    |S| ≤ d − 1, so the theorem's hypotheses other than the one-step precondition hold."""
+    inst = data.draw(rung_single_relevant_token_instances(rung))
+    _assert_common(inst)
+    assert RUNGS[rung].contains(inst.n, inst.sequences.shape[1], inst.d)
+    assert {SINGLE_RELEVANT_TOKEN, DIM_EXCEEDS_VOCAB, UNIT_HEAD} <= inst.assumptions
+    assert inst.vocab_size <= inst.d - 1
+    seqs = inst.sequences.numpy()
+    for i in range(inst.n):
+        assert np.isin(seqs[i], sorted(inst.relevant)).sum() == 1
+        assert seqs[i][np.isin(seqs[i], sorted(inst.relevant))][0] == int(inst.s_star[i])
 
 
 # ---- G2 --------------------------------------------------------------------------------------

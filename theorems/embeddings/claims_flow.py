@@ -421,6 +421,10 @@ class TheoremFlow:
     def p_far(self) -> np.ndarray:
         return self.run.path.final
 
+    @property
+    def far_norm(self) -> float:
+        return float(np.linalg.norm(self.p_far))
+
 
 def theorem_flow(inst: EmbeddingInstance) -> TheoremFlow:
     """The §3.3 instance (rejected when its hypotheses fail) and its traced flow: the shared
@@ -523,21 +527,33 @@ def test_softmax_selects_relevant_token(inst):
     token of each sequence."""
     flow = theorem_flow(inst)
     assert flow.stall is None, flow.stall
-    prep, p_far = flow.prep, flow.p_far
-    chosen = attended_tokens(prep, p_far)
+    chosen = attended_tokens(flow.prep, flow.p_far)
     wrong = torch.nonzero(chosen != inst.s_star).flatten().tolist()
     assert not wrong, (
         f"at ‖p‖ = {R_FAR:g} the flow attends to {chosen[wrong].tolist()} not s* in {wrong}"
     )
-    off = float(other_mass(prep.prompt, p_far, star_positions(inst)).max())
+    off = mass_off_star(flow)
+    assert off <= SELECT_TOL, f"mass {off:.3e} stays off s* at ‖p‖ = {flow.far_norm:.3g}"
+    gap, linear = star_gap_growth(flow)
+    assert gap >= GAP_GROWTH_FRACTION * linear, f"min gap {gap:.4g} < ‖p‖/(2‖p̂‖) = {linear / 2:.4g}"
+
+
+def mass_off_star(flow: TheoremFlow) -> float:
+    """The largest softmax mass off s*(i) over the sequences at the path's end."""
+    off = float(other_mass(flow.prep.prompt, flow.p_far, star_positions(flow.prep.inst)).max())
     evidence.slack("mass_off_s_star", off, SELECT_TOL)
-    assert off <= SELECT_TOL, f"mass {off:.3e} stays off s* at ‖p‖ = {np.linalg.norm(p_far):.3g}"
-    gap, svm = min_star_gap(prep, p_far), cls_svm_of(prep)
+    return off
+
+
+def star_gap_growth(flow: TheoremFlow) -> tuple[float, float]:
+    """(min_i,s (E_{s*(i)} − E_s)ᵀp, ‖p‖/‖p̂‖) at the path's end; the example is inconclusive
+    when the `<cls>` SVM oracle fails."""
+    gap, svm = min_star_gap(flow.prep, flow.p_far), cls_svm_of(flow.prep)
     if not svm.ok:
         evidence.inconclusive(f"`<cls>` SVM oracle: {svm.status}")
-    linear = float(np.linalg.norm(p_far)) / float(svm.norm)  # ‖p‖/‖p̂‖
+    linear = flow.far_norm / float(svm.norm)  # ‖p‖/‖p̂‖
     evidence.metric("min_gap_over_norm_margin", gap / linear)
-    assert gap >= GAP_GROWTH_FRACTION * linear, f"min gap {gap:.4g} < ‖p‖/(2‖p̂‖) = {linear / 2:.4g}"
+    return gap, linear
 
 
 @dataclass(frozen=True)
@@ -636,11 +652,17 @@ def test_direction_converges_to_cls_svm(inst):
     if outcome.status == "inconclusive":  # the oracle, or ‖p‖ = 1e8 reached undecided
         evidence.inconclusive(outcome.reason)
     assert outcome.status == "converged", f"converge(): {outcome.status}"
+    omc = direction_error(outcome, svm)
+    assert omc <= DIRECTION_TOL, f"1 − cos(p, p̂) = {omc:.3e} > {DIRECTION_TOL:g}"
+
+
+def direction_error(outcome, svm) -> float:
+    """1 − cos(p, p̂) between converge()'s certified direction and the `<cls>` SVM solution."""
     omc = one_minus_cos(outcome.p, svm.x)
     evidence.slack("one_minus_cos", omc, DIRECTION_TOL)
     evidence.metric("svm_norm", float(svm.norm))
     evidence.metric("norm_at_convergence", float(outcome.p.norm()))
-    assert omc <= DIRECTION_TOL, f"1 − cos(p, p̂) = {omc:.3e} > {DIRECTION_TOL:g}"
+    return omc
 
 
 @dataclass(frozen=True)
@@ -705,14 +727,19 @@ def test_cls_svm_feasible(inst):
     SVM of E¹ is feasible, because p_ls = E¹⁺1_rel meets every constraint with equality; hence
     ‖p̂‖ ≤ ‖p_ls‖."""
     prep = prepare(inst)
-    relevant = completely_positive(inst.sequences, inst.y, inst.vocab_size)
-    relevant |= completely_negative(inst.sequences, inst.y, inst.vocab_size)
-    p_ls = max_margin_feasible_point(prep.step.E1, relevant)
-    svm = cls_svm_of(prep)
+    p_ls, svm = least_squares_point(prep), cls_svm_of(prep)
     assert svm.status != "infeasible", f"the `<cls>` SVM is infeasible: {svm.reason}"
     bound = float(p_ls.norm()) + SVM_NORM_SLACK
     evidence.slack("svm_norm_over_p_ls", float(svm.norm), bound)
     assert float(svm.norm) <= bound, f"‖p̂‖ = {float(svm.norm):.6g} > ‖p_ls‖ = {bound:.6g}"
+
+
+def least_squares_point(prep: Prepared) -> torch.Tensor:
+    """p_ls = E¹⁺1_rel, 1_rel the indicator of the completely positive or negative tokens."""
+    inst = prep.inst
+    relevant = completely_positive(inst.sequences, inst.y, inst.vocab_size)
+    relevant |= completely_negative(inst.sequences, inst.y, inst.vocab_size)
+    return max_margin_feasible_point(prep.step.E1, relevant)
 
 
 # ---------------------------------------------------------------------------------------------
