@@ -165,9 +165,15 @@ def _flow(data, svm, fin) -> dict:
             "reason": str(err),
             "seconds": time.perf_counter() - t0,
         }
-    d = data.dim
-    lim = flow_limit(data)
-    W_dir, W_fin, reason = _flow_limit_parts(lim, (d, d))
+    fin_W = np.asarray(fin.W) if fin.converged else None
+    return _flow_block(flow_limit(data), (data.dim, data.dim), svm, fin_W, "graph_svm", t0)
+
+
+def _flow_block(lim: Limit, shape, svm, fin_W, svm_name: str, t0: float) -> dict:
+    """The ``flow`` block of a certified (or undecided) limit against the oracle's SVM
+    (``one_minus_cos_to_<svm_name>``; null where either direction is missing or the SVM is
+    vacuous) and finite part ``fin_W`` (``fin_error``; null where either is missing)."""
+    W_dir, W_fin, reason = _flow_limit_parts(lim, shape)
     svm_W = None if svm.W is None or not svm.ok or svm.vacuous else np.asarray(svm.W)
     certified = ("converged", "shared", "bounded")
     return {
@@ -175,13 +181,11 @@ def _flow(data, svm, fin) -> dict:
         "status": lim.kind if lim.kind in certified else lim.outcome.status,
         "W_dir": None if W_dir is None else W_dir.tolist(),
         "W_fin": None if W_fin is None else W_fin.tolist(),
-        "one_minus_cos_to_graph_svm": (
+        f"one_minus_cos_to_{svm_name}": (
             None if W_dir is None or svm_W is None else _unit_omc(W_dir, svm_W)
         ),
         "fin_error": (
-            None
-            if W_fin is None or not fin.converged
-            else float(np.linalg.norm(W_fin - np.asarray(fin.W)))
+            None if W_fin is None or fin_W is None else float(np.linalg.norm(W_fin - fin_W))
         ),
         "reason": reason,
         "seconds": time.perf_counter() - t0,
@@ -261,25 +265,8 @@ def _linear_flow(problem, svm, compat) -> dict:
     missing)."""
     t0 = time.perf_counter()
     lim = linear_flow_limit(problem)
-    W_dir, W_fin, reason = _flow_limit_parts(lim, (problem.vocab, problem.dim))
-    svm_W = None if svm.W is None or not svm.ok or svm.vacuous else np.asarray(svm.W)
-    certified = ("converged", "shared", "bounded")
-    return {
-        "kind": lim.kind,
-        "status": lim.kind if lim.kind in certified else lim.outcome.status,
-        "W_dir": None if W_dir is None else W_dir.tolist(),
-        "W_fin": None if W_fin is None else W_fin.tolist(),
-        "one_minus_cos_to_ntp_svm": (
-            None if W_dir is None or svm_W is None else _unit_omc(W_dir, svm_W)
-        ),
-        "fin_error": (
-            None
-            if W_fin is None or compat.W_star is None
-            else float(np.linalg.norm(W_fin - compat.W_star))
-        ),
-        "reason": reason,
-        "seconds": time.perf_counter() - t0,
-    }
+    shape = (problem.vocab, problem.dim)
+    return _flow_block(lim, shape, svm, compat.W_star, "ntp_svm", t0)
 
 
 def _took(t0: float) -> dict:
