@@ -468,3 +468,18 @@ def test_closed_form_jacobian_refuses_a_stationary_point():
     assert not kernels.field_jacobian(
         keys, np.zeros((2, 3)), kernels.mean_log_weights(keys), np.ones(2), 0, 0.0, jac
     )
+
+
+def test_closed_form_jacobian_refuses_overflowing_factors_also_without_the_jit():
+    """A twin of the top token sets the runner-up gap λ to 0 while the field comes from a token
+    e^{-800} below, so ℓ'·e^{λ}/‖∇L‖ overflows. Compiled, math.exp gives inf and the kernel
+    refuses (False: the caller differences the field); as plain Python (NUMBA_DISABLE_JIT=1,
+    the numerics matrix's environment) math.exp raised OverflowError before ``exp_or_inf``."""
+    keys = np.array([[[0.0], [0.0], [-1.0]]])
+    gam = np.array([[1.0, 0.5, 0.0]])
+    p = np.array([800.0])
+    log_wt = kernels.mean_log_weights(keys)
+    jac = np.empty((1, 1))
+    assert not kernels.field_jacobian(keys, gam, log_wt, p, kernels.LOGISTIC, 0.0, jac)
+    assert not kernels.field_jacobian.py_func(keys, gam, log_wt, p, kernels.LOGISTIC, 0.0, jac)
+    assert kernels.exp_or_inf(710.0) == math.inf and kernels.exp_or_inf(1.0) == math.e

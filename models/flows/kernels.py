@@ -420,6 +420,19 @@ def loss_log_second_deriv(code, param, x):
     return math.log(2.0)
 
 
+#: log of the largest float64: e^x overflows above it.
+LOG_MAX = 709.782712893384
+
+
+@njit(cache=True)
+def exp_or_inf(x):
+    """e^x, or +inf where it overflows: what the compiled kernel's math.exp gives, also where
+    the kernels run as plain Python (NUMBA_DISABLE_JIT=1), whose math.exp raises OverflowError
+    instead (found by the numerics matrix's JIT-off environment: the Jacobian's factors of a
+    saturated flow, which the caller then refuses and differences)."""
+    return math.inf if x > LOG_MAX else math.exp(x)
+
+
 @njit(cache=True)
 def field_jacobian(keys, gam, log_wt, p, code, param, jac):
     """The Jacobian (d, d) of the unit flow field u = −∇L/‖∇L‖ at p into ``jac``, in closed
@@ -470,9 +483,9 @@ def field_jacobian(keys, gam, log_wt, p, code, param, jac):
         m = gam_r + math.exp(lead) * dev_tilde
         log_lp, sign_lp = loss_log_deriv(code, param, m)
         log_lp += log_wt[i]  # ω_i: 1/n for the mean
-        f2 = sign_lp * math.exp(log_lp + lead - lgn)  # ω_i·ℓ'·e^{λ}/‖∇L‖
-        f3 = sign_lp * math.exp(log_lp + 2.0 * lead - lgn)  # ω_i·ℓ'·e^{2λ}/‖∇L‖
-        f1 = math.exp(loss_log_second_deriv(code, param, m) + 2.0 * lead - lgn + log_wt[i])
+        f2 = sign_lp * exp_or_inf(log_lp + lead - lgn)  # ω_i·ℓ'·e^{λ}/‖∇L‖
+        f3 = sign_lp * exp_or_inf(log_lp + 2.0 * lead - lgn)  # ω_i·ℓ'·e^{2λ}/‖∇L‖
+        f1 = exp_or_inf(loss_log_second_deriv(code, param, m) + 2.0 * lead - lgn + log_wt[i])
         if not (abs(f1) < math.inf and abs(f2) < math.inf and abs(f3) < math.inf):
             return False
         for k in range(d):
