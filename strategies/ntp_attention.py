@@ -15,6 +15,9 @@
   all of C (the log-odds case of §2.4), several SCCs per graph, optional lower tokens.
 - ``partial_cycle_instances``: per query a 3-cycle whose samples each hold only two of its
   members (control C6: the log-odds case fails).
+- ``i1_instance``, ``i2_instance``, ``c6_instance``: the spec's fixed instances I1 (§2.3), I2
+  (§2.4) and control C6's; ``named_ntp_instance``: one of those or an official draw by name
+  ("official-<seed>"), for the claims' fixed pools.
 
 Size arguments accept an int or a strategy; every continuous value comes from one drawn seed
 into numpy's ``default_rng``. Random properties (acyclicity, independent embeddings) are
@@ -281,3 +284,79 @@ def partial_cycle_instances(draw, K=st.integers(4, 6), extra_dims=st.integers(0,
     names = graph_assumptions(E, seqs, labels)
     meta = {"generator": "partial_cycle", "cycle": [a, b, c], "query": k, "counts": mult}
     return NTPInstance(E, seqs, labels, assumptions=names, seed=seed, meta=meta)
+
+
+# ---- the paper's fixed instances (spec §2.3, §2.4, C6) and the named official draws ----------
+
+
+def i1_instance() -> NTPInstance:
+    """Chain I1 (spec §2.3): E = I₄, ([1,2,3,0],1), ([2,3,0],2), ([3,0],3). Promises realizable
+    labels, distinct tokens, an orthonormal (hence independent) vocabulary and acyclic graphs."""
+    names = {REALIZABLE_LABELS, DISTINCT_TOKENS, ORTHONORMAL_VOCAB, ACYCLIC_GRAPHS}
+    names.add(INDEPENDENT_EMBEDDINGS)
+    return NTPInstance(
+        np.eye(4),
+        [[1, 2, 3, 0], [2, 3, 0], [3, 0]],
+        [1, 2, 3],
+        assumptions=names,
+        meta={"id": "I1"},
+    )
+
+
+def i2_embeddings() -> np.ndarray:
+    """I2's vocabulary: 5 unit rows in R^6 from numpy's default_rng(0) (independent)."""
+    E = np.random.default_rng(0).standard_normal((5, 6))
+    return E / np.linalg.norm(E, axis=1, keepdims=True)
+
+
+I2_SEQUENCES = [[1, 2, 3, 0]] * 3 + [[3, 4, 0], [3, 1, 4], [1, 2, 4], [2, 3, 4]]
+I2_LABELS = [1, 1, 2, 3, 3, 2, 2]
+
+
+def i2_instance() -> NTPInstance:
+    """Instance I2 (spec §2.4): K=5, d=6, query 0 with the {1, 2} cycle (counts 2:1). Promises
+    realizable labels, distinct tokens, a cyclic graph, independent embeddings and the log-odds
+    case (every sample labelled in the cycle holds all of it)."""
+    names = {REALIZABLE_LABELS, DISTINCT_TOKENS, CYCLIC_GRAPH, INDEPENDENT_EMBEDDINGS}
+    names.add(LOG_ODDS_CASE)
+    return NTPInstance(
+        i2_embeddings(), I2_SEQUENCES, I2_LABELS, assumptions=names, meta={"id": "I2"}
+    )
+
+
+def c6_instance() -> NTPInstance:
+    """Control C6's instance: E = I₄, query 0, ([1,2,0],1)×2, ([2,3,0],2), ([3,1,0],3). Promises
+    realizable labels, distinct tokens, a cyclic graph (the 3-cycle {1, 2, 3}, each sample
+    holding two of its members: not the log-odds case) and an orthonormal vocabulary."""
+    names = {REALIZABLE_LABELS, DISTINCT_TOKENS, CYCLIC_GRAPH, ORTHONORMAL_VOCAB}
+    names.add(INDEPENDENT_EMBEDDINGS)
+    seqs = [[1, 2, 0], [1, 2, 0], [2, 3, 0], [3, 1, 0]]
+    return NTPInstance(np.eye(4), seqs, [1, 1, 2, 3], assumptions=names, meta={"id": "C6"})
+
+
+def named_ntp_fields(name: str):
+    """(E, sequences, labels) of a named instance: "I1", "I2", or "official-<seed>" (generator
+    (a) with its default sizes, cyclic, from that seed). Pure."""
+    if name == "I1":
+        return np.eye(4), [[1, 2, 3, 0], [2, 3, 0], [3, 0]], [1, 2, 3]
+    if name == "I2":
+        return i2_embeddings(), I2_SEQUENCES, I2_LABELS
+    E, seqs, labels, _ = official_ntp_data(int(name.split("-")[1]))
+    return E, seqs, labels
+
+
+def named_ntp_instance(name: str) -> NTPInstance:
+    """The instance a name stands for (``named_ntp_fields``), built anew at each call, with
+    meta {"id": name}: I1 and I2 as above; an official draw promises realizable labels,
+    distinct tokens, the official generator and a cyclic graph (it redraws until one query's
+    graph has a cycle), and independent embeddings where E has full row rank."""
+    if name == "I1":
+        return i1_instance()
+    if name == "I2":
+        return i2_instance()
+    E, seqs, labels = named_ntp_fields(name)
+    names = {REALIZABLE_LABELS, DISTINCT_TOKENS, OFFICIAL_NTP, CYCLIC_GRAPH}
+    if np.linalg.matrix_rank(E) == E.shape[0]:
+        names.add(INDEPENDENT_EMBEDDINGS)
+    seed = int(name.split("-")[1])
+    return NTPInstance(E, seqs, labels, assumptions=names, seed=seed, meta={"id": name})

@@ -22,6 +22,8 @@ with an event only if none fits.
 - ``incompatible_instances``: control C12's family: a context embedding repeated with another
   distribution on the same support, so the log-odds equations contradict each other.
 - ``resampled``: the same instance with new probabilities on the same supports.
+- ``pooled_prefix_instance``: App. C's single instance of an autoregressive corpus (every
+  prefix a context).
 """
 
 from __future__ import annotations
@@ -288,3 +290,19 @@ def resampled(inst: LinearNTPInstance, seed: int) -> LinearNTPInstance:
     rng = np.random.default_rng([seed, 2])
     P = dirichlet_rows(rng, inst.problem.support)
     return classify(inst.H, P, inst.pi, seed=inst.seed, meta={**inst.meta, "resampled": seed})
+
+
+def pooled_prefix_instance(sequences, V: int, embed) -> LinearNTPInstance:
+    """App. C: every prefix (of every length) of every sequence is a context; π̂ its share of
+    all next-token positions, p̂ its next-token frequencies. ``embed`` maps a prefix (a tuple)
+    to its context embedding, called once per distinct prefix in sorted order. Promises no
+    assumption: every π̂_j > 0 and every row of p̂ sums to 1 by construction, unclassified."""
+    counts: dict[tuple, np.ndarray] = {}
+    for seq in sequences:
+        for t in range(1, len(seq)):
+            counts.setdefault(tuple(seq[:t]), np.zeros(V))[seq[t]] += 1
+    ctx = sorted(counts)
+    n = np.array([counts[c].sum() for c in ctx])
+    P = np.array([counts[c] / counts[c].sum() for c in ctx])
+    H = np.stack([embed(c) for c in ctx], axis=1)
+    return LinearNTPInstance(H, P, n / n.sum(), meta={"family": "autoregressive"})

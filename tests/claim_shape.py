@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAPERS = ("maxmargin", "embeddings", "tfsvm", "mirror")
+PAPERS = ("maxmargin", "embeddings", "tfsvm", "mirror", "ntp", "ntplinear")
 MAX_DOCSTRING = 6
 _RECORD = {"record", "_record", "record_corpus"}
 _STRATEGY_METHODS = {"map", "flatmap", "filter"}

@@ -71,8 +71,11 @@ from strategies import (
 )
 from strategies.instances import ORTHONORMAL_VOCAB, PRESCRIBED_SCORES
 from strategies.ntp_attention import (
+    c6_instance,
     chain_ntp_instances,
     graph_assumptions,
+    i1_instance,
+    i2_instance,
     log_odds_instances,
     official_ntp_instances,
     orthonormal_ntp_instances,
@@ -99,7 +102,7 @@ from strategies.twins import (
     rotate_embedding,
     twins_of,
 )
-from theorems.ntp.common import c6_instance, i1, i2, solve_svm
+from theorems.ntp.common import solve_svm
 
 SMALL = settings(max_examples=20, deadline=None)
 #: Two certified SVM solutions of one problem (the oracle polishes to ~1e-12; issue 21's bound).
@@ -561,7 +564,7 @@ NTP_DRAWS = st.one_of(
     log_odds_instances(),
     partial_cycle_instances(),
 )
-NTP_PAPER = [i1(), i2(), c6_instance()]
+NTP_PAPER = [i1_instance(), i2_instance(), c6_instance()]
 LINEAR_DRAWS = st.one_of(
     linear_instances(),
     overparameterized_instances(extra=st.integers(0, 2)),
@@ -785,7 +788,7 @@ def test_linear_ntp_twins_of_the_fig1_instance():
 
 
 def test_control_ntp_ids_relabelled_without_the_embedding_rows_fails_the_loss_check():
-    inst = i2()
+    inst = i2_instance()
     twin = relabel_tokens(inst)
     check_ntp_loss(inst, twin)
     wrong = dataclasses.replace(
@@ -796,7 +799,7 @@ def test_control_ntp_ids_relabelled_without_the_embedding_rows_fails_the_loss_ch
 
 
 def test_control_ntp_rotation_mapped_back_the_wrong_way_fails_the_loss_and_svm_checks():
-    inst = i2()
+    inst = i2_instance()
     twin = rotate_embedding(inst)
     check_ntp_theory(inst, twin)
     back = np.stack([np.ravel(twin.param_back(e.reshape(6, 6))) for e in np.eye(36)], axis=1)

@@ -19,6 +19,9 @@ from models.ntp.data import ntp_data
 from models.ntp.finite import finite_component
 from models.ntp.graph import priority_graphs
 from strategies.ntp_attention import (
+    c6_instance,
+    i1_instance,
+    i2_instance,
     log_odds_instances,
     official_ntp_instances,
     partial_cycle_instances,
@@ -27,12 +30,9 @@ from theorems import claim, evidence
 from theorems.ntp.common import (
     POOL,
     batched_attention_gd,
-    c6_instance,
-    i1,
-    i2,
     one_minus_corr,
+    pool_case,
     pool_data,
-    pool_instance,
     pool_iterate,
     pool_limits,
     pooled_graphs,
@@ -84,15 +84,16 @@ def _fin(data):
 
 
 def _converged_run(name):
-    """W(1e5) of a pool case, after checking that GD reached W_svm's direction."""
-    evidence.instance(pool_instance(name).to_json())
-    W_svm = evidence.solved(pool_limits(name).svm, "graph-SVM").W
+    """A pool case's instance, W(1e5) and W_svm, after checking that GD reached W_svm's
+    direction."""
+    inst, lim = pool_case(name)
+    W_svm = evidence.solved(lim.svm, "graph-SVM").W
     W = pool_iterate(name, 100_000)
     own = one_minus_corr(W, W_svm)
     evidence.metric("1 − corr(W, W_svm) at 1e5", own)
     if not own <= OWN_DIR:
         evidence.inconclusive("GD has not reached W_svm's direction: the example cannot tell")
-    return W, W_svm
+    return inst, W, W_svm
 
 
 @claim("NTP-C1-POOLED")
@@ -100,15 +101,14 @@ def _converged_run(name):
 def test_pooled_graph(name):
     """(Wrong) One priority graph pooled over all queries gives the SVM that GD converges to
     in direction."""
-    W, _ = _converged_run(name)
-    inst = pool_instance(name)
+    inst, W, _ = _converged_run(name)
     wrong = evidence.solved(solve_svm(inst.data, pooled_graphs(inst.data)), "pooled SVM").W
     gap = one_minus_corr(W, wrong)
     assert gap <= DIR_1E5, f"1 − corr(W(1e5), W_pooled) = {gap:.3f} > {DIR_1E5:g}"
 
 
 @claim("NTP-C2-WEAK")
-@example(inst=i2())
+@example(inst=i2_instance())
 @given(inst=official_ntp_instances())
 def test_weak_components(inst):
     """(Wrong) The weakly connected components may stand in for the SCCs: the SVM with equality
@@ -127,7 +127,7 @@ def test_weak_components(inst):
 
 
 @claim("NTP-C3-SINGLE")
-@example(inst=i2())
+@example(inst=i2_instance())
 @given(inst=official_ntp_instances())
 def test_single_token_svm(inst):
     """(Wrong) The SVM with margin ≥ 1 on every edge of the priority graphs (every token its
@@ -146,8 +146,8 @@ def test_single_token_svm(inst):
 def test_loss_goes_to_zero(name):
     """(Wrong) Gradient descent drives the NTP loss to 0 (the attention collapses onto the
     label)."""
-    W, _ = _converged_run(name)
-    loss = pool_instance(name).model.loss(W)
+    inst, W, _ = _converged_run(name)
+    loss = inst.model.loss(W)
     evidence.metric("L(W(1e5))", loss)
     assert loss <= ZERO_LOSS, (
         f"L(W(1e5)) = {loss:.4f} > {ZERO_LOSS:g}; L* = {pool_limits(name).fin.loss:.4f}"
@@ -158,7 +158,7 @@ def test_loss_goes_to_zero(name):
 @given(name=CASES)
 def test_residual_converges(name):
     """(Wrong) W(k) − R(k)·W_svm → W_fin, with R(k) fitted by least squares."""
-    W, W_svm = _converged_run(name)
+    _, W, W_svm = _converged_run(name)
     W_fin = pool_limits(name).fin.W
     R = float(np.sum((W - W_fin) * W_svm) / np.sum(W_svm * W_svm))
     residual = float(np.linalg.norm(W - R * W_svm - W_fin))
@@ -205,7 +205,7 @@ def _duplicated(inst, i):
 
 
 @claim("NTP-C8-DUP-FIN")
-@example(inst=i2(), i=2)
+@example(inst=i2_instance(), i=2)
 @given(inst=st.one_of(official_ntp_instances(), log_odds_instances()), i=st.integers(0, 100))
 def test_duplicate_keeps_w_fin(inst, i):
     """(Wrong) Duplicating a sample leaves the finite component W_fin unchanged."""
@@ -217,7 +217,7 @@ def test_duplicate_keeps_w_fin(inst, i):
 
 
 @claim("NTP-C8-DUP-SVM")
-@example(inst=i2(), i=3)
+@example(inst=i2_instance(), i=3)
 @given(inst=st.one_of(official_ntp_instances(), log_odds_instances()), i=st.integers(0, 100))
 def test_duplicate_changes_w_svm(inst, i):
     """(Wrong) Duplicating a sample changes the graph-SVM W_svm."""
@@ -233,7 +233,7 @@ def test_duplicate_changes_w_svm(inst, i):
 @given(name=CASES)
 def test_rate_one_over_k(name):
     """(Wrong) GD's directional error decays like 1/k: 1 − corr(W(k), W_svm) ≤ C/k."""
-    _, W_svm = _converged_run(name)
+    _, _, W_svm = _converged_run(name)
     g3 = one_minus_corr(pool_iterate(name, 1_000), W_svm)
     g5 = one_minus_corr(pool_iterate(name, 100_000), W_svm)
     evidence.metric("(1 − corr at 1e5)/(1 − corr at 1e3)", g5 / g3)
@@ -259,8 +259,7 @@ def _NGD():
 def test_ngd_reaches_w_fin(name):
     """(Wrong) Normalized GD with a constant step reaches the finite component:
     P_cyc W(k) → W_fin."""
-    evidence.instance(pool_instance(name).to_json())
-    lim = pool_limits(name)
+    _, lim = pool_case(name)
     b = NGD_CASES.index(name)
     errs = [
         float(np.linalg.norm(lim.p_cyc(_NGD().W[k][b]) - lim.fin.W))
@@ -274,7 +273,7 @@ def test_ngd_reaches_w_fin(name):
 
 
 @claim("NTP-C17-FROZEN")
-@given(inst=st.just(i1()))
+@given(inst=st.just(i1_instance()))
 def test_official_ngd_keeps_converging(inst):
     """(Wrong) The official ε-normalised NGD keeps converging at any length: run twice as
     long, it keeps lowering the attention mass off the label."""

@@ -17,7 +17,7 @@ from scipy.special import logsumexp
 
 from models.ntp.data import ntp_data
 from models.ntp.graph import priority_graphs
-from strategies.ntp_attention import official_ntp_data
+from strategies.ntp_attention import named_ntp_instance, official_ntp_data
 from theorems import claim, evidence
 from theorems.ntp.common import (
     INITS,
@@ -26,9 +26,8 @@ from theorems.ntp.common import (
     corr,
     limits,
     one_minus_corr,
-    pool_instance,
+    pool_case,
     pool_iterate,
-    pool_limits,
     pool_losses,
     pooled_graphs,
     solve_svm,
@@ -80,16 +79,13 @@ PREMISE_DIRECTION = "some edge leaves an SCC (W_svm ≠ 0)"
 CASES = st.sampled_from(POOL)
 
 
-def _limits(name):
-    lim = pool_limits(name)
+def _case(name):
+    """Pool case ``name``: its instance, its limits and W_svm (certified; W_fin converged)."""
+    inst, lim = pool_case(name)
     svm = evidence.solved(lim.svm, "graph-SVM")
     if not lim.fin.converged:
         evidence.inconclusive(f"Newton for W_fin: {lim.fin.reason}")
-    return lim, svm.W
-
-
-def _record(name):
-    evidence.instance(pool_instance(name).to_json())
+    return inst, lim, svm.W
 
 
 @claim("NTP-LOSS")
@@ -97,9 +93,8 @@ def _record(name):
 def test_loss_decreases_to_floor(name):
     """Under GD with η ≤ 1/L_bound the loss decreases to the floor L*, stays above it, and
     ‖W(k)‖ → ∞ whenever some edge leaves an SCC."""
-    _record(name)
-    lim, _ = _limits(name)
-    model = pool_instance(name).model
+    inst, lim, _ = _case(name)
+    model = inst.model
     steps, losses = pool_losses(name)
     rise = float(np.max(np.diff(losses) / np.maximum(losses[1:], 1e-300)))
     evidence.slack("largest relative rise of L between records", max(rise, 0.0), MONOTONE_TOL)
@@ -117,8 +112,7 @@ def test_loss_decreases_to_floor(name):
 def test_direction_converges(name):
     """GD from any initialisation converges in direction to the graph-SVM:
     W(k)/‖W(k)‖ → W_svm/‖W_svm‖."""
-    _record(name)
-    _, W_svm = _limits(name)
+    _, _, W_svm = _case(name)
     for init in INITS:
         gaps = [
             one_minus_corr(pool_iterate(name, k, init), W_svm) for k in (1_000, 10_000, 100_000)
@@ -140,8 +134,7 @@ def test_direction_converges(name):
 def test_increment_direction(name):
     """The GD increments align with the graph-SVM: (W(k) − W(k/2)) has direction W_svm in the
     limit."""
-    _record(name)
-    _, W_svm = _limits(name)
+    _, _, W_svm = _case(name)
     inc = pool_iterate(name, 100_000) - pool_iterate(name, 50_000)
     gap = one_minus_corr(inc, W_svm)
     evidence.slack("1 − corr(W(1e5) − W(5e4), W_svm)", gap, INC_1E5)
@@ -153,8 +146,7 @@ def test_increment_direction(name):
 def test_cyclic_part_converges(name):
     """The projection of the GD iterate on the cyclic subspace converges to the finite
     component: P_cyc W(k) → W_fin."""
-    _record(name)
-    lim, _ = _limits(name)
+    _, lim, _ = _case(name)
     for k, bound in ((10_000, FIN_1E4), (100_000, FIN_1E5)):
         err = float(np.linalg.norm(lim.p_cyc(pool_iterate(name, k)) - lim.fin.W))
         evidence.slack(f"‖P_cyc W − W_fin‖ at {k}", err, bound)
@@ -178,8 +170,7 @@ def _scc_logits(inst, W):
 @given(name=CASES)
 def test_hard_retrieval(name):
     """On every training sequence the attention mass outside the label's SCC goes to 0."""
-    _record(name)
-    inst = pool_instance(name)
+    inst = named_ntp_instance(name)
     worst = -np.inf
     for i, (a, same, _) in enumerate(_scc_logits(inst, pool_iterate(name, 100_000))):
         if same.all():
@@ -218,9 +209,7 @@ def _unseen(inst, rng, count):
 def test_retrieval_unseen(name, seed):
     """On an unseen sequence whose tokens are totally ordered in G^(k), the attention mass
     goes to the top SCC present."""
-    _record(name)
-    _, W_svm = _limits(name)
-    inst = pool_instance(name)
+    inst, _, W_svm = _case(name)
     cases = _unseen(inst, np.random.default_rng(seed), UNSEEN_COUNT)
     if not evidence.premise(bool(cases), "an unseen totally ordered sequence exists"):
         return
@@ -246,9 +235,7 @@ def test_retrieval_unseen(name, seed):
 @given(name=CASES)
 def test_soft_composition(name):
     """Within the label's SCC the attention split converges to the split at W_fin."""
-    _record(name)
-    lim, _ = _limits(name)
-    inst = pool_instance(name)
+    inst, lim, _ = _case(name)
     now = _scc_logits(inst, pool_iterate(name, 100_000))
     fin = _scc_logits(inst, lim.fin.W)
     shared = [i for i, (_, same, _) in enumerate(now) if same.sum() > 1]
@@ -269,9 +256,7 @@ def test_soft_composition(name):
 def test_discrimination_pooled(name):
     """GD's direction tells the graph-SVM from the pooled-graph SVM (control C1): their
     correlations with W(1e5) differ by at least 0.2."""
-    _record(name)
-    _, W_svm = _limits(name)
-    inst = pool_instance(name)
+    inst, _, W_svm = _case(name)
     wrong = solve_svm(inst.data, pooled_graphs(inst.data))
     differs = wrong.status == "optimal" and one_minus_corr(wrong.W, W_svm) >= DIFFERS
     if not evidence.premise(differs, "the pooled SVM exists and differs from W_svm"):

@@ -24,12 +24,13 @@ from models.ntp.graph import priority_graphs
 from models.ntp.svm import cyclic_subspace
 from strategies.ntp_attention import (
     chain_ntp_instances,
+    i2_instance,
     log_odds_instances,
     official_ntp_instances,
     orthonormal_ntp_instances,
 )
 from theorems import claim, evidence
-from theorems.ntp.common import I2_LOSS_FLOOR, i2
+from theorems.ntp.common import I2_LOSS_FLOOR
 
 #: The log-odds bridge: logit differences of W_fin match log(n_a/n_b) to the bound that Newton's
 #: own gradient and Hessian give (`newton_distance`), never to more than this (the former fixed
@@ -151,7 +152,7 @@ def _off_subspace(inst, W) -> float:
 
 
 @claim("NTP-FIN-LOGODDS")
-@example(inst=i2())
+@example(inst=i2_instance())
 @given(inst=log_odds_instances())
 def test_log_odds_bridge(inst):
     """If every sample whose label lies in an SCC C of G^(k) contains all of C, W_fin's logit
@@ -164,7 +165,7 @@ def test_log_odds_bridge(inst):
 
 
 @claim("NTP-FIN-LOGODDS-CONSISTENT")
-@example(inst=i2())
+@example(inst=i2_instance())
 @given(inst=log_odds_instances())
 def test_log_odds_bridge_consistent(inst):
     """If every sample whose label lies in an SCC C of G^(k) contains all of C, and the
@@ -182,7 +183,7 @@ def test_log_odds_bridge_consistent(inst):
 
 
 @claim("NTP-FIN-I2")
-@given(inst=st.just(i2()))
+@given(inst=st.just(i2_instance()))
 def test_i2_closed_form(inst):
     """On I2, W_fin = log 2 · (x_1 − x_2) x_0ᵀ / ‖x_1 − x_2‖² and the loss floor is
     L* = (2 log(3/2) + log 3)/7 = 0.272792."""

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from theorems import claim, evidence
-from theorems.ntp.common import POOL, one_minus_corr, pool_data, pool_instance, pool_limits
+from theorems.ntp.common import POOL, one_minus_corr, pool_case, pool_data
 
 RADII = (10.0, 20.0, 40.0)
 #: Spec §2.8 acceptance: a solve counts only if |‖W_B‖ − B| ≤ 1e-3·B and its excess loss is
@@ -60,10 +60,9 @@ def path(name: str):
 def test_regularization_path(name):
     """The regularization path W_B = argmin_{‖W‖ ≤ B} L(W) lies on the boundary, converges in
     direction to W_svm, and its cyclic part converges to W_fin."""
-    evidence.instance(pool_instance(name).to_json())
-    lim = pool_limits(name)
+    inst, lim = pool_case(name)
     W_svm = evidence.solved(lim.svm, "graph-SVM").W
-    model = pool_instance(name).model
+    model = inst.model
     gaps = []
     for radius, (status, W) in zip(RADII, path(name), strict=True):
         if status != "optimal" or W is None:

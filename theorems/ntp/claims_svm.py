@@ -18,12 +18,14 @@ from models.oracles.normsvm import norm_svm
 from strategies.combinators import SEEDS
 from strategies.ntp_attention import (
     chain_ntp_instances,
+    i1_instance,
+    i2_instance,
     log_odds_instances,
     official_ntp_instances,
     orthonormal_ntp_instances,
 )
 from theorems import claim, evidence
-from theorems.ntp.common import i1, i2, solve_svm
+from theorems.ntp.common import solve_svm
 from theorems.tfsvm.common_svm import CERTIFIED_DISTANCE, certified_distance
 
 #: W_svm ⟂ S_cyc, and its column / row spaces: relative residuals ≤ 1e-8 (spec §2.3 check;
@@ -111,7 +113,7 @@ def _acyclic_distance(svm) -> float:
 
 
 @claim("NTP-SVM-ORTHO")
-@example(inst=i2())
+@example(inst=i2_instance())
 @given(inst=CYCLIC)
 def test_svm_orthogonal_to_cyclic_subspace(inst):
     """W_svm is orthogonal to the cyclic subspace S_cyc."""
@@ -172,7 +174,7 @@ def test_svm_spans(inst):
 
 
 @claim("NTP-SVM-INVARIANT")
-@example(inst=i2(), seed=3)
+@example(inst=i2_instance(), seed=3)
 @given(inst=ANY, seed=SEEDS)
 def test_svm_multiplicity_invariant(inst, seed):
     """W_svm is unique and does not depend on sample multiplicities or order."""
@@ -191,7 +193,7 @@ def test_svm_multiplicity_invariant(inst, seed):
 
 
 @claim("NTP-SVM-CHAIN")
-@example(inst=i1())
+@example(inst=i1_instance())
 @given(inst=chain_ntp_instances())
 def test_svm_chain_closed_form(inst):
     """With orthonormal embeddings the queries decouple: W_svm = Σ_k u_k e_kᵀ, and on a chain

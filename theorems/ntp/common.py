@@ -1,6 +1,7 @@
-"""Shared machinery of the 2403.08081 claims: the paper's fixed instances (I1, I2, C6), the
-wrong groupings the controls use (pooled graph, weak components, one token per component),
-an independent SCC partition, and the pool of draws whose GD runs every dynamics claim reads.
+"""Shared machinery of the 2403.08081 claims: I2's loss floor, the wrong groupings the
+controls use (pooled graph, weak components, one token per component), an independent SCC
+partition, and the pool of draws whose GD runs every dynamics claim reads (the instances
+themselves: strategies.ntp_attention).
 
 The dynamics are ``models.ntp.gd.batched_attention_gd`` (GD, NGD and the official recipe,
 batched over the pool's draws, in token coordinates).
@@ -20,62 +21,12 @@ from models.ntp.gd import Run, batched_attention_gd
 from models.ntp.graph import PriorityGraph, priority_graphs, priority_triples
 from models.ntp.qp import project
 from models.ntp.svm import cyclic_subspace, graph_svm, graph_svm_rows
-from strategies.instances import (
-    ACYCLIC_GRAPHS,
-    CYCLIC_GRAPH,
-    DISTINCT_TOKENS,
-    INDEPENDENT_EMBEDDINGS,
-    LOG_ODDS_CASE,
-    OFFICIAL_NTP,
-    ORTHONORMAL_VOCAB,
-    REALIZABLE_LABELS,
-)
-from strategies.ntp_attention import official_ntp_data
+from strategies.ntp_attention import named_ntp_fields, named_ntp_instance
 from strategies.ntp_instances import NTPInstance
 from theorems.framework.memo import shared
 
-# ---- the paper's fixed instances (spec §2.3, §2.4, C6) ------------------------------------------
-
-
-def i1() -> NTPInstance:
-    """Chain I1 (spec §2.3): E = I₄, ([1,2,3,0],1), ([2,3,0],2), ([3,0],3)."""
-    names = {REALIZABLE_LABELS, DISTINCT_TOKENS, ORTHONORMAL_VOCAB, ACYCLIC_GRAPHS}
-    names.add(INDEPENDENT_EMBEDDINGS)
-    return NTPInstance(
-        np.eye(4),
-        [[1, 2, 3, 0], [2, 3, 0], [3, 0]],
-        [1, 2, 3],
-        assumptions=names,
-        meta={"id": "I1"},
-    )
-
-
-def i2_embeddings() -> np.ndarray:
-    E = np.random.default_rng(0).standard_normal((5, 6))
-    return E / np.linalg.norm(E, axis=1, keepdims=True)
-
-
-I2_SEQUENCES = [[1, 2, 3, 0]] * 3 + [[3, 4, 0], [3, 1, 4], [1, 2, 4], [2, 3, 4]]
-I2_LABELS = [1, 1, 2, 3, 3, 2, 2]
 #: I2's L* (spec §2.4): (2 log(3/2) + log 3)/7.
 I2_LOSS_FLOOR = (2 * math.log(1.5) + math.log(3)) / 7
-
-
-def i2() -> NTPInstance:
-    """Instance I2 (spec §2.4): K=5, d=6, query 0 with the {1, 2} cycle (counts 2:1)."""
-    names = {REALIZABLE_LABELS, DISTINCT_TOKENS, CYCLIC_GRAPH, INDEPENDENT_EMBEDDINGS}
-    names.add(LOG_ODDS_CASE)
-    return NTPInstance(
-        i2_embeddings(), I2_SEQUENCES, I2_LABELS, assumptions=names, meta={"id": "I2"}
-    )
-
-
-def c6_instance() -> NTPInstance:
-    """Control C6's instance: E = I₄, query 0, ([1,2,0],1)×2, ([2,3,0],2), ([3,1,0],3)."""
-    names = {REALIZABLE_LABELS, DISTINCT_TOKENS, CYCLIC_GRAPH, ORTHONORMAL_VOCAB}
-    names.add(INDEPENDENT_EMBEDDINGS)
-    seqs = [[1, 2, 0], [1, 2, 0], [2, 3, 0], [3, 1, 0]]
-    return NTPInstance(np.eye(4), seqs, [1, 1, 2, 3], assumptions=names, meta={"id": "C6"})
 
 
 # ---- groupings: the right one, an independent one, and the controls' wrong ones --------------
@@ -176,34 +127,11 @@ GD_STEPS = 100_000
 GD_RECORD = (1_000, 2_000, 5_000, 10_000, 50_000, 100_000)
 
 
-def _pool_fields(name: str):
-    if name == "I1":
-        return np.eye(4), [[1, 2, 3, 0], [2, 3, 0], [3, 0]], [1, 2, 3]
-    if name == "I2":
-        return i2_embeddings(), I2_SEQUENCES, I2_LABELS
-    E, seqs, labels, _ = official_ntp_data(int(name.split("-")[1]))
-    return E, seqs, labels
-
-
 @shared
 def pool_data(name: str):
     """The validated data of a pool instance (no NTPInstance: building several instances in
     one example trips theorems.framework.evidence._same_data on tuple sequences)."""
-    return ntp_data(*_pool_fields(name))
-
-
-@shared
-def pool_instance(name: str) -> NTPInstance:
-    if name == "I1":
-        return i1()
-    if name == "I2":
-        return i2()
-    E, seqs, labels = _pool_fields(name)
-    names = {REALIZABLE_LABELS, DISTINCT_TOKENS, OFFICIAL_NTP, CYCLIC_GRAPH}
-    if np.linalg.matrix_rank(E) == E.shape[0]:
-        names.add(INDEPENDENT_EMBEDDINGS)
-    seed = int(name.split("-")[1])
-    return NTPInstance(E, seqs, labels, assumptions=names, seed=seed, meta={"id": name})
+    return ntp_data(*named_ntp_fields(name))
 
 
 #: The pool's starts: W(0) = 0, and a seeded Gaussian W(0) with entries N(0, 1/d) (LeCun's
@@ -258,6 +186,12 @@ class Limits:
 def pool_limits(name: str) -> Limits:
     data = pool_data(name)
     return Limits(solve_svm(data), finite_component(data), cyclic_subspace(data))
+
+
+def pool_case(name: str) -> tuple[NTPInstance, Limits]:
+    """Pool case ``name``: its instance, built anew (in a claim body, the framework records the
+    instance of a failing example), and its limits (shared by every claim)."""
+    return named_ntp_instance(name), pool_limits(name)
 
 
 def limits(data) -> Limits:

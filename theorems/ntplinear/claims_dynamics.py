@@ -220,7 +220,7 @@ def test_ngd_same_bias():
 
 @cache
 def _a2_runs():
-    """The A.2 instance, its W* and W^mm, and the four runs ((method, init) → BatchRun)."""
+    """The A.2 instance's W* and W^mm, and the four runs ((method, init) → BatchRun)."""
     inst = a2_instance()
     p = inst.problem
     Ws, Wm = w_star(p), w_mm(p)
@@ -236,7 +236,7 @@ def _a2_runs():
                 record=set(A2_CHECKPOINTS),
                 normalized=normalized,
             )
-    return inst, Ws, Wm, runs
+    return Ws, Wm, runs
 
 
 @claim("LIN-EXP-A2")
@@ -245,9 +245,9 @@ def test_appendix_a2_panels():
     NGD (lr 0.01), from zero and from random init, drive CE(W_k) down toward H while ‖W_k‖
     grows, W_k − W* turns toward the direction of W^mm, P_F(W_k) approaches W*, and NGD gets
     there faster."""
-    inst, Ws, Wm, runs = _a2_runs()
+    inst = a2_instance()
     p = inst.problem
-    evidence.instance(inst.to_json())
+    Ws, Wm, runs = _a2_runs()
     corrected = {}
     for (method, init), run in runs.items():
         if not run.finite:

@@ -80,7 +80,6 @@ def test_flow_converges_to_wstar_plus_wmm(inst):
     flow on W from W(0) = 0 satisfies W(t) = W* + R(t)·W^mm + o(1) with R(t) → ∞: its direction
     tends to the NTP-SVM W^mm and its component in the data subspace F to W*, the solution of
     the log-odds equations in F."""
-    evidence.instance(inst.to_json())
     problem = inst.problem
     Ws, Wm = w_star(problem), w_mm(problem)
     lim = flow(linear_view(problem), np.zeros(problem.vocab * problem.dim))
@@ -135,7 +134,6 @@ def _limit_loss(view, lim) -> float:
 def test_compatible_enough_for_the_flow(inst):
     """(Wrong) Compatibility alone suffices: whenever the data are NTP_H-compatible, gradient
     flow from W(0) = 0 drives CE(W(t)) → H."""
-    evidence.instance(inst.to_json())
     problem = inst.problem
     w_star(problem)  # the premise: compatible (rejected otherwise)
     view = linear_view(problem)

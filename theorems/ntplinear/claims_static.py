@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from models.oracles.svm import solve_margin_qp
 from strategies.instances import FULL_RANK_CONTEXTS
-from strategies.ntp_instances import LinearNTPInstance
 from strategies.ntp_linear import (
     SEEDS,
     linear_instances,
     one_hot_instances,
     overparameterized_instances,
+    pooled_prefix_instance,
     resampled,
     separable_fig1_instances,
     twin_token_instances,
@@ -340,20 +340,6 @@ def test_twin_rows(inst):
 # ---- §2.16 LIN-AR --------------------------------------------------------------------------------
 
 
-def _pooled(sequences, V: int, embed) -> LinearNTPInstance:
-    """App. C: every prefix (of every length) of every sequence is a context; π̂ its share of
-    all next-token positions, p̂ its next-token frequencies."""
-    counts: dict[tuple, np.ndarray] = {}
-    for seq in sequences:
-        for t in range(1, len(seq)):
-            counts.setdefault(tuple(seq[:t]), np.zeros(V))[seq[t]] += 1
-    ctx = sorted(counts)
-    n = np.array([counts[c].sum() for c in ctx])
-    P = np.array([counts[c] / counts[c].sum() for c in ctx])
-    H = np.stack([embed(c) for c in ctx], axis=1)
-    return LinearNTPInstance(H, P, n / n.sum(), meta={"family": "autoregressive"})
-
-
 #: How LIN-AR's loss bound is derived.
 POOLING = (
     "both losses are weighted means (weights summing to 1) of the same per-position terms "
@@ -383,7 +369,7 @@ def test_autoregressive_pooling(V, n, T, d, seed):
     def embed(c):
         return table.setdefault(c, rng.standard_normal(d))
 
-    inst = _pooled(seqs, V, embed)
+    inst = pooled_prefix_instance(seqs, V, embed)
     problem = inst.problem
     W = rng.standard_normal((V, d))
     terms = []  # the loss as a language model computes it: one term per next-token position
