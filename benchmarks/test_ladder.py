@@ -121,6 +121,12 @@ def markdown(data: dict) -> str:
                 f"{s['overdetermined_decided']}/{s['overdetermined']} | "
                 f"{s['median_s']:.3f} | {s['max_s']:.2f} | {s['max_heap_mb']:.1f} |"
             )
+    if data.get("carried"):
+        lines += [
+            "",
+            f"Not rerun in this run, carried over from the previous report: "
+            f"{', '.join(data['carried'])} (run with ATTN_NIGHTLY=1 to measure it again).",
+        ]
     lines += ["", "Peak resident size of the process after each rung (MB):", ""]
     lines += [f"- {rung}: {mb:.0f}" for rung, mb in data["max_rss_mb"].items()]
     undecided = [r for r in data["rows"] if r["kind"] == "undecided"]
@@ -131,6 +137,21 @@ def markdown(data: dict) -> str:
             f"{r['reason']}"
         )
     return "\n".join(lines) + "\n"
+
+
+def carry_over(data: dict, previous: dict) -> dict:
+    """``data`` with the rungs it did not run taken from ``previous`` (the report on disk), so
+    that a run without ATTN_NIGHTLY keeps the last nightly run's large rung in the report
+    instead of dropping it; ``carried`` names them and the markdown says so."""
+    carried = [r for r in previous.get("summary", {}) if r not in data["summary"]]
+    if not carried:
+        return data
+    rows = data["rows"] + [row for row in previous["rows"] if row["rung"] in carried]
+    summary = data["summary"] | {r: previous["summary"][r] for r in carried}
+    rss = data["max_rss_mb"] | {
+        r: previous["max_rss_mb"][r] for r in carried if r in previous["max_rss_mb"]
+    }
+    return {"rows": rows, "summary": summary, "max_rss_mb": rss, "carried": carried}
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +177,8 @@ def ladder() -> dict:
         max_rss[rung] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     data = {"rows": rows, "summary": summary, "max_rss_mb": max_rss}
     out = REPO_ROOT / "reports"
+    if (out / "ladder.json").exists():
+        data = carry_over(data, json.loads((out / "ladder.json").read_text()))
     (out / "ladder.json").write_text(json.dumps(data, indent=1) + "\n")
     (out / "ladder.md").write_text(markdown(data))
     print(markdown(data))

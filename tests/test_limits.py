@@ -239,3 +239,52 @@ def test_without_a_budget_flow_is_follow():
     with claim_limits.deadline(None):
         lim = claim_limits.follow(figure2(), torch.tensor([0.5, 0.0], dtype=DTYPE))
     assert lim.kind == "converged"
+
+
+# ------------------------------------- models.flows.dynamics: the field-evaluation budget
+
+
+def test_an_evaluation_budget_stops_the_tracer_and_changes_nothing_within_it():
+    """The tracer charges every field and Jacobian evaluation to the budget and raises once it
+    is spent; a run the budget covers exactly is the run without one, point for point."""
+    from models.flows import dynamics
+
+    problem, start = figure2(), torch.tensor([0.5, 0.0], dtype=DTYPE)
+    free = dynamics.trace_flow(problem, start, max_norm=1e3)
+    with dynamics.evaluation_budget(10**9):
+        dynamics.trace_flow(problem, start, max_norm=1e3)
+        assert 10**9 - dynamics._BUDGET[0] == free.evals
+    with dynamics.evaluation_budget(free.evals):
+        exact = dynamics.trace_flow(problem, start, max_norm=1e3)
+    assert torch.equal(exact.ps, free.ps) and exact.stop == free.stop
+    with pytest.raises(dynamics.EvaluationBudgetExhausted):
+        with dynamics.evaluation_budget(free.evals - 1):
+            dynamics.trace_flow(problem, start, max_norm=1e3)
+    assert dynamics._BUDGET[0] is None  # restored after the raise
+
+
+def test_nested_evaluation_budgets_charge_the_enclosing_one():
+    from models.flows import dynamics
+
+    problem, start = figure2(), torch.tensor([0.5, 0.0], dtype=DTYPE)
+    with dynamics.evaluation_budget(100_000):
+        with dynamics.evaluation_budget(10**9):  # capped by what the outer block has left
+            assert dynamics._BUDGET[0] == 100_000
+            run = dynamics.trace_flow(problem, start, max_norm=1e3)
+        assert dynamics._BUDGET[0] == 100_000 - run.evals
+        with dynamics.evaluation_budget(None):  # no new limit, and not a reset
+            assert dynamics._BUDGET[0] == 100_000 - run.evals
+    assert dynamics._BUDGET[0] is None
+
+
+def test_a_flow_past_its_evaluation_budget_is_inconclusive_not_a_verdict():
+    """``flow(..., budget_evals=)`` (the medium rung's claims): the example is discarded as
+    inconclusive, naming the budget; with enough evaluations the same flow is decided."""
+    from theorems import limits as claim_limits
+    from theorems.framework.evidence import InconclusiveExample
+
+    start = torch.tensor([0.5, 0.0], dtype=DTYPE)
+    with pytest.raises(InconclusiveExample, match="within 10 field evaluations"):
+        claim_limits.flow(figure2(), start, budget_evals=10)
+    lim = claim_limits.follow(figure2(), start)
+    assert lim.kind == "converged"

@@ -363,3 +363,61 @@ def test_twins_of_the_selected_token_make_a_sharing_limit():
     assert twin_tokens(problem._np[0], out.selected)[0].tolist() == [False, True, False]
     assert att_svm(problem.keys, out.selected).status == "infeasible"
     assert "has the selected token's very key" in lim.why_not(out.selected)
+
+
+STALL = "integrator stalled (200 steps shorter than 1e-06·‖p‖)"
+
+
+@pytest.mark.parametrize(
+    "stop, first_norm, grown, selects, confirmed",
+    [
+        (STALL, 2e7, 10.5, True, True),
+        ("integrator stalled (repeated convergence failures)", 2e7, 50.0, True, True),
+        (STALL, 2e7, 9.5, True, False),  # less than a decade followed
+        (STALL, 2.0, 50.0, True, False),  # at ‖p‖ = 100 the tracer resolves the flow
+        (STALL, 2e7, 50.0, False, False),  # another selection at the stall
+        ("stationary point (gradient exactly zero)", 2e7, 50.0, True, False),
+        ("step budget", 2e7, 50.0, True, False),
+    ],
+)
+def test_a_stall_beyond_the_tracers_resolution_confirms_over_the_decade_it_followed(
+    real, monkeypatch, stop, first_norm, grown, selects, confirmed
+):
+    """A confirming trace that stalls where its error allowance CONFIRM_RTOL·‖p‖ is ≥ 1
+    confirms once ‖p‖ grew MIN_CONFIRM_FACTOR-fold with the selection and direction kept; a
+    stall the tracer resolves, a shorter one, or any other early stop does not."""
+    problem, out = real
+    first = dataclasses.replace(out, p=_along_svm(out, first_norm))
+    final = _along_svm(out, first_norm * grown, turn=1e-4)
+    if not selects:
+        final = torch.tensor([0.0, first_norm * grown], dtype=DTYPE)  # token 1 on top
+        monkeypatch.setattr(limits, "one_minus_cos", lambda p, x: 0.0)
+    again = dataclasses.replace(out, status="inconclusive", reason="scripted stop")
+    engine = Engine([first, again], [final], stop=stop)
+    _install(monkeypatch, engine)
+    got, transient = limits.settle(problem, out.p)
+    assert engine.trace_calls[0][1]["rtol"] == limits.CONFIRM_RTOL
+    assert got.converged is confirmed
+    assert transient == (0 if confirmed else 1)
+    if confirmed:
+        assert torch.equal(got.p, final)
+        assert got.reason.startswith(f"{out.reason}; confirmed while ‖p‖ grew {grown:.3g}-fold")
+        assert "beyond the tracer's resolution" in got.reason
+
+
+def test_a_tie_sharing_limit_whose_confirmation_stalls_far_out_is_decided():
+    """The size ladder's medium clustered draw k = 84 (n = 11, T = 5, d = 4): converge decides
+    a tie-sharing limit at ‖p‖ ≈ 2e6; traced on, the flow stalls near 2e8 (the tied set's
+    O(1) forces against an outward one below rounding). It was undecided before the stall
+    confirmed over the range followed (docs/performance.md)."""
+    from strategies.ladder import FAMILIES, RUNGS, draw_sizes
+
+    rng = np.random.default_rng(
+        [list(RUNGS).index("medium"), list(FAMILIES).index("clustered"), 84]
+    )
+    problem = FAMILIES["clustered"](*draw_sizes(RUNGS["medium"], rng), 84)
+    lim = limits.follow(problem, None)
+    assert lim.kind == "converged", lim.outcome.reason
+    assert "integrator stalled" in lim.outcome.reason  # the branch this test is about
+    assert lim.outcome.tie_sharing or lim.outcome.tied is not None
+    assert lim.outcome.one_minus_cos <= limits.DIRECTION_TOL

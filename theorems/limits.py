@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import torch
 
 from models.flows import limits as _limits
-from models.flows.dynamics import Outcome
+from models.flows.dynamics import EvaluationBudgetExhausted, Outcome, evaluation_budget
 from models.flows.limits import (  # noqa: F401 (re-exported: the claims' vocabulary)
     CONFIRM_FACTOR,
     DIRECTION_TOL,
@@ -80,17 +80,29 @@ def deadline(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
-def flow(problem: PromptProblem, p0=None, *, budget_s: float | None = None) -> Limit:
+def flow(
+    problem: PromptProblem,
+    p0=None,
+    *,
+    budget_s: float | None = None,
+    budget_evals: int | None = None,
+) -> Limit:
     """Where gradient flow from ``p0`` goes: a certified `Limit` ("converged", "shared" or
     "bounded").
     A flow the engine cannot decide ends the example as inconclusive, with its reason; so
-    does one it has not decided within ``budget_s`` seconds (the large rung's claims: an
-    instance there can take the engine minutes, and a nightly run must end)."""
+    does one it has not decided within ``budget_evals`` field evaluations (the medium and
+    large rungs' claims: an instance there can take the engine minutes, and a run must end),
+    or within ``budget_s`` seconds. Prefer evaluations: a wall-clock budget ends the same
+    draw differently on a slower machine."""
     try:
-        with deadline(budget_s):
+        with deadline(budget_s), evaluation_budget(budget_evals):
             lim = follow(problem, p0)
     except Deadline:
         evidence.inconclusive(f"budget: the engine did not decide within {budget_s:g} s")
+    except EvaluationBudgetExhausted:
+        evidence.inconclusive(
+            f"budget: the engine did not decide within {budget_evals} field evaluations"
+        )
     record_outcome(lim.outcome, lim.transient)
     if lim.kind == "undecided":
         evidence.inconclusive(lim.reason)

@@ -16,10 +16,12 @@ infeasible. Runs never return NaN and never stop silently: each stop has a named
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -152,6 +154,45 @@ def ngd(problem: PromptProblem, p0=None, *, lr: float = 0.1, steps: int = 1000, 
         evals += 1
         rec.add(p, lr * k, lgn, force=(k == steps), k=k)
     return rec.build(stop, evals, t0)
+
+
+class EvaluationBudgetExhausted(Exception):
+    """Raised by ``trace_flow`` once the field evaluations of an ``evaluation_budget`` block
+    are spent: the caller's decision is then "inconclusive (budget)", never a verdict."""
+
+
+#: The evaluations left to the innermost ``evaluation_budget`` block (None: no budget).
+_BUDGET: list[int | None] = [None]
+
+
+@contextlib.contextmanager
+def evaluation_budget(evaluations: int | None) -> Iterator[None]:
+    """Let the tracer spend at most ``evaluations`` field (and Jacobian) evaluations in the
+    block, over every ``trace_flow`` run in it; None: no limit.
+
+    Why in evaluations and not seconds: the same draw then ends the same way on every machine,
+    with or without the JIT, under any load (a wall-clock budget made a slow machine's verdict
+    "inconclusive" where a fast one's held). The tracer checks after each accepted step, so a
+    run overshoots by at most one step's evaluations."""
+    saved = _BUDGET[0]
+    if evaluations is None:
+        yield
+        return
+    _BUDGET[0] = start = evaluations if saved is None else min(evaluations, saved)
+    try:
+        yield
+    finally:  # an enclosing budget is charged with what this block spent
+        _BUDGET[0] = None if saved is None else saved - (start - _BUDGET[0])
+
+
+def _spend(evaluations: int) -> None:
+    """Charge ``evaluations`` to the current budget; raise once it is spent."""
+    left = _BUDGET[0]
+    if left is None:
+        return
+    _BUDGET[0] = left - evaluations
+    if _BUDGET[0] < 0:
+        raise EvaluationBudgetExhausted("the field-evaluation budget is spent")
 
 
 # A run whose accepted steps stay this short (relative to max(1, ‖p‖)) this many times in a row
@@ -289,6 +330,7 @@ def trace_flow(
         # context for the whole loop (entering one costs ~4 µs, a tenth of a step); what is
         # recorded while the solver steps is its own, anything else is passed on afterwards.
         own: list = []
+        charged = 0  # evaluations charged to an ``evaluation_budget`` so far
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             while steps < max_steps:
@@ -307,6 +349,8 @@ def trace_flow(
                 p_new = coords.to_p(y_new)
                 _, u_new, lgn_new = coords.field(y_new)
                 evals[0] += 1
+                _spend(evals[0] - charged)
+                charged = evals[0]
                 if lgn_new > -math.inf:
                     log_time = _logaddexp(log_time, _log_step_time(s_new - s, lgn, lgn_new))
                 norm = math.sqrt(float(p_new @ p_new))

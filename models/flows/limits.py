@@ -44,6 +44,18 @@ DIRECTION_TOL = 1e-6
 
 #: A converged outcome must persist while ‖p‖ grows by this factor (``settle``).
 CONFIRM_FACTOR = 100.0
+#: ... or, where the tracer stalls on the way beyond its resolution (below), while ‖p‖ grows by
+#: at least this factor before the stall. ``converge``'s own decision already needed a decade
+#: of persistence (its ``persist``), so a confirmed outcome has held over two decades either way.
+MIN_CONFIRM_FACTOR = 10.0
+#: The confirming trace's tolerance (``trace_flow``'s default). It controls p to CONFIRM_RTOL·‖p‖
+#: per coordinate: once that allowance reaches UNRESOLVED_ALLOWANCE, the O(1) offset of p from
+#: the ray, which sets the flow's heading, is no longer followed, the field the integrator sees
+#: turns with it, and its steps collapse. A stall there is the tracer's limit, not the flow's
+#: (docs/performance.md, "Limits found"); a stall below it is evidence of a finite stationary
+#: point (tests/test_limits.py: the ladder's draw that stalls at ‖p‖ = 204.55 is one).
+CONFIRM_RTOL = 1e-7
+UNRESOLVED_ALLOWANCE = 1.0
 
 #: Loss floor: L − (1/n)Σℓ(γ_iα) = (1/n)Σ[ℓ(γ_iα − δ_i) − ℓ(γ_iα)] with δ_i ≤ (T−1)·SELECT_TOL·
 #: range(γ_i) ≤ 5·1e-6·2 (T ≤ 6, scores in [−1, 2]) and |ℓ'| ≤ 1 near the floor (logistic,
@@ -117,6 +129,13 @@ def settle(problem: PromptProblem, p0, *, tries: int = 3) -> tuple[Outcome, int]
     confirming point (its 1 − cos and softmax leak are those at the larger ‖p‖). Returns the
     outcome and how many transient passes were discarded; an outcome never confirmed is
     returned as "inconclusive".
+
+    A confirming trace that stalls beyond the tracer's resolution (CONFIRM_RTOL·‖p‖ ≥
+    UNRESOLVED_ALLOWANCE; observed on a tie-sharing limit at ‖p‖ ≈ 2e8, where the offset that
+    sets the heading is O(1) and the allowance 20) confirms over the range it did follow, if
+    ‖p‖ grew at least MIN_CONFIRM_FACTOR-fold first, the selection and direction unchanged at
+    the stall; the outcome's reason says so. Any other stall restarts ``converge`` as any
+    failed confirmation (and ``follow`` then looks for the finite stationary point).
     """
     out = converge(problem, p0, target=DIRECTION_TOL, select_tol=SELECT_TOL)
     transient = 0
@@ -124,12 +143,19 @@ def settle(problem: PromptProblem, p0, *, tries: int = 3) -> tuple[Outcome, int]
         if not out.converged:
             return out, transient
         norm = float(torch.linalg.vector_norm(out.p))
-        ext = trace_flow(problem, out.p, max_norm=CONFIRM_FACTOR * max(norm, 1.0))
+        ext = trace_flow(
+            problem, out.p, max_norm=CONFIRM_FACTOR * max(norm, 1.0), rtol=CONFIRM_RTOL
+        )
         p = ext.final
         selected = problem.selected(p).numpy()
         omc = one_minus_cos(p, out.svm.x)
+        end = float(torch.linalg.vector_norm(p))
+        grown = end / max(norm, 1.0)
+        unresolved = CONFIRM_RTOL * end >= UNRESOLVED_ALLOWANCE
+        stalled = ext.stop.startswith("integrator stalled") and unresolved
+        stalled = stalled and grown >= MIN_CONFIRM_FACTOR
         if (
-            ext.stop == "reached max_norm"
+            (ext.stop == "reached max_norm" or stalled)
             and np.array_equal(selected, out.selected)
             and omc <= DIRECTION_TOL
         ):
@@ -138,7 +164,16 @@ def settle(problem: PromptProblem, p0, *, tries: int = 3) -> tuple[Outcome, int]
             # a twin (the selected token's very key) holds its mass by identity, not by leak
             probs[torch.as_tensor(twin_tokens(problem._np[0], selected))] = 0.0
             leak = float(probs.max()) if problem.T > 1 else 0.0
-            return dataclasses.replace(out, p=p, one_minus_cos=omc, max_other_prob=leak), transient
+            reason = out.reason
+            if stalled:
+                reason = (
+                    f"{reason}; confirmed while ‖p‖ grew {grown:.3g}-fold, then {ext.stop}: "
+                    f"beyond the tracer's resolution (error allowance {CONFIRM_RTOL * end:.3g})"
+                )
+            confirmed = dataclasses.replace(
+                out, p=p, one_minus_cos=omc, max_other_prob=leak, reason=reason
+            )
+            return confirmed, transient
         transient += 1
         out = converge(problem, p, target=DIRECTION_TOL, select_tol=SELECT_TOL)
     if out.converged:

@@ -665,6 +665,26 @@ MUTANTS: list[dict[str, str]] = [
         "large multiplier turns into a complementarity above the certificate's 1e-7: an "
         "ill-conditioned SVM comes back inaccurate (the flow undecided), never wrong.",
     },
+    {
+        "id": "M65-settle-a-resolved-stall-confirms",
+        "file": "models/flows/limits.py",
+        "old": '        stalled = ext.stop.startswith("integrator stalled") and unresolved\n',
+        "new": '        stalled = ext.stop.startswith("integrator stalled")\n',
+        "category": "weakened certificate",
+        "fault": "a confirming trace that stalls where the tracer still resolves the flow "
+        "confirms a converged outcome: a flow that heads out and stops at a finite stationary "
+        "point a decade further (pulls that balance far out) is called converged, not bounded.",
+    },
+    {
+        "id": "M66-evaluation-budget-never-spent",
+        "file": "models/flows/dynamics.py",
+        "old": "    if _BUDGET[0] < 0:\n        raise EvaluationBudgetExhausted",
+        "new": "    if _BUDGET[0] < -(10**18):\n        raise EvaluationBudgetExhausted",
+        "category": "lost limit",
+        "fault": "the field-evaluation budget is never enforced: a medium draw the engine cannot "
+        "decide runs on until its own max_norm and step limits (minutes to hours) instead of "
+        "ending as inconclusive (budget).",
+    },
     # ---------------------------------------------------------------- input weights
     {
         "id": "M60-kernels-coefficients-ignore-input-weights",

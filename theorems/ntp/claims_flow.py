@@ -82,9 +82,11 @@ INSTANCES = st.one_of(
 )
 
 
-#: NTP-FLOW-LIMIT-MEDIUM: a draw the engine has not decided in this long is inconclusive (the
-#: nightly profile draws 20× the ci examples; one medium draw ran past 6 minutes before).
-MEDIUM_BUDGET_S = 120.0
+#: NTP-FLOW-LIMIT-MEDIUM: a draw the engine has not decided within this many field evaluations
+#: is inconclusive (the nightly profile draws 20× the ci examples; one medium draw ran past 6
+#: minutes before). Eight medium draws took 4 400–12 200 (0.4–7 s, 1 700–15 600 a second
+#: here): 200 000 is ~2 minutes at the slowest rate, and ends a draw the same way on any machine.
+MEDIUM_BUDGET_EVALS = 200_000
 
 
 @dataclass(frozen=True)
@@ -103,10 +105,10 @@ class FlowReadings:
     cyclic_error: float | None = None  # ‖P_cyc W(t) − W_fin‖ at the hand-over
 
 
-def flow_limit_readings(inst, budget_s: float | None = None) -> FlowReadings:
+def flow_limit_readings(inst, budget_evals: int | None = None) -> FlowReadings:
     """The graph-SVM, W_fin (Newton on S_cyc) and the engine's certified limit of the flow on W
     from 0, read against each other and recorded as slack; a flow the engine has not decided
-    within ``budget_s`` seconds makes the example inconclusive."""
+    within ``budget_evals`` field evaluations makes the example inconclusive."""
     evidence.instance(inst.to_json())
     data = ntp_data(inst.embeddings, inst.sequences, inst.labels)
     evidence.metric("n", data.n)
@@ -117,7 +119,7 @@ def flow_limit_readings(inst, budget_s: float | None = None) -> FlowReadings:
     fin = finite_component(data)
     if not fin.converged:
         evidence.inconclusive(f"Newton for W_fin: {fin.reason}")
-    lim = flow(prompt_view(data), np.zeros(data.dim**2), budget_s=budget_s)
+    lim = flow(prompt_view(data), np.zeros(data.dim**2), budget_evals=budget_evals)
     basis = cyclic_subspace(data)
     scale = max(1.0, float(np.linalg.norm(fin.W)))
     base = dict(
@@ -194,7 +196,7 @@ def test_flow_converges_to_svm_plus_finite_part_medium(inst):
     SCCs) and its component in the cyclic subspace S_cyc tends to the finite part W_fin, the
     minimiser of the loss reduced to each label's SCC; where no edge leaves an SCC, W(t) tends
     to W_fin itself."""
-    r = flow_limit_readings(inst, budget_s=MEDIUM_BUDGET_S)
+    r = flow_limit_readings(inst, budget_evals=MEDIUM_BUDGET_EVALS)
     if r.vacuous:  # W_svm = 0: the flow stays bounded, at W_fin
         assert r.kind == "bounded", f"W_svm = 0 but the flow {r.limit}"
         assert r.rest_error <= FIN_BOUND, f"the flow rests {r.rest_error:.2e} from W_fin"
