@@ -90,10 +90,11 @@ def flow(
     """Where gradient flow from ``p0`` goes: a certified `Limit` ("converged", "shared" or
     "bounded").
     A flow the engine cannot decide ends the example as inconclusive, with its reason; so
-    does one it has not decided within ``budget_evals`` field evaluations (the medium and
-    large rungs' claims: an instance there can take the engine minutes, and a run must end),
-    or within ``budget_s`` seconds. Prefer evaluations: a wall-clock budget ends the same
-    draw differently on a slower machine."""
+    does one it has not decided within ``budget_evals`` field evaluations (NTP-FLOW-LIMIT-
+    MEDIUM: a draw there can take the engine minutes, and a run must end), or within
+    ``budget_s`` seconds (the large rung's nightly claims, not yet calibrated in evaluations).
+    Prefer evaluations: a wall-clock budget ends the same draw differently on a slower
+    machine."""
     try:
         with deadline(budget_s), evaluation_budget(budget_evals):
             lim = follow(problem, p0)
