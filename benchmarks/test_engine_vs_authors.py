@@ -67,21 +67,32 @@ INSTANCES = {"figure2": figure2_problem()} | {
 }
 
 
-def authors_protocol(problem: PromptProblem, steps: int = AUTHORS_STEPS) -> torch.Tensor:
-    """The official notebooks' loop, in float64: autograd, normalised SGD with + 1e-12."""
+def authors_stepper(problem: PromptProblem):
+    """The official notebooks' loop, in float64 (autograd, normalised SGD with + 1e-12, lr 0.1,
+    p(0) = 0), as a function that runs k more steps and returns the iterate (a detached view:
+    read it before the next call)."""
     keys, scores = problem.keys, problem.scores
     p = torch.zeros(problem.dim, dtype=torch.float64, requires_grad=True)
     opt = torch.optim.SGD([p], lr=0.1)
-    for _ in range(steps):
-        opt.zero_grad()
-        att = torch.softmax(keys @ p, dim=-1)
-        out = (att * scores).sum(-1)  # Y_i f(X_i)
-        loss = torch.log(1 + torch.exp(-out)).mean()
-        loss.backward()
-        with torch.no_grad():
-            p.grad /= p.grad.norm() + 1e-12
-        opt.step()
-    return p.detach()
+
+    def advance(steps: int) -> torch.Tensor:
+        for _ in range(steps):
+            opt.zero_grad()
+            att = torch.softmax(keys @ p, dim=-1)
+            out = (att * scores).sum(-1)  # Y_i f(X_i)
+            loss = torch.log(1 + torch.exp(-out)).mean()
+            loss.backward()
+            with torch.no_grad():
+                p.grad /= p.grad.norm() + 1e-12
+            opt.step()
+        return p.detach()
+
+    return advance
+
+
+def authors_protocol(problem: PromptProblem, steps: int = AUTHORS_STEPS) -> torch.Tensor:
+    """The official notebooks' loop for ``steps`` steps from p(0) = 0 (``authors_stepper``)."""
+    return authors_stepper(problem)(steps)
 
 
 def accuracy(problem: PromptProblem, p: torch.Tensor) -> float:

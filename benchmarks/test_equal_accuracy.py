@@ -9,7 +9,7 @@ target points, n = 200 and T = 64):
 
 - engine: ``converge(problem, target=1e-9)``, the cost curve's setting, the fastest of
   ENGINE_REPEATS runs (it is deterministic: the repeats must trace the same path);
-- authors: the official loop (``authors_protocol``'s arithmetic, step for step: autograd,
+- authors: the official loop (``authors_stepper``, which ``authors_protocol`` runs: autograd,
   SGD with lr 0.1 on ∇/(‖∇‖ + 1e-12), p(0) = 0), until its iterate selects the engine's tokens
   and is within ACCURACY of the certified direction (1 − cos; spec §6 asks cos ≥ 0.999), read
   every CHECK_EVERY steps and still so at twice that step count; at most MAX_STEPS steps (a
@@ -39,7 +39,7 @@ import pytest
 import torch
 
 from benchmarks.test_cost_curve import SEEDS, sized_problem
-from benchmarks.test_engine_vs_authors import ENGINE
+from benchmarks.test_engine_vs_authors import ENGINE, authors_stepper
 from models.flows.dynamics import converge
 from models.problems.attention import PromptProblem, one_minus_cos
 from theorems.framework import REPO_ROOT
@@ -63,26 +63,14 @@ def authors_until(problem: PromptProblem, direction: np.ndarray, selected: np.nd
     every CHECK_EVERY steps and confirmed at twice the step count (a pass that does not last
     is not counted). Returns the steps needed (None: not within MAX_STEPS), the time per step,
     and the last reading."""
-    keys, scores = problem.keys, problem.scores
     x = torch.as_tensor(direction)
-    p = torch.zeros(problem.dim, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.SGD([p], lr=0.1)
+    advance = authors_stepper(problem)
     stepping, steps, hit, reached = 0.0, 0, None, None
-    omc, same = 1.0, False
     while steps < MAX_STEPS:
         t0 = time.perf_counter()
-        for _ in range(CHECK_EVERY):
-            opt.zero_grad()
-            att = torch.softmax(keys @ p, dim=-1)
-            out = (att * scores).sum(-1)
-            loss = torch.log(1 + torch.exp(-out)).mean()
-            loss.backward()
-            with torch.no_grad():
-                p.grad /= p.grad.norm() + 1e-12
-            opt.step()
+        q = advance(CHECK_EVERY)
         stepping += time.perf_counter() - t0
         steps += CHECK_EVERY
-        q = p.detach()
         omc = one_minus_cos(q, x)
         same = bool(np.array_equal(problem.selected(q).numpy(), selected))
         if omc <= ACCURACY and same:
@@ -99,7 +87,7 @@ def authors_until(problem: PromptProblem, direction: np.ndarray, selected: np.nd
         "step_s": stepping / steps,
         "last_one_minus_cos": omc,
         "last_same_selection": same,
-        "last_norm": float(p.detach().norm()),
+        "last_norm": float(q.norm()),
     }
 
 

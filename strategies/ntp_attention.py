@@ -289,18 +289,16 @@ def partial_cycle_instances(draw, K=st.integers(4, 6), extra_dims=st.integers(0,
 # ---- the paper's fixed instances (spec §2.3, §2.4, C6) and the named official draws ----------
 
 
+I1_SEQUENCES = [[1, 2, 3, 0], [2, 3, 0], [3, 0]]
+I1_LABELS = [1, 2, 3]
+
+
 def i1_instance() -> NTPInstance:
     """Chain I1 (spec §2.3): E = I₄, ([1,2,3,0],1), ([2,3,0],2), ([3,0],3). Promises realizable
     labels, distinct tokens, an orthonormal (hence independent) vocabulary and acyclic graphs."""
     names = {REALIZABLE_LABELS, DISTINCT_TOKENS, ORTHONORMAL_VOCAB, ACYCLIC_GRAPHS}
     names.add(INDEPENDENT_EMBEDDINGS)
-    return NTPInstance(
-        np.eye(4),
-        [[1, 2, 3, 0], [2, 3, 0], [3, 0]],
-        [1, 2, 3],
-        assumptions=names,
-        meta={"id": "I1"},
-    )
+    return NTPInstance(np.eye(4), I1_SEQUENCES, I1_LABELS, assumptions=names, meta={"id": "I1"})
 
 
 def i2_embeddings() -> np.ndarray:
@@ -338,7 +336,7 @@ def named_ntp_fields(name: str):
     """(E, sequences, labels) of a named instance: "I1", "I2", or "official-<seed>" (generator
     (a) with its default sizes, cyclic, from that seed). Pure."""
     if name == "I1":
-        return np.eye(4), [[1, 2, 3, 0], [2, 3, 0], [3, 0]], [1, 2, 3]
+        return np.eye(4), I1_SEQUENCES, I1_LABELS
     if name == "I2":
         return i2_embeddings(), I2_SEQUENCES, I2_LABELS
     E, seqs, labels, _ = official_ntp_data(int(name.split("-")[1]))
