@@ -376,11 +376,21 @@ def feasibility_solve(inst):
 
 def farkas_reading(sol) -> tuple[float, float, float, float]:
     """(min y, Σy, ‖Aᵀy‖, ‖Aᵀy‖/(Σy·max‖A_k‖)) of an infeasible solve's Farkas vector y; the
-    ratio (∞ for Σy = 0) is recorded as slack against 1."""
+    ratio is recorded as slack against 1.
+
+    The ratio is 0 where Aᵀy = 0 exactly with Σy > 0: an exact certificate, also where every
+    row of A is zero (n = 1 and the selected token equals the other, or d = 1 with z = 0: the
+    system reads 0 ≥ 1 and max‖A_k‖ = 0, so the quotient would be 0/0; the numerics profile's
+    draw n = 1, T = 2, d = 1 made it ∞ and the example inconclusive). It is ∞ for Σy = 0, which
+    certifies nothing."""
     y, A = sol.duals, sol.A
-    scale = float(y.sum()) * float(np.linalg.norm(A, axis=1).max())
+    total = float(y.sum())
+    scale = total * float(np.linalg.norm(A, axis=1).max())
     residual = float(np.linalg.norm(A.T @ y))
-    ratio = residual / scale if scale > 0 else math.inf
+    if residual == 0.0 and total > 0:
+        ratio = 0.0
+    else:
+        ratio = residual / scale if scale > 0 else math.inf
     evidence.slack("‖Aᵀy‖ / (Σy·max‖A_k‖)", ratio, 1.0)
     return float(y.min()), float(y.sum()), residual, ratio
 
