@@ -263,6 +263,20 @@ def test_an_evaluation_budget_stops_the_tracer_and_changes_nothing_within_it():
     assert dynamics._BUDGET[0] is None  # restored after the raise
 
 
+def test_the_spent_counter_charges_every_run_budget_or_not():
+    """``evaluations_spent`` counts what every trace charged, inside a budget or not: one trace
+    adds its evaluations, two traces twice that, and a budget block the same as none."""
+    from models.flows import dynamics
+
+    problem, start = figure2(), torch.tensor([0.5, 0.0], dtype=DTYPE)
+    before = dynamics.evaluations_spent()
+    run = dynamics.trace_flow(problem, start, max_norm=1e3)
+    assert dynamics.evaluations_spent() - before == run.evals
+    with dynamics.evaluation_budget(10**9):
+        dynamics.trace_flow(problem, start, max_norm=1e3)
+    assert dynamics.evaluations_spent() - before == 2 * run.evals
+
+
 def test_nested_evaluation_budgets_charge_the_enclosing_one():
     from models.flows import dynamics
 

@@ -19,7 +19,12 @@ from collections.abc import Iterator
 import torch
 
 from models.flows import limits as _limits
-from models.flows.dynamics import EvaluationBudgetExhausted, Outcome, evaluation_budget
+from models.flows.dynamics import (
+    EvaluationBudgetExhausted,
+    Outcome,
+    evaluation_budget,
+    evaluations_spent,
+)
 from models.flows.limits import (  # noqa: F401 (re-exported: the claims' vocabulary)
     CONFIRM_FACTOR,
     DIRECTION_TOL,
@@ -94,7 +99,9 @@ def flow(
     MEDIUM: a draw there can take the engine minutes, and a run must end), or within
     ``budget_s`` seconds (the large rung's nightly claims, not yet calibrated in evaluations).
     Prefer evaluations: a wall-clock budget ends the same draw differently on a slower
-    machine."""
+    machine. Records what the decision cost in evaluations (every run: transient passes,
+    restarts, the confirming trace), the unit such a budget is set in."""
+    start = evaluations_spent()
     try:
         with deadline(budget_s), evaluation_budget(budget_evals):
             lim = follow(problem, p0)
@@ -105,6 +112,7 @@ def flow(
             f"budget: the engine did not decide within {budget_evals} field evaluations"
         )
     record_outcome(lim.outcome, lim.transient)
+    evidence.metric("field evaluations, every run", evaluations_spent() - start)
     if lim.kind == "undecided":
         evidence.inconclusive(lim.reason)
     return lim

@@ -185,8 +185,21 @@ def evaluation_budget(evaluations: int | None) -> Iterator[None]:
         _BUDGET[0] = None if saved is None else saved - (start - _BUDGET[0])
 
 
+#: Every evaluation charged so far in this process, budget or not (``evaluations_spent``).
+_SPENT: list[int] = [0]
+
+
+def evaluations_spent() -> int:
+    """The field and Jacobian evaluations every ``trace_flow`` of this process has charged so
+    far, with or without a budget: a counter, so a caller reads it before and after a block
+    and takes the difference (``theorems.limits.flow`` records it as the example's cost in
+    machine-independent units, what an ``evaluation_budget`` would have to cover)."""
+    return _SPENT[0]
+
+
 def _spend(evaluations: int) -> None:
     """Charge ``evaluations`` to the current budget; raise once it is spent."""
+    _SPENT[0] += evaluations
     left = _BUDGET[0]
     if left is None:
         return
