@@ -205,9 +205,9 @@ def test_an_undecided_limit_names_its_reason():
 
 
 def test_a_flow_past_its_budget_is_inconclusive_not_a_verdict(monkeypatch):
-    """``flow(..., budget_s=)`` (the large-rung claims) stops an engine run that has not decided
-    in time and discards the example as inconclusive, naming the budget; the alarm is
-    disarmed and the old SIGALRM handler restored afterwards."""
+    """``flow(..., budget_s=)`` (a wall-clock budget; no claim uses it now) stops an engine run
+    that has not decided in time and discards the example as inconclusive, naming the budget;
+    the alarm is disarmed and the old SIGALRM handler restored afterwards."""
     import signal
     import time
 
@@ -292,8 +292,9 @@ def test_nested_evaluation_budgets_charge_the_enclosing_one():
 
 
 def test_a_flow_past_its_evaluation_budget_is_inconclusive_not_a_verdict():
-    """``flow(..., budget_evals=)`` (the medium rung's claims): the example is discarded as
-    inconclusive, naming the budget; with enough evaluations the same flow is decided."""
+    """``flow(..., budget_evals=)`` (the medium and large rungs' flow claims): the example is
+    discarded as inconclusive, naming the budget; with enough evaluations the same flow is
+    decided."""
     from theorems import limits as claim_limits
     from theorems.framework.evidence import InconclusiveExample
 

@@ -96,11 +96,12 @@ def flow(
     "bounded").
     A flow the engine cannot decide ends the example as inconclusive, with its reason; so
     does one it has not decided within ``budget_evals`` field evaluations (NTP-FLOW-LIMIT-
-    MEDIUM: a draw there can take the engine minutes, and a run must end), or within
-    ``budget_s`` seconds (the large rung's nightly claims, not yet calibrated in evaluations).
-    Prefer evaluations: a wall-clock budget ends the same draw differently on a slower
-    machine. Records what the decision cost in evaluations (every run: transient passes,
-    restarts, the confirming trace), the unit such a budget is set in."""
+    MEDIUM and the large rung's nightly flow claims: a draw there can take the engine many
+    minutes, and a run must end), or within ``budget_s`` seconds (no claim uses it: a
+    wall-clock budget ends the same draw differently on a slower or busier machine, which
+    made MM-THM-L-RANDOM-LARGE's verdict depend on the load). Records what the decision cost
+    in evaluations (every run: transient passes, restarts, the confirming trace), the unit
+    such a budget is set in."""
     start = evaluations_spent()
     try:
         with deadline(budget_s), evaluation_budget(budget_evals):
