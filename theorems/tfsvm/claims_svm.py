@@ -398,7 +398,7 @@ def farkas_reading(sol) -> tuple[float, float, float, float]:
     else:
         ratio = residual / scale if scale > 0 else math.inf
     evidence.slack("‖Aᵀy‖ / (Σy·max‖A_k‖)", ratio, FARKAS_TOL)
-    return float(y.min()), float(y.sum()), residual, ratio
+    return float(y.min()), total, residual, ratio
 
 
 @claim("TF-FEAS-SUFF")
