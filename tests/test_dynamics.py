@@ -157,6 +157,25 @@ def test_gd_with_eta_one_over_L_never_increases_the_loss(loss, seed, n, T, score
     assert run.losses[-1] < run.losses[0]
 
 
+@pytest.mark.parametrize("loss", ["logistic", "exponential", "square"])
+def test_gd_steps_are_those_of_the_log_space_gradient(loss):
+    """gd steps along the tracer's field (u, log‖∇L‖); 200 steps of it must be the loop on the
+    log-space gradient p ← p − η·e^{log_scale}·vec to rounding, the recorded log‖∇L‖ too (the
+    square loss has no compiled kernel: both then come from the loss itself)."""
+    problem, p0 = random_problem(12, 3, 4, loss, "uniform", dim=3)
+    eta = 1.0 / problem.smoothness_bound()
+    run = gd(problem, p0, eta=eta, steps=200)
+    p, lgns = p0.numpy().copy(), []
+    for _ in range(201):
+        log_scale, vec = problem.gradient_log_np(p)
+        lgns.append(log_scale + math.log(float(np.linalg.norm(vec))))
+        ps_step = p.copy()
+        p = p - eta * math.exp(log_scale) * vec
+    np.testing.assert_allclose(run.ps[-1].numpy(), ps_step, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(run.log_grad_norms, lgns, rtol=1e-12)
+    assert float(torch.linalg.vector_norm(run.ps[-1] - run.ps[0])) > 1e-3  # it moved
+
+
 def test_gd_on_figure2_grows_norm_and_pmm_projection():
     """Spec §2.1 consequences for plain GD with η ≤ 1/L_p: L decreases, ‖p‖ grows after a
     burn-in and ⟨p(t), p^mm⟩ increases at every step."""

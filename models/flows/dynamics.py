@@ -110,28 +110,29 @@ def _start(problem: PromptProblem, p0) -> np.ndarray:
     return p
 
 
-def _log_norm(log_scale: float, vec: np.ndarray) -> float:
-    return log_scale if log_scale == -math.inf else log_scale + math.log(float(np.linalg.norm(vec)))
-
-
 def gd(problem: PromptProblem, p0=None, *, eta: float, steps: int, record_every: int = 1):
-    """Plain gradient descent p ← p − η∇L(p) with a fixed step (η ≤ 1/L_p for the theorems)."""
+    """Plain gradient descent p ← p − η∇L(p) with a fixed step (η ≤ 1/L_p for the theorems).
+
+    ∇L = −‖∇L‖·u from the tracer's field (``flow_field_np``: u and log‖∇L‖ in one compiled
+    call, linear-space where that is exact to rounding): the same gradient as the log-space
+    ``gradient_log_np`` to a few ε (tests/test_dynamics.py), 1.5–2× cheaper per step.
+    """
     t0 = time.perf_counter()
     p = _start(problem, p0)
     rec = _Recorder(problem, record_every)
-    ls, vec = problem.gradient_log_np(p)
-    rec.add(p, 0, _log_norm(ls, vec), force=True)
+    u, lgn = problem.flow_field_np(p)
+    rec.add(p, 0, lgn, force=True)
     stop, evals = "step budget", 1
     for k in range(1, steps + 1):
-        if ls == -math.inf:
+        if lgn == -math.inf:
             stop = "stationary point (gradient exactly zero)"
-            rec.finish(p, k - 1, ls)
+            rec.finish(p, k - 1, lgn)
             break
         # The update is the gradient's true size: it underflows when ∇L does, as real GD does.
-        p = p - eta * math.exp(min(ls, 700.0)) * vec
-        ls, vec = problem.gradient_log_np(p)
+        p = p + eta * math.exp(min(lgn, 700.0)) * u
+        u, lgn = problem.flow_field_np(p)
         evals += 1
-        rec.add(p, k, _log_norm(ls, vec), force=(k == steps), k=k)
+        rec.add(p, k, lgn, force=(k == steps), k=k)
     return rec.build(stop, evals, t0)
 
 

@@ -170,10 +170,10 @@ MUTANTS: list[dict[str, str]] = [
     {
         "id": "M13-dynamics-gd-normalised-step",
         "file": "models/flows/dynamics.py",
-        "old": "        p = p - eta * math.exp(min(ls, 700.0)) * vec\n",
-        "new": "        p = p - eta * vec\n",
+        "old": "        p = p + eta * math.exp(min(lgn, 700.0)) * u\n",
+        "new": "        p = p + eta * u\n",
         "category": "wrong step size",
-        "fault": "Plain GD moves by η·∇L/max|∇L| (a normalised step) instead of η·∇L, so the "
+        "fault": "Plain GD moves by η·∇L/‖∇L‖ (a normalised step) instead of η·∇L, so the "
         "step no longer shrinks with the gradient and the descent lemma's η ≤ 1/L_p "
         "guarantee does not apply.",
     },
