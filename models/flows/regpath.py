@@ -340,12 +340,13 @@ def _derivatives(obj: Objective, P: Tensor, hessian: bool = True):
 
     The Hessian in one plain double backward over d copies of the rows: copy j's gradient
     coordinate j, summed over rows, has as its gradient with respect to copy j the Hessian's
-    row j at every point (the rows are independent, so no copy reaches another). The same
-    values bit for bit as d backward passes or one vmapped over the unit vectors
-    (``is_grads_batched``), and 1.5x faster than the latter at d = 3 (2.2 against 3.4 ms for
-    16 rows: these tensors are tiny and every autograd node costs its overhead, which vmap's
-    batched backward pays d times; tests/test_regpath.py checks the rows against
-    ``torch.autograd.functional.hessian`` of each row alone).
+    row j at every point (the rows are independent, so no copy reaches another). The values
+    of d backward passes or of one vmapped over the unit vectors (``is_grads_batched``) to
+    rounding (the forward pass runs on d·k rows, whose rounding may depend on the batch), and
+    1.5x faster than the latter at d = 3 (2.2 against 3.4 ms for 16 rows: these tensors are
+    tiny and every autograd node costs its overhead, which vmap's batched backward pays d
+    times; tests/test_regpath.py checks the rows against ``torch.autograd.functional.hessian``
+    of each row alone).
 
     NaN values become +inf (never accepted by a line search); NaN derivatives become 0.
     """
