@@ -1665,9 +1665,7 @@ def test_the_start_is_a_fresh_float64_vector():
         dynamics._start(LINE, [1.0, 2.0, 3.0])
 
 
-def test_log_norm_and_logaddexp():
-    assert dynamics._log_norm(-math.inf, np.zeros(2)) == -math.inf
-    assert dynamics._log_norm(2.0, np.array([3.0, 4.0])) == 2.0 + math.log(5.0)
+def test_logaddexp():
     assert dynamics._logaddexp(-math.inf, -math.inf) == -math.inf
     assert dynamics._logaddexp(1.5, -math.inf) == 1.5 == dynamics._logaddexp(-math.inf, 1.5)
     assert dynamics._logaddexp(0.0, 0.0) == math.log(2.0)
