@@ -1,6 +1,7 @@
 """Unit tests of models/flows/regpath.py: global and local regularization paths (spec maxmargin
 §2.4, §2.5, §2.6; controls F6, F9, F10 of §5; calibration runs of §7)."""
 
+import dataclasses
 import math
 
 import mpmath as mp
@@ -11,15 +12,16 @@ import torch
 from models.flows import kernels
 from models.flows.regpath import (
     Objective,
+    _selected_scores,
     circle_search,
     local_reg_path_point,
     log_gap_batch,
-    log_gap_grid,
     objective_for,
     reg_path,
     reg_path_point,
     single_thread,
 )
+from models.oracles.selection import global_opt
 from models.oracles.svm import att_svm
 from models.problems.attention import PromptProblem, one_minus_cos
 from models.problems.heads import NonlinearHeadProblem, concave_bump, saddle_square, squared_norm
@@ -126,17 +128,18 @@ def test_margin_drops_match_50_digits(seed, ties):
 
 
 @pytest.mark.parametrize("loss", LOSSES)
-def test_log_gap_grid_matches_batch(loss):
-    """The grid's compiled objective and the differentiable one agree: the same sign at every
-    point, and log|L − L_α| within 1e-9 where no input's parts of δ nearly cancel (there both
-    lose the digits that cancel, each its own way)."""
+def test_closed_log_gap_values_match_batch(loss):
+    """The compiled objective (grids, line searches, descents) and the differentiable one
+    agree: the same sign at every point, and log|L − L_α| within 1e-9 where no input's parts
+    of δ nearly cancel (there both lose the digits that cancel, each its own way)."""
     keys, scores, alpha, diff = _drop_problem(7, 3, 5, 2, ties=False)
     problem = PromptProblem(torch.as_tensor(keys), torch.as_tensor(scores), loss)
     gen = torch.Generator().manual_seed(1)
     P = torch.randn(4000, 2, generator=gen, dtype=F64)
     P *= torch.logspace(-2, 3, 4000, dtype=F64)[:, None]
     a, sa = log_gap_batch(problem, P, alpha)
-    b, sb = log_gap_grid(problem, P, alpha)
+    b, sb, _, _ = _closed(problem, alpha, P.numpy(), order=0)
+    b, sb = torch.from_numpy(b), torch.from_numpy(sb)
     log_drop, sign_drop = np.empty((4000, 3)), np.empty((4000, 3))
     kernels.margin_drops(keys, diff, P.numpy(), log_drop, sign_drop)
     # Inputs whose δ is a near-cancellation: |δ| < 1e-6·(its positive and negative parts).
@@ -152,11 +155,13 @@ def test_log_gap_grid_matches_batch(loss):
 
 
 def test_grid_objective_uses_the_compiled_gap():
-    """``objective_for``'s grid values are the compiled ones, and the same ranks as ``fn``."""
+    """``objective_for``'s grid values are the compiled ones (the descents' own values, bit for
+    bit), and the same ranks as ``fn``."""
     problem = toy("logistic", top_score=2.0)
     obj = objective_for(problem)
     P = torch.randn(50, 2, generator=torch.Generator().manual_seed(3), dtype=F64) * 20
     assert obj.fast is not None
+    assert torch.equal(obj.grid(P), obj.values(P))
     np.testing.assert_allclose(obj.grid(P).numpy(), obj.fn(P).detach().numpy(), rtol=1e-9)
 
 
@@ -646,6 +651,8 @@ def test_batched_derivatives_are_each_rows_own(kind):
         problem = PromptProblem(TOY_KEYS, TOY_SCORES, "square")
     obj = objective_for(problem)
     assert obj.kind == ("loss" if kind == "plain" else "log_gap")
+    # the autograd path (the log gap's closed form has tests of its own below)
+    obj = dataclasses.replace(obj, closed=None)
     P = torch.randn(5, problem.dim, generator=gen, dtype=F64) * 3
     f, g, H = _derivatives(obj, P)
     f1, g1, H1 = _row_by_row(obj, P)
@@ -657,3 +664,144 @@ def test_batched_derivatives_are_each_rows_own(kind):
     torch.testing.assert_close(f2, f, rtol=1e-13, atol=0)
     torch.testing.assert_close(g2, g, rtol=1e-12, atol=1e-14)
     assert not H2.any()
+
+
+# ------------------------------------------------- the log gap's derivatives in closed form
+
+
+def _log_gap_derivatives_mp(keys, scores, loss, alpha, p, digits=40):
+    """(log|G|, sign G, ∇log|G|, ∇²log|G|) of G = L(p) − L_α by the plain calculus in mpmath:
+    ∇δ = Σ_t s_t diff_t (k_t − k̄), ∇²δ = Σ_t s_t diff_t (k_t − k̄)(k_t − k̄)ᵀ − δ·Cov,
+    ∇G = (1/n)Σ_i a_i∇δ_i, ∇²G = (1/n)Σ_i (b_i∇δ_i∇δ_iᵀ + a_i∇²δ_i), then ∇log|G| = ∇G/G and
+    ∇²log|G| = ∇²G/G − ∇log|G|∇log|G|ᵀ. None of the kernel's rearrangements: mpmath's exponent
+    range is unbounded, and the working precision is raised by the logit spread (in digits), so
+    a softmax-weighted sum that cancels down to its smallest weight still keeps ``digits``."""
+    n, T, d = keys.shape
+    z_all = keys @ p
+    spread = float((z_all.max(-1) - z_all.min(-1)).max())
+    with mp.workdps(digits + int(spread / math.log(10)) + 10):
+        p = [mp.mpf(float(x)) for x in p]
+        G, dG, HG = mp.mpf(0), mp.zeros(d, 1), mp.zeros(d, d)
+        for i in range(n):
+            K = [[mp.mpf(float(keys[i, t, j])) for j in range(d)] for t in range(T)]
+            z = [mp.fsum(K[t][j] * p[j] for j in range(d)) for t in range(T)]
+            e = [mp.exp(zt - max(z)) for zt in z]
+            s = [et / mp.fsum(e) for et in e]
+            top = mp.mpf(float(scores[i, alpha[i]]))
+            diff = [top - mp.mpf(float(scores[i, t])) for t in range(T)]
+            dl = mp.fsum(s[t] * diff[t] for t in range(T))
+            kbar = [mp.fsum(s[t] * K[t][j] for t in range(T)) for j in range(d)]
+            c = [mp.matrix([K[t][j] - kbar[j] for j in range(d)]) for t in range(T)]
+            g = sum((s[t] * diff[t] * c[t] for t in range(T)), mp.zeros(d, 1))
+            cov = sum((s[t] * c[t] * c[t].T for t in range(T)), mp.zeros(d, d))
+            h = sum((s[t] * diff[t] * c[t] * c[t].T for t in range(T)), mp.zeros(d, d)) - dl * cov
+            margin = top - dl
+            if loss == "logistic":
+                inc = mp.log(1 + mp.exp(-margin)) - mp.log(1 + mp.exp(-top))
+                a = 1 / (1 + mp.exp(margin))
+                b = a * (1 - a)
+            elif loss == "exponential":
+                inc, a = mp.exp(-margin) - mp.exp(-top), mp.exp(-margin)
+                b = a
+            else:
+                inc, a, b = dl, mp.mpf(1), mp.mpf(0)
+            G += inc
+            dG += a * g
+            HG += b * g * g.T + a * h
+        if G == 0:
+            return -math.inf, 0.0, np.zeros(d), np.zeros((d, d))
+        grad = dG / G
+        hess = HG / G - grad * grad.T
+        to_np = lambda m: np.array(m.tolist(), dtype=float)  # noqa: E731
+        return float(mp.log(abs(G / n))), float(mp.sign(G)), to_np(grad)[:, 0], to_np(hess)
+
+
+def _closed(problem, alpha, P, order=2):
+    top, diff = _selected_scores(problem, alpha)
+    k, d = P.shape
+    out = np.empty(k), np.empty(k), np.empty((k, d)), np.empty((k, d, d))
+    kernels.log_gap_derivatives(
+        problem.keys.numpy(), diff.numpy(), top.numpy(), problem.loss.kernel_code, P, order, *out
+    )
+    return out
+
+
+def _random_gap_problem(seed: int, loss: str):
+    """Up to 3 inputs of up to 4 tokens in dimension 2–4; every other seed with tokens 0 and 1
+    tied in score (and a third token, so that G is not identically 0); α the top-score tokens
+    (G ≥ 0) or random ones (G of either sign)."""
+    gen = np.random.default_rng(seed)
+    n, T, d = int(gen.integers(1, 4)), int(gen.integers(2 + seed % 2, 5)), int(gen.integers(2, 5))
+    keys = gen.normal(size=(n, T, d))
+    scores = gen.normal(size=(n, T))
+    if seed % 2:
+        scores[:, 0] = scores[:, 1]  # the top-logit token can tie in score with another
+    problem = PromptProblem(torch.as_tensor(keys), torch.as_tensor(scores), loss)
+    alpha = global_opt(problem.scores) if seed % 4 < 2 else gen.integers(0, T, size=n)
+    return problem, np.asarray(alpha, dtype=np.int64), gen
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("loss", LOSSES)
+def test_closed_log_gap_derivatives_match_high_precision(loss, seed):
+    """kernels.log_gap_derivatives against the plain calculus in mpmath, from ‖p‖ = 0.3 to 3000:
+    where the softmax is saturated on the selected token (G down to e^{-3000}, far below
+    float64's range) and where it is saturated on another one (G of order 1, its derivatives
+    leak-sized, down to 1e-300). log|G| within 8·(T + Z)·ε·max(1, |log G|) and ∇log|G|
+    within 8·(T + Z)·ε of its norm, Z the largest logit spread (the float64 logits' rounding,
+    as in test_margin_drops_match_50_digits); ∇²log|G| within that of ‖H‖ + ‖∇log|G|‖², the
+    size of the two terms it is the difference of. Autograd of ``log_gap_batch``, the
+    descents' derivatives before, misses by factors up to 1e260 in the second regime."""
+    problem, alpha, gen = _random_gap_problem(seed, loss)
+    keys, scores = problem.keys.numpy(), problem.scores.numpy()
+    T, d = keys.shape[1], keys.shape[2]
+    eps = np.finfo(np.float64).eps
+    P = gen.normal(size=(10, d))
+    P *= (np.repeat([0.3, 3.0, 30.0, 300.0, 3000.0], 2) / np.linalg.norm(P, axis=1))[:, None]
+    log_gap, sign, grad, hess = _closed(problem, alpha, P)
+    for k in range(P.shape[0]):
+        ref_log, ref_sign, ref_grad, ref_hess = _log_gap_derivatives_mp(
+            keys, scores, loss, alpha, P[k]
+        )
+        z = keys @ P[k]
+        tol = 8 * (T + float((z.max(-1) - z.min(-1)).max())) * eps
+        assert sign[k] == ref_sign, (k, sign[k], ref_sign)
+        if ref_sign == 0:  # G = 0 exactly: log|G| = −inf, no derivatives
+            assert log_gap[k] == -math.inf and not grad[k].any() and not hess[k].any()
+            continue
+        assert abs(log_gap[k] - ref_log) <= tol * max(1.0, abs(ref_log)), (k, log_gap[k], ref_log)
+        g_size = np.linalg.norm(ref_grad)
+        assert np.linalg.norm(grad[k] - ref_grad) <= tol * g_size, (k, grad[k], ref_grad)
+        h_size = np.linalg.norm(ref_hess) + g_size**2
+        assert np.linalg.norm(hess[k] - ref_hess) <= tol * h_size, (k, hess[k], ref_hess)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("loss", LOSSES)
+def test_closed_log_gap_derivatives_match_autograd(loss, seed):
+    """The descents' closed-form f, ∇f and ∇²f (``Objective.closed``, the rank of a signed gap
+    included) equal autograd of ``log_gap_batch`` where that is accurate (‖p‖ ≤ 3: no leak below
+    float64's resolution), and order 0 and 1 give the same values as order 2."""
+    problem, alpha, gen = _random_gap_problem(seed, loss)
+    obj = objective_for(problem, alpha)
+    assert obj.closed is not None
+    P = torch.as_tensor(gen.normal(size=(6, problem.dim)) * np.geomspace(0.1, 3, 6)[:, None])
+    f, g, H = obj.closed(P, 2)
+    f0, g0, H0 = _row_by_row(dataclasses.replace(obj, closed=None), P)
+    torch.testing.assert_close(f, f0, rtol=1e-13, atol=0)
+    torch.testing.assert_close(g, g0, rtol=1e-11, atol=1e-13)
+    torch.testing.assert_close(H, H0, rtol=1e-10, atol=1e-12)
+    f1, g1, _ = obj.closed(P, 1)
+    assert torch.equal(f1, f) and torch.equal(g1, g)
+    assert torch.equal(obj.closed(P, 0)[0], f) and torch.equal(obj.values(P), f)
+
+
+def test_descents_use_the_closed_form_for_the_compiled_losses():
+    """Log-gap objectives of the losses with a kernel code carry the closed form; other
+    objectives (the plain loss of a non-monotone loss, a nonlinear head) use autograd."""
+    for loss in LOSSES:
+        assert objective_for(toy(loss)).closed is not None
+    assert objective_for(toy("logistic")).closed is not None
+    assert objective_for(PromptProblem(TOY_KEYS, TOY_SCORES, "square")).closed is None
+    head = NonlinearHeadProblem(HEAD_X, torch.ones(2), psi=squared_norm)
+    assert objective_for(head).closed is None

@@ -537,54 +537,335 @@ def alignment(p, u, unit):
 
 
 @njit(cache=True)
+def drop_from_logits(z, r, drow):
+    """δ = Σ_t s_t·drow[t], s the softmax of the logits ``z`` (top-logit token r), as
+    (log|δ|, sign δ, log Σ_t e^{z_t}, ref): sign 0 and log −inf for δ = 0 exactly; ref the
+    largest logit among the tokens with drow ≠ 0 (what ``log_gap_derivatives`` scales its
+    weights by).
+
+    The positive and negative parts of δ are each summed relative to the largest logit among
+    their own tokens (so a part whose every softmax weight is below e^{-745} keeps its
+    digits), their signed difference is hi + log1p(−e^{lo − hi}), and the softmax normaliser
+    is subtracted in log space: the mathematics of ``models.flows.regpath.log_gap_batch``
+    with two exponentials per token instead of a dozen tensor passes.
+    """
+    T = z.shape[0]
+    z_max = z[r]
+    pos_max = -math.inf
+    neg_max = -math.inf
+    for t in range(T):
+        if drow[t] > 0.0:
+            pos_max = max(pos_max, z[t])
+        elif drow[t] < 0.0:
+            neg_max = max(neg_max, z[t])
+    total = 0.0
+    pos = 0.0
+    neg = 0.0
+    for t in range(T):
+        total += math.exp(z[t] - z_max)
+        if drow[t] > 0.0:
+            pos += math.exp(z[t] - pos_max) * drow[t]
+        elif drow[t] < 0.0:
+            neg -= math.exp(z[t] - neg_max) * drow[t]
+    log_pos = pos_max + math.log(pos) if pos_max > -math.inf else -math.inf
+    log_neg = neg_max + math.log(neg) if neg_max > -math.inf else -math.inf
+    log_norm = z_max + math.log(total)
+    ref = max(pos_max, neg_max)
+    if log_pos == log_neg:  # no token moves δ, or its parts cancel exactly
+        return -math.inf, 0.0, log_norm, ref
+    hi = max(log_pos, log_neg)
+    lo = min(log_pos, log_neg)
+    sign = 1.0 if log_pos > log_neg else -1.0
+    return (hi + math.log1p(-math.exp(lo - hi))) - log_norm, sign, log_norm, ref
+
+
+@njit(cache=True)
+def margin_drop(keys, diff, i, p, z):
+    """Input i's margin drop δ_i = Σ_t s_it(p)·diff[i, t] below its selected token's score
+    (diff[i, t] = γ_iα_i − γ_it) as (log|δ_i|, sign δ_i, r, log Σ_t e^{z_t}, ref), r its
+    top-logit token (``drop_from_logits``); the logits go into ``z``."""
+    r = input_logits(keys, i, p, z)
+    log_delta, sign, log_norm, ref = drop_from_logits(z, r, diff[i])
+    return log_delta, sign, r, log_norm, ref
+
+
+@njit(cache=True)
 def margin_drops(keys, diff, P, log_drop, sign_drop):
     """For every point P[k] and input i: log|δ_ki| into ``log_drop`` and sign δ_ki into
     ``sign_drop`` (0 for δ = 0), with δ_ki = Σ_t s_it(P[k])·diff[i, t] the drop of input i's
-    margin below its selected token's score (diff[i, t] = γ_iα_i − γ_it).
+    margin below its selected token's score (``margin_drop``): the grids' form of
+    ``models.flows.regpath.log_gap_batch``'s margin drop, for hundreds of thousands of points
+    where autograd is not wanted. tests/test_regpath.py compares the two to rounding.
+    """
+    n, T = keys.shape[0], keys.shape[1]
+    z = np.empty(T)
+    for k in range(P.shape[0]):
+        for i in range(n):
+            log_delta, sign, _, _, _ = margin_drop(keys, diff, i, P[k], z)
+            log_drop[k, i] = log_delta
+            sign_drop[k, i] = sign
 
-    The compiled form of ``models.flows.regpath.log_gap_batch``'s margin drop, for grids of
-    hundreds of thousands of points where autograd is not wanted. The positive and negative
-    parts of δ are each summed relative to the largest logit among their own tokens (so a
-    part whose every softmax weight is below e^{-745} keeps its digits), their signed
-    difference is hi + log1p(−e^{lo − hi}), and the softmax normaliser is subtracted in log
-    space: the mathematics of ``log_gap_batch`` with two exponentials per token instead of a
-    dozen tensor passes. tests/test_regpath.py compares the two to rounding.
+
+@njit(cache=True)
+def loss_increment(code, slope, delta):
+    """ℓ(x − δ) − ℓ(x) without cancellation, from the slope −ℓ'(x) (constant per input in the
+    loops that call this, so computed once), for the logistic, exponential and correlation
+    losses: log1p(σ(−x)·expm1(δ)) with σ(−x) = −ℓ'(x), e^{−x}·expm1(δ) with e^{−x} = −ℓ'(x),
+    and δ (the compiled twins of ``Loss.increment``, models/problems/losses.py). NaN for any
+    other code (``models.flows.regpath.CLOSED_FORM_LOSSES`` lists the losses it serves)."""
+    if code == LOGISTIC:  # log((1 + e^{δ−x}) / (1 + e^{−x})) = log1p(σ(−x)·expm1(δ))
+        return math.log1p(slope * math.expm1(delta))
+    if code == EXPONENTIAL:
+        return slope * math.expm1(delta)
+    if code == CORRELATION:  # ℓ(x) = −x
+        return delta
+    return math.nan
+
+
+#: Where a log-gap term switches to its first-order form −ℓ'(γ_iα)·δ_i (models/flows/regpath.py,
+#: ``_gap_from_margin_drop``, documents why e^{-600}).
+FIRST_ORDER_BELOW = -600.0
+
+
+@njit(cache=True)
+def loss_neg_slopes(code, top):
+    """log(−ℓ'(γ_i)) for each input's selected score γ_i = top[i]: constant over a grid."""
+    out = np.empty(top.shape[0])
+    for i in range(top.shape[0]):
+        out[i] = loss_log_deriv(code, 0.0, top[i])[0]
+    return out
+
+
+@njit(cache=True)
+def gap_term(code, top, lnd, log_delta, sign, order):
+    """One input's term of the loss gap, inc = ℓ(γ − δ) − ℓ(γ) for top = γ = γ_iα (``lnd`` =
+    log(−ℓ'(γ)), ``loss_neg_slopes``) and a margin drop δ given as (log|δ|, sign δ ≠ 0):
+    (log|inc|, a·|δ|/|inc|, b·δ²/|inc|) with a = −ℓ'(γ − δ), b = ℓ''(γ − δ) (the ratios only
+    for ``order`` ≥ 1, else 0). inc has the sign of δ (ℓ decreasing). Where −ℓ'(γ)·|δ| <
+    e^{-600} the term is that first-order form (models/flows/regpath.py,
+    ``_gap_from_margin_drop``, says why), and a·|δ|/|inc| is 1 exactly and b = 0 there, as
+    autograd of that form gives."""
+    if lnd + log_delta < FIRST_ORDER_BELOW:
+        return lnd + log_delta, 1.0, 0.0
+    delta = sign * math.exp(log_delta)
+    inc = abs(loss_increment(code, math.exp(lnd), delta))
+    if order < 1:
+        return math.log(inc), 0.0, 0.0
+    margin = top - delta
+    ratio_a = exp_or_inf(loss_log_deriv(code, 0.0, margin)[0]) * abs(delta) / inc
+    ratio_b = exp_or_inf(loss_log_second_deriv(code, 0.0, margin)) * delta**2 / inc
+    return math.log(inc), ratio_a, ratio_b
+
+
+@njit(cache=True)
+def signed_sum(log_abs, sign):
+    """Σ_i sign_i·e^{log_abs_i} as (big, pos, neg): the sum is e^{big}·(pos − neg), pos and neg
+    its positive and negative parts relative to its largest term (entries of sign 0 left
+    out; big = −inf and pos = neg = 0 when none is left)."""
+    big = -math.inf
+    for i in range(log_abs.shape[0]):
+        if sign[i] != 0.0:
+            big = max(big, log_abs[i])
+    pos = 0.0
+    neg = 0.0
+    if big > -math.inf:
+        for i in range(log_abs.shape[0]):
+            if sign[i] > 0.0:
+                pos += math.exp(log_abs[i] - big)
+            elif sign[i] < 0.0:
+                neg += math.exp(log_abs[i] - big)
+    return big, pos, neg
+
+
+@njit(cache=True)
+def log_gap_derivatives(keys, diff, top, code, P, order, log_gap, sign_gap, grad, hess):
+    """For every point P[k]: log|G| into ``log_gap`` and sign G into ``sign_gap``, where
+    G = L(p) − L_α = (1/n)Σ_i [ℓ(γ_iα − δ_i) − ℓ(γ_iα)] is the loss gap to selection α and
+    δ_i = Σ_t s_it·diff[i, t] input i's margin drop (diff[i, t] = γ_iα − γ_it, top[i] = γ_iα);
+    with ``order`` ≥ 1 also ∇log|G| into ``grad`` (K, d), with ``order`` 2 ∇²log|G| into
+    ``hess`` (K, d, d). The closed-form derivatives of ``models.flows.regpath.log_gap_batch``
+    for the regularization-path descents, whose tensors are so small that autograd's per-node
+    overhead was most of their time. tests/test_regpath.py checks them against the plain
+    calculus in mpmath from ‖p‖ = 0.3 to 3000 and against autograd where that is accurate.
+
+    The mathematics, per input (s the softmax of z_t = k_tᵀp, k̄ = Σ_t s_t k_t, r the
+    top-logit token, Cov = Σ_t s_t (k_t − k̄)(k_t − k̄)ᵀ):
+      ∇δ = Σ_t s_t diff_t (k_t − k̄) = Σ_{t≠r} s_t (diff_t − diff_r)(k_t − k̄),
+      ∇²δ = Σ_t s_t diff_t (k_t − k̄)(k_t − k̄)ᵀ − δ·Cov
+          = Σ_{t≠r} s_t (diff_t − diff_r)(k_t − k̄)(k_t − k̄)ᵀ + (diff_r − δ)·Cov
+    (as Σ_t s_t (k_t − k̄) = 0; the second forms are the ones summed: every term is
+    leak-sized, where the first forms cancel down to the leak when the top-logit token ties in
+    score with another). With inc_i = ℓ(γ_α − δ_i) − ℓ(γ_α), a = −ℓ'(γ_α − δ) and
+    b = ℓ''(γ_α − δ),
+      ∇G/G = Σ_i share_i·(a_i δ_i/inc_i)·∇δ_i/δ_i,   share_i = inc_i / Σ_j inc_j,
+      ∇²G/G = Σ_i share_i·[(a_i δ_i/inc_i)·∇²δ_i/δ_i + (b_i δ_i²/inc_i)·(∇δ_i/δ_i)(∇δ_i/δ_i)ᵀ],
+      ∇log|G| = ∇G/G,   ∇²log|G| = ∇²G/G − ∇log|G| ∇log|G|ᵀ.
+
+    Numerics. Nothing that can underflow is formed (∇δ_i and ∇²δ_i are kept divided by |δ_i|),
+    and every factor that is 1 to leading order is a ratio of linear-space numbers, never the
+    exponential of a difference of logs: where log G is nearly linear in p (one leaking token)
+    its Hessian is the difference of two terms of size ‖∇log G‖², and a log of size 600,
+    rounded to ε·600, would leave 1e-13·‖∇log G‖² of noise in it. So the weights
+    s_t·(diff_t − diff_r)/|δ| are exponentials over their own linear-space sum, the shares the
+    same exponentials as the value's signed sum over theirs, and a_i δ_i/inc_i is 1 exactly in
+    the first-order form −ℓ'(γ_α)·δ_i that ``log_gap_batch`` uses where a_i·|δ_i| < e^{-600}
+    (b = 0 there, as autograd of that form gives). An input with δ_i = 0 exactly contributes
+    nothing (as there); G = 0 gives log|G| = −inf, sign 0 and zero derivatives.
     """
     K = P.shape[0]
     n, T, d = keys.shape
     z = np.empty(T)
+    w = np.empty(T)
+    centred = np.empty((T, d))
+    log_inc = np.empty(n)
+    sign_inc = np.empty(n)
+    ratio_a = np.empty(n)  # a_i·|δ_i| / |inc_i|
+    ratio_b = np.empty(n)  # b_i·δ_i² / |inc_i|
+    g_unit = np.zeros((n, d))  # ∇δ_i / |δ_i|
+    h_unit = np.zeros((n, d, d))  # ∇²δ_i / |δ_i|
+    lnd = loss_neg_slopes(code, top)
     for k in range(K):
         for i in range(n):
-            z_max = -math.inf
-            pos_max = -math.inf
-            neg_max = -math.inf
-            for t in range(T):
-                acc = 0.0
-                for j in range(d):
-                    acc += keys[i, t, j] * P[k, j]
-                z[t] = acc
-                z_max = max(z_max, acc)
-                if diff[i, t] > 0.0:
-                    pos_max = max(pos_max, acc)
-                elif diff[i, t] < 0.0:
-                    neg_max = max(neg_max, acc)
-            total = 0.0
-            pos = 0.0
-            neg = 0.0
-            for t in range(T):
-                total += math.exp(z[t] - z_max)
-                if diff[i, t] > 0.0:
-                    pos += math.exp(z[t] - pos_max) * diff[i, t]
-                elif diff[i, t] < 0.0:
-                    neg -= math.exp(z[t] - neg_max) * diff[i, t]
-            log_pos = pos_max + math.log(pos) if pos_max > -math.inf else -math.inf
-            log_neg = neg_max + math.log(neg) if neg_max > -math.inf else -math.inf
-            hi = max(log_pos, log_neg)
-            lo = min(log_pos, log_neg)
-            if hi == -math.inf:
-                log_drop[k, i] = -math.inf
-                sign_drop[k, i] = 0.0
+            log_delta, sign, r, log_norm, ref = margin_drop(keys, diff, i, P[k], z)
+            if sign == 0.0:
+                log_inc[i] = -math.inf
+                sign_inc[i] = 0.0
                 continue
-            log_norm = z_max + math.log(total)
-            log_drop[k, i] = (hi + math.log1p(-math.exp(lo - hi))) - log_norm
-            sign_drop[k, i] = 1.0 if log_pos > log_neg else (-1.0 if log_pos < log_neg else 0.0)
+            sign_inc[i] = sign  # ℓ decreasing: ℓ(γ − δ) − ℓ(γ) has the sign of δ
+            log_inc[i], ratio_a[i], ratio_b[i] = gap_term(
+                code, top[i], lnd[i], log_delta, sign, order
+            )
+            if order < 1:
+                continue
+            # k_t − k̄ with k̄ = k_r + Σ_u s_u (k_u − k_r): the mean's offset from the top-logit
+            # token is O(leak), summed without the ε·|k| noise of Σ_u s_u k_u
+            for j in range(d):
+                acc = 0.0
+                for u in range(T):
+                    acc += math.exp(z[u] - log_norm) * (keys[i, u, j] - keys[i, r, j])
+                for t in range(T):
+                    centred[t, j] = (keys[i, t, j] - keys[i, r, j]) - acc
+            # Σ_t s_t (k_t − k̄) = 0, so ∇δ = Σ_{t≠r} s_t (diff_t − diff_r)(k_t − k̄): every term
+            # leak-sized (summing diff_t·s_t over all tokens would cancel to the leak when the
+            # top-logit token ties in score with others), and likewise
+            # ∇²δ = Σ_{t≠r} s_t (diff_t − diff_r)(k_t − k̄)(k_t − k̄)ᵀ + (diff_r − δ)·Cov.
+            # Divided by |δ|: w_t = s_t (diff_t − diff_r)/|δ| from exponentials relative to the
+            # largest logit among the tokens that move δ, over their own linear-space sum
+            # |Σ_t diff_t e^{z_t − ref}|, and (diff_r − δ)/|δ| = −Σ_{t≠r} w_t.
+            scale = 0.0
+            for t in range(T):
+                if diff[i, t] != 0.0:
+                    scale += diff[i, t] * math.exp(z[t] - ref)
+            scale = abs(scale)
+            w_sum = 0.0
+            for t in range(T):
+                w[t] = 0.0
+                if t != r and diff[i, t] != diff[i, r]:
+                    w[t] = (diff[i, t] - diff[i, r]) * exp_or_inf(z[t] - ref) / scale
+                w_sum += w[t]
+            for j in range(d):
+                acc = 0.0
+                for t in range(T):
+                    acc += w[t] * centred[t, j]
+                g_unit[i, j] = acc
+            if order < 2:
+                continue
+            for j in range(d):
+                for m in range(j + 1):
+                    acc = 0.0
+                    cov = 0.0
+                    for t in range(T):
+                        outer = centred[t, j] * centred[t, m]
+                        acc += w[t] * outer
+                        cov += math.exp(z[t] - log_norm) * outer
+                    h_unit[i, j, m] = acc - w_sum * cov
+                    h_unit[i, m, j] = h_unit[i, j, m]
+        big, pos, neg = signed_sum(log_inc, sign_inc)
+        for j in range(d):
+            grad[k, j] = 0.0
+            for m in range(d):
+                hess[k, j, m] = 0.0
+        if pos == neg:  # G = 0 exactly (or no input moves): −inf, sign 0, no derivatives
+            log_gap[k] = -math.inf
+            sign_gap[k] = 0.0
+            continue
+        log_gap[k] = big + math.log(abs(pos - neg)) - math.log(n)
+        sign_gap[k] = 1.0 if pos > neg else -1.0
+        if order < 1:
+            continue
+        for i in range(n):
+            if sign_inc[i] == 0.0:
+                continue
+            # share_i·sign δ_i, as ∇δ_i/|δ_i| carries δ_i's sign: e^{log|inc_i| − big}/(pos − neg)
+            share = math.exp(log_inc[i] - big) / (pos - neg)
+            c = share * ratio_a[i]
+            e = share * ratio_b[i]
+            for j in range(d):
+                grad[k, j] += c * g_unit[i, j]
+            if order < 2:
+                continue
+            for j in range(d):
+                for m in range(d):
+                    hess[k, j, m] += c * h_unit[i, j, m] + e * g_unit[i, j] * g_unit[i, m]
+        if order < 2:
+            continue
+        for j in range(d):
+            for m in range(d):
+                hess[k, j, m] -= grad[k, j] * grad[k, m]
+
+
+@njit(cache=True)
+def head_log_gaps(keys, diffs, lin, q, y, top, code, P, log_gap, sign_gap):
+    """For every point P[k]: log|G| into ``log_gap`` and sign G into ``sign_gap``, G = L(p) − L_α
+    for a quadratic nonlinear head ψ(u) = Σ_j q_j u_j² + const (``models.problems.heads``),
+    L_α = (1/n)Σ_i ℓ(y_i ψ(x_iα)), top[i] = y_i ψ(x_iα): the compiled form of
+    ``models.flows.regpath.head_log_gap_batch`` for grids (tests/test_regpath.py compares the
+    two and both with 80-digit arithmetic).
+
+    With δ_ij = Σ_t s_it·diffs[i, j, t] (diffs[i, j, t] = x_itj − x_iαj, each a
+    ``drop_from_logits``), ψ(u_i) − ψ(x_iα) = Σ_j (lin[i, j]·δ_ij + q_j·δ_ij²), lin[i, j] =
+    2 q_j x_iαj: a signed sum of terms kept as logs, so nothing cancels against ψ(x_iα); input
+    i's margin drops by −y_i times it, and each input's term and their sum are those of
+    ``log_gap_derivatives`` (``gap_term``, ``signed_sum``).
+    """
+    n, T = keys.shape[0], keys.shape[1]
+    dx = diffs.shape[1]
+    z = np.empty(T)
+    log_terms = np.empty(2 * dx)
+    sign_terms = np.empty(2 * dx)
+    log_inc = np.empty(n)
+    sign_inc = np.empty(n)
+    lnd = loss_neg_slopes(code, top)
+    for k in range(P.shape[0]):
+        for i in range(n):
+            r = input_logits(keys, i, P[k], z)
+            for j in range(dx):
+                log_d, sign_d, _, _ = drop_from_logits(z, r, diffs[i, j])
+                log_terms[j] = -math.inf
+                sign_terms[j] = 0.0
+                log_terms[dx + j] = -math.inf
+                sign_terms[dx + j] = 0.0
+                if sign_d == 0.0:
+                    continue
+                if lin[i, j] != 0.0:
+                    log_terms[j] = log_d + math.log(abs(lin[i, j]))
+                    sign_terms[j] = sign_d if lin[i, j] > 0.0 else -sign_d
+                if q[j] != 0.0:
+                    log_terms[dx + j] = 2.0 * log_d + math.log(abs(q[j]))
+                    sign_terms[dx + j] = 1.0 if q[j] > 0.0 else -1.0
+            big, pos, neg = signed_sum(log_terms, sign_terms)
+            if pos == neg:  # ψ(u_i) = ψ(x_iα) exactly: no change
+                log_inc[i] = -math.inf
+                sign_inc[i] = 0.0
+                continue
+            sign_drop = -y[i] * (1.0 if pos > neg else -1.0)
+            log_drop = big + math.log(abs(pos - neg))
+            log_inc[i] = gap_term(code, top[i], lnd[i], log_drop, sign_drop, 0)[0]
+            sign_inc[i] = sign_drop
+        big, pos, neg = signed_sum(log_inc, sign_inc)
+        if pos == neg:
+            log_gap[k] = -math.inf
+            sign_gap[k] = 0.0
+            continue
+        log_gap[k] = big + math.log(abs(pos - neg)) - math.log(n)
+        sign_gap[k] = 1.0 if pos > neg else -1.0

@@ -56,6 +56,9 @@ CHUNK = 8192
 NOISE = 1e-13
 #: Two restarts found the same minimum when 1 − cos of their end points is below this.
 SAME_POINT = 1e-9
+#: Losses whose log-gap derivatives come in closed form (``kernels.log_gap_derivatives``); any
+#: other strictly decreasing loss is differentiated by autograd.
+CLOSED_FORM_LOSSES = (kernels.LOGISTIC, kernels.EXPONENTIAL, kernels.CORRELATION)
 
 
 # ------------------------------------------------------------------------------ threads
@@ -104,9 +107,20 @@ class Objective:
     alpha: np.ndarray | None = None
     #: The same values without autograd, faster on large grids (``grid``); None: ``fn``.
     fast: Callable[[Tensor], Tensor] | None = None
+    #: f, ∇f and ∇²f per row in closed form, ``closed(P, order)`` (order 0: values only, ∇f and
+    #: ∇²f zero), used by the descents in place of autograd of ``fn``; None: autograd.
+    closed: Callable[[Tensor, int], tuple[Tensor, Tensor, Tensor]] | None = None
 
     def __call__(self, P: Tensor) -> Tensor:
         return self.fn(P)
+
+    def values(self, P: Tensor) -> Tensor:
+        """The descents' values: from ``closed`` where there is one, so that a line search
+        compares trial values with the value at its start computed by the same code."""
+        if self.closed is not None:
+            return self.closed(P, 0)[0]
+        with torch.no_grad():
+            return self.fn(P)
 
     def at(self, p) -> float:
         """The objective at one point, as a float."""
@@ -171,22 +185,36 @@ def log_gap_batch(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
     return _gap_from_margin_drop(loss, top, log_delta, sign_delta, n)
 
 
-def log_gap_grid(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
-    """``log_gap_batch`` without autograd, for grids: the margin drops δ_ki come from the
-    compiled ``kernels.margin_drops`` (the same arithmetic in one pass per point; a sector
-    grid of 320 000 points took 0.26 s in tensor passes), the loss step from the same code."""
-    keys = problem.keys.detach().numpy()
-    n = keys.shape[0]
+def _closed_log_gap(problem, alpha) -> Callable[[Tensor, int], tuple[Tensor, Tensor, Tensor]]:
+    """``closed`` for the log-gap objective: the ranked log|L − L_α| (``_rank``) with its
+    gradient and Hessian from the compiled ``kernels.log_gap_derivatives``, the one code behind
+    the grids' values, the line searches' trials and the descents' derivatives. Autograd of
+    ``log_gap_batch`` cost 3 ms per descent iteration on tensors of a few dozen entries (0.16 ms
+    in closed form; benchmarks/test_regpath_derivatives.py), and lost the leak-sized gradients
+    of points saturated on a wrong token (tests/test_regpath.py). For a negative gap the rank
+    is −BIG − log|G|, so its derivatives are those of log|G| negated; for G = 0 it is the
+    constant −BIG."""
+    keys = np.ascontiguousarray(problem.keys.detach().numpy())
     top, diff = _selected_scores(problem, alpha)
-    Pn = P.detach().numpy()
-    log_delta = np.empty((Pn.shape[0], n))
-    sign_delta = np.empty((Pn.shape[0], n))
-    kernels.margin_drops(
-        np.ascontiguousarray(keys), diff.detach().numpy(), np.ascontiguousarray(Pn),
-        log_delta, sign_delta,
-    )  # fmt: skip
-    log_delta, sign_delta = torch.from_numpy(log_delta), torch.from_numpy(sign_delta)
-    return _gap_from_margin_drop(problem.loss, top, log_delta, sign_delta, n)
+    top = np.ascontiguousarray(top.detach().numpy())
+    diff = np.ascontiguousarray(diff.detach().numpy())
+    code = problem.loss.kernel_code
+
+    def closed(P: Tensor, order: int) -> tuple[Tensor, Tensor, Tensor]:
+        Pn = np.ascontiguousarray(P.detach().numpy())
+        k, d = Pn.shape
+        log_gap, sign = np.empty(k), np.empty(k)
+        grad, hess = np.empty((k, d)), np.empty((k, d, d))
+        kernels.log_gap_derivatives(keys, diff, top, code, Pn, order, log_gap, sign, grad, hess)
+        sign_t = torch.from_numpy(sign)
+        f = _rank(torch.from_numpy(log_gap), sign_t)
+        return (
+            f,
+            sign_t[:, None] * torch.from_numpy(grad),
+            sign_t[:, None, None] * torch.from_numpy(hess),
+        )
+
+    return closed
 
 
 def _selected_scores(problem, alpha) -> tuple[Tensor, Tensor]:
@@ -232,22 +260,27 @@ def head_log_gap_batch(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
 
 
 def head_log_gap_grid(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
-    """``head_log_gap_batch`` without autograd, for grids: each coordinate δ_ik is a margin drop
-    of ``kernels.margin_drops`` (input i's keys, differences x_itk − x_iαk), compiled."""
+    """``head_log_gap_batch`` without autograd, for grids: the compiled
+    ``kernels.head_log_gaps`` (the same mathematics in one pass per point; the tensor form's
+    assembly of the coordinate drops took two thirds of a circle search's time)."""
     x_top, diff = _head_differences(problem, alpha)
-    n, d, T = diff.shape
-    keys = problem.keys.detach().numpy()
-    # one pseudo-input per (i, k): input i's keys, coordinate k's differences
-    keys_ik = np.ascontiguousarray(np.repeat(keys, d, axis=0))
+    q = problem.quadratic_form()
     Pn = np.ascontiguousarray(P.detach().numpy())
-    log_dk, sign_dk = np.empty((Pn.shape[0], n * d)), np.empty((Pn.shape[0], n * d))
-    kernels.margin_drops(keys_ik, diff.detach().reshape(n * d, T).numpy(), Pn, log_dk, sign_dk)
     k = Pn.shape[0]
-    log_dk, sign_dk = (
-        torch.from_numpy(log_dk).view(k, n, d),
-        torch.from_numpy(sign_dk).view(k, n, d),
+    log_gap, sign = np.empty(k), np.empty(k)
+    kernels.head_log_gaps(
+        np.ascontiguousarray(problem.keys.detach().numpy()),
+        np.ascontiguousarray(diff.detach().numpy()),
+        np.ascontiguousarray((2 * q * x_top).detach().numpy()),
+        np.ascontiguousarray(q.detach().numpy()),
+        np.ascontiguousarray(problem.y.detach().numpy(), dtype=np.float64),
+        np.ascontiguousarray((problem.y * problem.psi_of(x_top)).detach().numpy()),
+        problem.loss.kernel_code,
+        Pn,
+        log_gap,
+        sign,
     )
-    return _head_gap_from_drops(problem, x_top, log_dk, sign_dk)
+    return torch.from_numpy(log_gap), torch.from_numpy(sign)
 
 
 def _head_differences(problem, alpha) -> tuple[Tensor, Tensor]:
@@ -315,20 +348,25 @@ def objective_for(problem, alpha=None) -> Objective:
         raise ValueError("reg_path: input-weighted problems are not supported")
     if _has_head_log_gap(problem):
         alpha = problem.psi_optimal_tokens() if alpha is None else np.asarray(alpha, np.int64)
+        compiled = problem.loss.kernel_code in CLOSED_FORM_LOSSES
         return Objective(
             lambda P: _rank(*head_log_gap_batch(problem, P, alpha)),
             "log_gap",
             alpha,
-            fast=lambda P: _rank(*head_log_gap_grid(problem, P, alpha)),
+            fast=(lambda P: _rank(*head_log_gap_grid(problem, P, alpha))) if compiled else None,
         )
     if not _has_log_gap(problem):
         return Objective(_plain_loss(problem), "loss")
     alpha = global_opt(problem.scores) if alpha is None else np.asarray(alpha, dtype=np.int64)
+    if problem.loss.kernel_code not in CLOSED_FORM_LOSSES:
+        return Objective(lambda P: _rank(*log_gap_batch(problem, P, alpha)), "log_gap", alpha)
+    closed = _closed_log_gap(problem, alpha)
     return Objective(
         lambda P: _rank(*log_gap_batch(problem, P, alpha)),
         "log_gap",
         alpha,
-        fast=lambda P: _rank(*log_gap_grid(problem, P, alpha)),
+        fast=lambda P: closed(P, 0)[0],
+        closed=closed,
     )
 
 
@@ -348,8 +386,13 @@ def _derivatives(obj: Objective, P: Tensor, hessian: bool = True):
     times; tests/test_regpath.py checks the rows against ``torch.autograd.functional.hessian``
     of each row alone).
 
+    An objective with a closed form (``Objective.closed``) takes its derivatives from there.
     NaN values become +inf (never accepted by a line search); NaN derivatives become 0.
     """
+    clean = {"nan": 0.0, "posinf": 0.0, "neginf": 0.0}
+    if obj.closed is not None:
+        f, g, H = obj.closed(P, 2 if hessian else 1)
+        return f.nan_to_num(nan=math.inf), g.nan_to_num(**clean), H.nan_to_num(**clean)
     k, d = P.shape
     copies = d if hessian else 1
     Pc = P.detach().repeat(copies, 1).requires_grad_(True)  # copy j: rows j·k … (j + 1)·k − 1
@@ -362,7 +405,6 @@ def _derivatives(obj: Objective, P: Tensor, hessian: bool = True):
         (rows,) = torch.autograd.grad(own.sum(), Pc, allow_unused=True)
         if rows is not None:
             H = rows.view(d, k, d).transpose(0, 1)  # H[r, j, :] = ∂(∂f/∂p_j)/∂p at row r
-    clean = {"nan": 0.0, "posinf": 0.0, "neginf": 0.0}
     return (
         f.detach().nan_to_num(nan=math.inf),
         g.detach().nan_to_num(**clean),
@@ -442,8 +484,7 @@ def _trial(obj, P, t, direction, project, rows):
     trial = P + t[:, None] * direction
     trial = project(trial) if project is not None else trial
     ft = torch.full_like(t, math.inf)
-    with torch.no_grad():
-        ft[rows] = obj(trial[rows]).nan_to_num(nan=math.inf)
+    ft[rows] = obj.values(trial[rows]).nan_to_num(nan=math.inf)
     return trial, ft
 
 

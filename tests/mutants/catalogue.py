@@ -517,13 +517,16 @@ MUTANTS: list[dict[str, str]] = [
     {
         "id": "M48-grid-drop-unshifted",
         "file": "models/flows/kernels.py",
-        "old": "                    pos += math.exp(z[t] - pos_max) * diff[i, t]\n",
-        "new": "                    pos += math.exp(z[t] - z_max) * diff[i, t]\n",
+        "old": "            pos += math.exp(z[t] - pos_max) * drow[t]\n",
+        "new": "            pos += math.exp(z[t] - z_max) * drow[t]\n",
         "category": "lost precision",
         "fault": "the grid's margin drop sums its positive part relative to the top logit "
         "instead of its own largest: where the selected token dominates (the regime the "
         "regularization path is about), every term underflows and the grid reads L − L_α "
-        "as the wrong sign or −inf, so a sector or circle search picks a wrong witness.",
+        "as the wrong sign or −inf, so a sector or circle search picks a wrong witness. "
+        "(Since 2026-12-05 the margin drop is one helper, ``drop_from_logits``, that the "
+        "descents' closed-form log gap and the heads' grids share: the mutant reaches them "
+        "too.)",
     },
     {
         "id": "M49-twin-group-tie-on-own-score",
@@ -716,5 +719,16 @@ MUTANTS: list[dict[str, str]] = [
         "fault": "the linear NTP decoder's inputs (j, z) are weighted by π̂_j alone, not "
         "π̂_j·p̂_jz: the view's loss is the CE of uniform next-token distributions on the "
         "supports, so the flow's finite part is the uniform split, not W*.",
+    },
+    # ---------------------------------------------------------------- kernels.py (log-gap derivatives)
+    {
+        "id": "M67-kernels-log-gap-keys-not-centred",
+        "file": "models/flows/kernels.py",
+        "old": "                    centred[t, j] = (keys[i, t, j] - keys[i, r, j]) - acc\n",
+        "new": "                    centred[t, j] = keys[i, t, j]\n",
+        "category": "missing step",
+        "fault": "the closed-form gradient and Hessian of the log loss gap use the keys k_t "
+        "where the softmax's derivative needs k_t − k̄: ∇δ_i is off by sign(δ_i)·k̄_i, so the "
+        "regularization-path descents follow a wrong gradient and stop away from p_R.",
     },
 ]
