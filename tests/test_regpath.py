@@ -460,7 +460,7 @@ def test_head_log_gap_matches_80_digit_arithmetic(psi, loss, scale):
     """The cancellation-free head gap equals L − L_α computed in 80 digits, from moderate ‖p‖
     (where the plain loss would do) to ‖p‖ where the leak is e^{-100} and float64's plain loss
     is flat."""
-    from models.flows.regpath import head_log_gap_batch, head_log_gap_grid
+    from models.flows.regpath import head_log_gap_batch
     from models.problems.heads import saddle_square as saddle
 
     psis = {"squared_norm": squared_norm, "saddle_square": saddle, "concave_bump": concave_bump}
@@ -471,9 +471,10 @@ def test_head_log_gap_matches_80_digit_arithmetic(psi, loss, scale):
     alpha = problem.psi_optimal_tokens()
     P = scale * torch.randn(4, 2, generator=gen, dtype=F64)
     log_abs, sign = head_log_gap_batch(problem, P, alpha)
-    fast_abs, fast_sign = head_log_gap_grid(problem, P, alpha)
-    # the grid's compiled form: the same values to rounding (its δ arithmetic differs in order)
-    assert torch.equal(fast_sign, sign)
+    fast_abs, fast_sign, _, _ = _head_closed(problem, alpha, P.numpy(), order=0)
+    # the compiled form (grids, line searches, descents): the same values to rounding (its δ
+    # arithmetic differs in order)
+    assert torch.equal(torch.from_numpy(fast_sign), sign)
     np.testing.assert_allclose(fast_abs, log_abs, rtol=1e-9)
     for k in range(P.shape[0]):
         exact = _head_gap_mpmath(problem, P[k].tolist(), alpha)
@@ -797,11 +798,166 @@ def test_closed_log_gap_derivatives_match_autograd(loss, seed):
 
 
 def test_descents_use_the_closed_form_for_the_compiled_losses():
-    """Log-gap objectives of the losses with a kernel code carry the closed form; other
-    objectives (the plain loss of a non-monotone loss, a nonlinear head) use autograd."""
+    """Log-gap objectives (plain and quadratic heads) of the losses with a kernel code carry
+    the closed form; the plain loss of a non-monotone loss uses autograd."""
     for loss in LOSSES:
         assert objective_for(toy(loss)).closed is not None
     assert objective_for(toy("logistic")).closed is not None
     assert objective_for(PromptProblem(TOY_KEYS, TOY_SCORES, "square")).closed is None
     head = NonlinearHeadProblem(HEAD_X, torch.ones(2), psi=squared_norm)
-    assert objective_for(head).closed is None
+    assert objective_for(head).closed is not None
+
+
+def _head_closed(problem, alpha, P, order=2):
+    """(log|G|, sign G, ∇log|G|, ∇²log|G|) of a quadratic head by the compiled kernel."""
+    from models.flows.regpath import _head_differences
+
+    x_top, diff = _head_differences(problem, alpha)
+    q = problem.quadratic_form()
+    k, d = P.shape
+    out = np.empty(k), np.empty(k), np.zeros((k, d)), np.zeros((k, d, d))
+    args = (problem.keys, diff, 2 * q * x_top, q, problem.y, problem.y * problem.psi_of(x_top))
+    kernels.head_log_gap_derivatives(
+        *(np.ascontiguousarray(a.numpy()) for a in args), problem.loss.kernel_code, P, order, *out
+    )
+    return out
+
+
+def _head_log_gap_derivatives_mp(problem, alpha, p, digits=40):
+    """(log|G|, sign G, ∇log|G|, ∇²log|G|, κ) of a quadratic head's gap G = L(p) − L_α by the
+    plain calculus in mpmath, κ the condition of its two signed sums (Σ_i|inc_i|/|G| times the
+    largest Σ_j|terms|/|ψ(u_i) − ψ(x_iα)|: the factor by which they amplify rounding).
+    u = Σ_t s_t x_t, ∇u_j = Σ_t s_t x_tj (k_t − k̄), ∇²u_j = Σ_t s_t x_tj (k_t − k̄)(k_t − k̄)ᵀ
+    − u_j·Cov, the margin m = y·ψ(u) with ψ's derivatives, then ∇ℓ(m) = ℓ'(m)∇m and
+    ∇²ℓ(m) = ℓ''(m)∇m∇mᵀ + ℓ'(m)∇²m. The precision is raised by the logit spread in digits,
+    so ℓ(m) − ℓ(m_α), a leak-sized difference, keeps ``digits``."""
+    keys, X, y = problem.keys.numpy(), problem.X.numpy(), problem.y.numpy()
+    n, T, d = keys.shape
+    dx = X.shape[2]
+    q = problem.quadratic_form().numpy()
+    const = float(problem.psi_of(torch.zeros(1, dx, dtype=F64))[0])  # ψ(0): 2 for the bump
+    z_all = keys @ p
+    spread = float((z_all.max(-1) - z_all.min(-1)).max())
+    with mp.workdps(digits + int(spread / math.log(10)) + 10):
+        pm = [mp.mpf(float(v)) for v in p]
+        parts = {
+            "logistic": (
+                lambda m: mp.log(1 + mp.exp(-m)),
+                lambda m: -1 / (1 + mp.exp(m)),
+                lambda m: 1 / ((1 + mp.exp(m)) * (1 + mp.exp(-m))),
+            ),
+            "exponential": (lambda m: mp.exp(-m), lambda m: -mp.exp(-m), lambda m: mp.exp(-m)),
+            "correlation": (lambda m: -m, lambda m: mp.mpf(-1), lambda m: mp.mpf(0)),
+        }[problem.loss.name]
+        G, dG, HG = mp.mpf(0), mp.zeros(d, 1), mp.zeros(d, d)
+        sizes, kappa_terms = mp.mpf(0), mp.mpf(1)
+        for i in range(n):
+            K = [[mp.mpf(float(keys[i, t, j])) for j in range(d)] for t in range(T)]
+            Xi = [[mp.mpf(float(X[i, t, j])) for j in range(dx)] for t in range(T)]
+            z = [mp.fsum(K[t][j] * pm[j] for j in range(d)) for t in range(T)]
+            e = [mp.exp(zt - max(z)) for zt in z]
+            s = [et / mp.fsum(e) for et in e]
+            kbar = [mp.fsum(s[t] * K[t][j] for t in range(T)) for j in range(d)]
+            c = [mp.matrix([K[t][j] - kbar[j] for j in range(d)]) for t in range(T)]
+            cov = sum((s[t] * c[t] * c[t].T for t in range(T)), mp.zeros(d, d))
+            m = m_top = y[i] * mp.mpf(const)
+            dm, hm = mp.zeros(d, 1), mp.zeros(d, d)
+            terms = mp.mpf(0)  # Σ_j |2q_j x_αj δ_j| + |q_j δ_j²|: the size of ψ(u) − ψ(x_α)'s terms
+            for j in range(dx):
+                u = mp.fsum(s[t] * Xi[t][j] for t in range(T))
+                du = sum((s[t] * Xi[t][j] * c[t] for t in range(T)), mp.zeros(d, 1))
+                hu = sum((s[t] * Xi[t][j] * c[t] * c[t].T for t in range(T)), mp.zeros(d, d))
+                hu -= u * cov
+                qj = mp.mpf(float(q[j]))
+                xa = Xi[int(alpha[i])][j]
+                terms += abs(2 * qj * xa * (u - xa)) + abs(qj * (u - xa) ** 2)
+                m += y[i] * qj * u * u
+                m_top += y[i] * qj * Xi[int(alpha[i])][j] ** 2
+                dm += y[i] * 2 * qj * u * du
+                hm += y[i] * 2 * qj * (du * du.T + u * hu)
+            ell, d1, d2 = parts
+            inc = ell(m) - ell(m_top)
+            sizes += abs(inc)
+            if inc != 0:
+                kappa_terms = max(kappa_terms, terms / abs(m - m_top))
+            G += inc
+            dG += d1(m) * dm
+            HG += d2(m) * dm * dm.T + d1(m) * hm
+        if G == 0:
+            return -math.inf, 0.0, np.zeros(d), np.zeros((d, d)), 1.0
+        grad = dG / G
+        hess = HG / G - grad * grad.T
+        to_np = lambda a: np.array(a.tolist(), dtype=float)  # noqa: E731
+        kappa = float(sizes / abs(G) * kappa_terms)
+        log_g, sign_g = float(mp.log(abs(G / n))), float(mp.sign(G))
+        return log_g, sign_g, to_np(grad)[:, 0], to_np(hess), kappa
+
+
+def _random_head_problem(seed: int, loss: str):
+    from models.problems.heads import saddle_square as saddle
+
+    gen = np.random.default_rng(seed)
+    n, T = int(gen.integers(1, 4)), int(gen.integers(2, 5))
+    X = torch.as_tensor(gen.normal(size=(n, T, 2)))
+    y = torch.as_tensor(gen.choice([-1.0, 1.0], size=n))
+    psi = (squared_norm, saddle, concave_bump)[seed % 3]
+    problem = NonlinearHeadProblem(X, y, psi=psi, loss=loss)
+    alpha = problem.psi_optimal_tokens() if seed % 2 else gen.integers(0, T, size=n)
+    return problem, np.asarray(alpha, dtype=np.int64), gen
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("loss", LOSSES)
+def test_closed_head_log_gap_derivatives_match_high_precision(loss, seed):
+    """kernels.head_log_gap_derivatives against the plain calculus in mpmath, from ‖p‖ = 0.3 to
+    300, for convex, saddle and concave quadratic heads, mixed labels, the ψ-optimal or random
+    selections: log|G| within 8·(T + Z)·ε·κ·max(1, |log G|) and ∇log|G| within 8·(T + Z)·ε·κ of
+    its norm (test_closed_log_gap_derivatives_match_high_precision's bound, Z the largest logit
+    spread, times the condition κ of the head's two signed sums, over the coordinates and over
+    the inputs: with cancelling terms both forms lose what cancels); ∇²log|G| within that of
+    ‖H‖ + ‖∇log|G|‖²."""
+    problem, alpha, gen = _random_head_problem(seed, loss)
+    keys = problem.keys.numpy()
+    T, d = keys.shape[1], keys.shape[2]
+    eps = np.finfo(np.float64).eps
+    P = gen.normal(size=(8, d))
+    P *= (np.repeat([0.3, 3.0, 30.0, 300.0], 2) / np.linalg.norm(P, axis=1))[:, None]
+    log_gap, sign, grad, hess = _head_closed(problem, alpha, P)
+    checked = 0
+    for k in range(P.shape[0]):
+        ref_log, ref_sign, ref_grad, ref_hess, kappa = _head_log_gap_derivatives_mp(
+            problem, alpha, P[k]
+        )
+        z = keys @ P[k]
+        tol = 8 * (T + float((z.max(-1) - z.min(-1)).max())) * eps * kappa
+        assert sign[k] == ref_sign, (k, sign[k], ref_sign)
+        if ref_sign == 0:
+            assert log_gap[k] == -math.inf and not grad[k].any() and not hess[k].any()
+            continue
+        checked += 1
+        assert abs(log_gap[k] - ref_log) <= tol * max(1.0, abs(ref_log)), (k, log_gap[k], ref_log)
+        g_size = np.linalg.norm(ref_grad)
+        assert np.linalg.norm(grad[k] - ref_grad) <= tol * g_size, (k, grad[k], ref_grad)
+        h_size = np.linalg.norm(ref_hess) + g_size**2
+        assert np.linalg.norm(hess[k] - ref_hess) <= tol * h_size, (k, hess[k], ref_hess)
+    assert checked >= 4
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("loss", LOSSES)
+def test_closed_head_log_gap_derivatives_match_autograd(loss, seed):
+    """A quadratic head's closed-form f, ∇f and ∇²f (the rank of a signed gap included) equal
+    autograd of ``head_log_gap_batch`` where that is accurate (‖p‖ ≤ 3), and order 0 and 1 give
+    the same values as order 2."""
+    problem, alpha, gen = _random_head_problem(seed, loss)
+    obj = objective_for(problem, alpha)
+    assert obj.closed is not None
+    P = torch.as_tensor(gen.normal(size=(6, problem.dim)) * np.geomspace(0.1, 3, 6)[:, None])
+    f, g, H = obj.closed(P, 2)
+    f0, g0, H0 = _row_by_row(dataclasses.replace(obj, closed=None), P)
+    torch.testing.assert_close(f, f0, rtol=1e-12, atol=0)
+    torch.testing.assert_close(g, g0, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(H, H0, rtol=1e-9, atol=1e-11)
+    f1, g1, _ = obj.closed(P, 1)
+    assert torch.equal(f1, f) and torch.equal(g1, g)
+    assert torch.equal(obj.closed(P, 0)[0], f) and torch.equal(obj.grid(P), f)

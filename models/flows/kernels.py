@@ -539,15 +539,17 @@ def alignment(p, u, unit):
 @njit(cache=True)
 def drop_from_logits(z, r, drow):
     """δ = Σ_t s_t·drow[t], s the softmax of the logits ``z`` (top-logit token r), as
-    (log|δ|, sign δ, log Σ_t e^{z_t}, ref): sign 0 and log −inf for δ = 0 exactly; ref the
-    largest logit among the tokens with drow ≠ 0 (what ``log_gap_derivatives`` scales its
-    weights by).
+    (log|δ|, sign δ, log Σ_t e^{z_t − z_r}, ref): sign 0 and log −inf for δ = 0 exactly; ref the
+    largest logit among the tokens with drow ≠ 0 (what ``drop_derivatives`` scales its weights
+    by). s_t = e^{(z_t − z_r) − log Σ}.
 
     The positive and negative parts of δ are each summed relative to the largest logit among
     their own tokens (so a part whose every softmax weight is below e^{-745} keeps its
     digits), their signed difference is hi + log1p(−e^{lo − hi}), and the softmax normaliser
-    is subtracted in log space: the mathematics of ``models.flows.regpath.log_gap_batch``
-    with two exponentials per token instead of a dozen tensor passes.
+    is subtracted in log space, all relative to the top logit (logits of size Z would
+    otherwise cost ε·Z of relative accuracy in δ: the differences of logits are what the
+    softmax sees): the mathematics of ``models.flows.regpath.log_gap_batch`` with two
+    exponentials per token instead of a dozen tensor passes.
     """
     T = z.shape[0]
     z_max = z[r]
@@ -567,26 +569,26 @@ def drop_from_logits(z, r, drow):
             pos += math.exp(z[t] - pos_max) * drow[t]
         elif drow[t] < 0.0:
             neg -= math.exp(z[t] - neg_max) * drow[t]
-    log_pos = pos_max + math.log(pos) if pos_max > -math.inf else -math.inf
-    log_neg = neg_max + math.log(neg) if neg_max > -math.inf else -math.inf
-    log_norm = z_max + math.log(total)
+    log_pos = (pos_max - z_max) + math.log(pos) if pos_max > -math.inf else -math.inf
+    log_neg = (neg_max - z_max) + math.log(neg) if neg_max > -math.inf else -math.inf
+    log_total = math.log(total)
     ref = max(pos_max, neg_max)
     if log_pos == log_neg:  # no token moves δ, or its parts cancel exactly
-        return -math.inf, 0.0, log_norm, ref
+        return -math.inf, 0.0, log_total, ref
     hi = max(log_pos, log_neg)
     lo = min(log_pos, log_neg)
     sign = 1.0 if log_pos > log_neg else -1.0
-    return (hi + math.log1p(-math.exp(lo - hi))) - log_norm, sign, log_norm, ref
+    return (hi + math.log1p(-math.exp(lo - hi))) - log_total, sign, log_total, ref
 
 
 @njit(cache=True)
 def margin_drop(keys, diff, i, p, z):
     """Input i's margin drop δ_i = Σ_t s_it(p)·diff[i, t] below its selected token's score
-    (diff[i, t] = γ_iα_i − γ_it) as (log|δ_i|, sign δ_i, r, log Σ_t e^{z_t}, ref), r its
+    (diff[i, t] = γ_iα_i − γ_it) as (log|δ_i|, sign δ_i, r, log Σ_t e^{z_t − z_r}, ref), r its
     top-logit token (``drop_from_logits``); the logits go into ``z``."""
     r = input_logits(keys, i, p, z)
-    log_delta, sign, log_norm, ref = drop_from_logits(z, r, diff[i])
-    return log_delta, sign, r, log_norm, ref
+    log_delta, sign, log_total, ref = drop_from_logits(z, r, diff[i])
+    return log_delta, sign, r, log_total, ref
 
 
 @njit(cache=True)
@@ -678,6 +680,109 @@ def signed_sum(log_abs, sign):
 
 
 @njit(cache=True)
+def centre_keys(keys, i, z, r, log_total, centred):
+    """k_it − k̄_i into ``centred`` (T, d), k̄_i = Σ_t s_it k_it, as
+    (k_t − k_r) − Σ_u s_u (k_u − k_r): the mean's offset from the top-logit token r is O(leak),
+    summed without the ε·|k| noise of Σ_u s_u k_u."""
+    T, d = keys.shape[1], keys.shape[2]
+    for j in range(d):
+        acc = 0.0
+        for u in range(T):
+            acc += math.exp((z[u] - z[r]) - log_total) * (keys[i, u, j] - keys[i, r, j])
+        for t in range(T):
+            centred[t, j] = (keys[i, t, j] - keys[i, r, j]) - acc
+
+
+@njit(cache=True)
+def drop_derivatives(z, r, log_total, ref, drow, centred, w, order, g, h):
+    """∇δ/|δ| into ``g`` (d,) and, for ``order`` 2, ∇²δ/|δ| into ``h`` (d, d), for
+    δ = Σ_t s_t·drow[t] (``drop_from_logits`` gave r, log_total and ref; ``centred`` from
+    ``centre_keys``; ``w`` scratch of length T).
+
+    Σ_t s_t (k_t − k̄) = 0, so ∇δ = Σ_{t≠r} s_t (drow_t − drow_r)(k_t − k̄): every term
+    leak-sized (summing drow_t·s_t over all tokens would cancel down to the leak when the
+    top-logit token ties with others), and likewise
+    ∇²δ = Σ_{t≠r} s_t (drow_t − drow_r)(k_t − k̄)(k_t − k̄)ᵀ + (drow_r − δ)·Cov. Divided by
+    |δ|: w_t = s_t (drow_t − drow_r)/|δ| from exponentials relative to ref, the largest logit
+    among the tokens that move δ, over their own linear-space sum |Σ_t drow_t e^{z_t − ref}|,
+    and (drow_r − δ)/|δ| = −Σ_{t≠r} w_t.
+    """
+    T, d = centred.shape
+    scale = 0.0
+    for t in range(T):
+        if drow[t] != 0.0:
+            scale += drow[t] * math.exp(z[t] - ref)
+    scale = abs(scale)
+    w_sum = 0.0
+    for t in range(T):
+        w[t] = 0.0
+        if t != r and drow[t] != drow[r]:
+            w[t] = (drow[t] - drow[r]) * exp_or_inf(z[t] - ref) / scale
+        w_sum += w[t]
+    for j in range(d):
+        acc = 0.0
+        for t in range(T):
+            acc += w[t] * centred[t, j]
+        g[j] = acc
+    if order < 2:
+        return
+    for j in range(d):
+        for m in range(j + 1):
+            acc = 0.0
+            cov = 0.0
+            for t in range(T):
+                outer = centred[t, j] * centred[t, m]
+                acc += w[t] * outer
+                cov += math.exp((z[t] - z[r]) - log_total) * outer
+            h[j, m] = acc - w_sum * cov
+            h[m, j] = h[j, m]
+
+
+@njit(cache=True)
+def combine_inputs(log_inc, sign_inc, ratio_a, ratio_b, g_unit, h_unit, order, k, out):
+    """The loss gap G = (1/n)Σ_i inc_i at point k from its inputs' terms (``gap_term``) and
+    their drops' ∇Δ_i/|Δ_i|, ∇²Δ_i/|Δ_i| (``g_unit``, ``h_unit``): log|G| and sign G into
+    out[0][k], out[1][k], ∇log|G| into out[2][k], ∇²log|G| into out[3][k] (``order`` ≥ 1, 2;
+    zero below). See ``log_gap_derivatives`` for the mathematics."""
+    log_gap, sign_gap, grad, hess = out
+    n, d = g_unit.shape
+    big, pos, neg = signed_sum(log_inc, sign_inc)
+    if order >= 1:
+        for j in range(d):
+            grad[k, j] = 0.0
+            if order >= 2:
+                for m in range(d):
+                    hess[k, j, m] = 0.0
+    if pos == neg:  # G = 0 exactly (or no input moves): −inf, sign 0, no derivatives
+        log_gap[k] = -math.inf
+        sign_gap[k] = 0.0
+        return
+    log_gap[k] = big + math.log(abs(pos - neg)) - math.log(n)
+    sign_gap[k] = 1.0 if pos > neg else -1.0
+    if order < 1:
+        return
+    for i in range(n):
+        if sign_inc[i] == 0.0:
+            continue
+        # share_i·sign Δ_i, as ∇Δ_i/|Δ_i| carries Δ_i's sign: e^{log|inc_i| − big}/(pos − neg)
+        share = math.exp(log_inc[i] - big) / (pos - neg)
+        c = share * ratio_a[i]
+        e = share * ratio_b[i]
+        for j in range(d):
+            grad[k, j] += c * g_unit[i, j]
+        if order < 2:
+            continue
+        for j in range(d):
+            for m in range(d):
+                hess[k, j, m] += c * h_unit[i, j, m] + e * g_unit[i, j] * g_unit[i, m]
+    if order < 2:
+        return
+    for j in range(d):
+        for m in range(d):
+            hess[k, j, m] -= grad[k, j] * grad[k, m]
+
+
+@njit(cache=True)
 def log_gap_derivatives(keys, diff, top, code, P, order, log_gap, sign_gap, grad, hess):
     """For every point P[k]: log|G| into ``log_gap`` and sign G into ``sign_gap``, where
     G = L(p) − L_α = (1/n)Σ_i [ℓ(γ_iα − δ_i) − ℓ(γ_iα)] is the loss gap to selection α and
@@ -724,9 +829,10 @@ def log_gap_derivatives(keys, diff, top, code, P, order, log_gap, sign_gap, grad
     g_unit = np.zeros((n, d))  # ∇δ_i / |δ_i|
     h_unit = np.zeros((n, d, d))  # ∇²δ_i / |δ_i|
     lnd = loss_neg_slopes(code, top)
+    out = (log_gap, sign_gap, grad, hess)
     for k in range(K):
         for i in range(n):
-            log_delta, sign, r, log_norm, ref = margin_drop(keys, diff, i, P[k], z)
+            log_delta, sign, r, log_total, ref = margin_drop(keys, diff, i, P[k], z)
             if sign == 0.0:
                 log_inc[i] = -math.inf
                 sign_inc[i] = 0.0
@@ -735,112 +841,62 @@ def log_gap_derivatives(keys, diff, top, code, P, order, log_gap, sign_gap, grad
             log_inc[i], ratio_a[i], ratio_b[i] = gap_term(
                 code, top[i], lnd[i], log_delta, sign, order
             )
-            if order < 1:
-                continue
-            # k_t − k̄ with k̄ = k_r + Σ_u s_u (k_u − k_r): the mean's offset from the top-logit
-            # token is O(leak), summed without the ε·|k| noise of Σ_u s_u k_u
-            for j in range(d):
-                acc = 0.0
-                for u in range(T):
-                    acc += math.exp(z[u] - log_norm) * (keys[i, u, j] - keys[i, r, j])
-                for t in range(T):
-                    centred[t, j] = (keys[i, t, j] - keys[i, r, j]) - acc
-            # Σ_t s_t (k_t − k̄) = 0, so ∇δ = Σ_{t≠r} s_t (diff_t − diff_r)(k_t − k̄): every term
-            # leak-sized (summing diff_t·s_t over all tokens would cancel to the leak when the
-            # top-logit token ties in score with others), and likewise
-            # ∇²δ = Σ_{t≠r} s_t (diff_t − diff_r)(k_t − k̄)(k_t − k̄)ᵀ + (diff_r − δ)·Cov.
-            # Divided by |δ|: w_t = s_t (diff_t − diff_r)/|δ| from exponentials relative to the
-            # largest logit among the tokens that move δ, over their own linear-space sum
-            # |Σ_t diff_t e^{z_t − ref}|, and (diff_r − δ)/|δ| = −Σ_{t≠r} w_t.
-            scale = 0.0
-            for t in range(T):
-                if diff[i, t] != 0.0:
-                    scale += diff[i, t] * math.exp(z[t] - ref)
-            scale = abs(scale)
-            w_sum = 0.0
-            for t in range(T):
-                w[t] = 0.0
-                if t != r and diff[i, t] != diff[i, r]:
-                    w[t] = (diff[i, t] - diff[i, r]) * exp_or_inf(z[t] - ref) / scale
-                w_sum += w[t]
-            for j in range(d):
-                acc = 0.0
-                for t in range(T):
-                    acc += w[t] * centred[t, j]
-                g_unit[i, j] = acc
-            if order < 2:
-                continue
-            for j in range(d):
-                for m in range(j + 1):
-                    acc = 0.0
-                    cov = 0.0
-                    for t in range(T):
-                        outer = centred[t, j] * centred[t, m]
-                        acc += w[t] * outer
-                        cov += math.exp(z[t] - log_norm) * outer
-                    h_unit[i, j, m] = acc - w_sum * cov
-                    h_unit[i, m, j] = h_unit[i, j, m]
-        big, pos, neg = signed_sum(log_inc, sign_inc)
-        for j in range(d):
-            grad[k, j] = 0.0
-            for m in range(d):
-                hess[k, j, m] = 0.0
-        if pos == neg:  # G = 0 exactly (or no input moves): −inf, sign 0, no derivatives
-            log_gap[k] = -math.inf
-            sign_gap[k] = 0.0
-            continue
-        log_gap[k] = big + math.log(abs(pos - neg)) - math.log(n)
-        sign_gap[k] = 1.0 if pos > neg else -1.0
-        if order < 1:
-            continue
-        for i in range(n):
-            if sign_inc[i] == 0.0:
-                continue
-            # share_i·sign δ_i, as ∇δ_i/|δ_i| carries δ_i's sign: e^{log|inc_i| − big}/(pos − neg)
-            share = math.exp(log_inc[i] - big) / (pos - neg)
-            c = share * ratio_a[i]
-            e = share * ratio_b[i]
-            for j in range(d):
-                grad[k, j] += c * g_unit[i, j]
-            if order < 2:
-                continue
-            for j in range(d):
-                for m in range(d):
-                    hess[k, j, m] += c * h_unit[i, j, m] + e * g_unit[i, j] * g_unit[i, m]
-        if order < 2:
-            continue
-        for j in range(d):
-            for m in range(d):
-                hess[k, j, m] -= grad[k, j] * grad[k, m]
+            if order >= 1:
+                centre_keys(keys, i, z, r, log_total, centred)
+                drop_derivatives(
+                    z, r, log_total, ref, diff[i], centred, w, order, g_unit[i], h_unit[i]
+                )
+        combine_inputs(log_inc, sign_inc, ratio_a, ratio_b, g_unit, h_unit, order, k, out)
 
 
 @njit(cache=True)
-def head_log_gaps(keys, diffs, lin, q, y, top, code, P, log_gap, sign_gap):
-    """For every point P[k]: log|G| into ``log_gap`` and sign G into ``sign_gap``, G = L(p) − L_α
-    for a quadratic nonlinear head ψ(u) = Σ_j q_j u_j² + const (``models.problems.heads``),
-    L_α = (1/n)Σ_i ℓ(y_i ψ(x_iα)), top[i] = y_i ψ(x_iα): the compiled form of
-    ``models.flows.regpath.head_log_gap_batch`` for grids (tests/test_regpath.py compares the
-    two and both with 80-digit arithmetic).
+def head_log_gap_derivatives(
+    keys, diffs, lin, q, y, top, code, P, order, log_gap, sign_gap, grad, hess
+):
+    """``log_gap_derivatives`` for a quadratic nonlinear head ψ(u) = Σ_j q_j u_j² + const
+    (``models.problems.heads``): G = L(p) − L_α with L_α = (1/n)Σ_i ℓ(y_i ψ(x_iα)),
+    top[i] = y_i ψ(x_iα). log|G| and sign G, and for ``order`` ≥ 1, 2 ∇log|G| and ∇²log|G|:
+    the compiled form of ``models.flows.regpath.head_log_gap_batch`` and its derivatives
+    (tests/test_regpath.py compares them with 80-digit values, the plain calculus in mpmath
+    and autograd).
 
     With δ_ij = Σ_t s_it·diffs[i, j, t] (diffs[i, j, t] = x_itj − x_iαj, each a
-    ``drop_from_logits``), ψ(u_i) − ψ(x_iα) = Σ_j (lin[i, j]·δ_ij + q_j·δ_ij²), lin[i, j] =
-    2 q_j x_iαj: a signed sum of terms kept as logs, so nothing cancels against ψ(x_iα); input
-    i's margin drops by −y_i times it, and each input's term and their sum are those of
-    ``log_gap_derivatives`` (``gap_term``, ``signed_sum``).
+    ``drop_from_logits``), C_i = ψ(u_i) − ψ(x_iα) = Σ_j (lin[i, j]·δ_ij + q_j·δ_ij²) with
+    lin[i, j] = 2 q_j x_iαj: a signed sum of terms kept as logs, so nothing cancels against
+    ψ(x_iα). Input i's margin drops by Δ_i = −y_i C_i, with
+      ∇C = Σ_j m_j |C|·∇δ_j/|δ_j|,          m_j = (lin_j + 2q_j δ_j)|δ_j| / |C|,
+      ∇²C = Σ_j |C|·(m_j ∇²δ_j/|δ_j| + n_j (∇δ_j/|δ_j|)(∇δ_j/|δ_j|)ᵀ),   n_j = 2q_j δ_j² / |C|,
+    each coefficient the exponential of a difference of logs (rounded to ε times the logit
+    spread, the accuracy of the logits themselves); ∇δ_j/|δ_j| and ∇²δ_j/|δ_j| are
+    ``drop_derivatives``, and the inputs combine as in ``log_gap_derivatives``.
     """
-    n, T = keys.shape[0], keys.shape[1]
+    n, T, dk = keys.shape
     dx = diffs.shape[1]
     z = np.empty(T)
+    w = np.empty(T)
+    centred = np.empty((T, dk))
     log_terms = np.empty(2 * dx)
     sign_terms = np.empty(2 * dx)
+    log_dj = np.empty(dx)
+    sign_dj = np.empty(dx)
+    g_j = np.zeros((dx, dk))
+    h_j = np.zeros((dx, dk, dk))
     log_inc = np.empty(n)
     sign_inc = np.empty(n)
+    ratio_a = np.empty(n)
+    ratio_b = np.empty(n)
+    g_unit = np.zeros((n, dk))  # ∇Δ_i / |Δ_i|
+    h_unit = np.zeros((n, dk, dk))  # ∇²Δ_i / |Δ_i|
     lnd = loss_neg_slopes(code, top)
+    out = (log_gap, sign_gap, grad, hess)
     for k in range(P.shape[0]):
         for i in range(n):
             r = input_logits(keys, i, P[k], z)
+            centred_done = False
             for j in range(dx):
-                log_d, sign_d, _, _ = drop_from_logits(z, r, diffs[i, j])
+                log_d, sign_d, log_total, ref = drop_from_logits(z, r, diffs[i, j])
+                log_dj[j] = log_d
+                sign_dj[j] = sign_d
                 log_terms[j] = -math.inf
                 sign_terms[j] = 0.0
                 log_terms[dx + j] = -math.inf
@@ -853,19 +909,47 @@ def head_log_gaps(keys, diffs, lin, q, y, top, code, P, log_gap, sign_gap):
                 if q[j] != 0.0:
                     log_terms[dx + j] = 2.0 * log_d + math.log(abs(q[j]))
                     sign_terms[dx + j] = 1.0 if q[j] > 0.0 else -1.0
+                if order >= 1:
+                    if not centred_done:
+                        centre_keys(keys, i, z, r, log_total, centred)
+                        centred_done = True
+                    drop_derivatives(
+                        z, r, log_total, ref, diffs[i, j], centred, w, order, g_j[j], h_j[j]
+                    )
             big, pos, neg = signed_sum(log_terms, sign_terms)
             if pos == neg:  # ψ(u_i) = ψ(x_iα) exactly: no change
                 log_inc[i] = -math.inf
                 sign_inc[i] = 0.0
                 continue
-            sign_drop = -y[i] * (1.0 if pos > neg else -1.0)
-            log_drop = big + math.log(abs(pos - neg))
-            log_inc[i] = gap_term(code, top[i], lnd[i], log_drop, sign_drop, 0)[0]
+            sign_c = 1.0 if pos > neg else -1.0
+            log_c = big + math.log(abs(pos - neg))
+            sign_drop = -y[i] * sign_c
+            log_inc[i], ratio_a[i], ratio_b[i] = gap_term(
+                code, top[i], lnd[i], log_c, sign_drop, order
+            )
             sign_inc[i] = sign_drop
-        big, pos, neg = signed_sum(log_inc, sign_inc)
-        if pos == neg:
-            log_gap[k] = -math.inf
-            sign_gap[k] = 0.0
-            continue
-        log_gap[k] = big + math.log(abs(pos - neg)) - math.log(n)
-        sign_gap[k] = 1.0 if pos > neg else -1.0
+            if order < 1:
+                continue
+            for a in range(dk):
+                g_unit[i, a] = 0.0
+                for b in range(dk):
+                    h_unit[i, a, b] = 0.0
+            for j in range(dx):
+                if sign_dj[j] == 0.0:
+                    continue
+                m = 0.0
+                if lin[i, j] != 0.0:
+                    m += lin[i, j] * exp_or_inf(log_dj[j] - log_c)
+                nj = 0.0
+                if q[j] != 0.0:
+                    nj = 2.0 * q[j] * exp_or_inf(2.0 * log_dj[j] - log_c)
+                    m += nj * sign_dj[j]  # 2q_j δ_j |δ_j| / |C|
+                # ∇Δ/|Δ| = −y ∇C/|C|, ∇²Δ/|Δ| = −y ∇²C/|C|
+                for a in range(dk):
+                    g_unit[i, a] -= y[i] * m * g_j[j, a]
+                    if order >= 2:
+                        for b in range(dk):
+                            h_unit[i, a, b] -= y[i] * (
+                                m * h_j[j, a, b] + nj * g_j[j, a] * g_j[j, b]
+                            )
+        combine_inputs(log_inc, sign_inc, ratio_a, ratio_b, g_unit, h_unit, order, k, out)

@@ -194,18 +194,21 @@ def _closed_log_gap(problem, alpha) -> Callable[[Tensor, int], tuple[Tensor, Ten
     of points saturated on a wrong token (tests/test_regpath.py). For a negative gap the rank
     is −BIG − log|G|, so its derivatives are those of log|G| negated; for G = 0 it is the
     constant −BIG."""
-    keys = np.ascontiguousarray(problem.keys.detach().numpy())
     top, diff = _selected_scores(problem, alpha)
-    top = np.ascontiguousarray(top.detach().numpy())
-    diff = np.ascontiguousarray(diff.detach().numpy())
-    code = problem.loss.kernel_code
+    arrays = [np.ascontiguousarray(a.detach().numpy()) for a in (problem.keys, diff, top)]
+    return _closed_from(kernels.log_gap_derivatives, arrays, problem.loss.kernel_code)
+
+
+def _closed_from(kernel, arrays, code) -> Callable[[Tensor, int], tuple[Tensor, Tensor, Tensor]]:
+    """``closed(P, order)`` → (the ranked f, ∇f, ∇²f) from a compiled log-gap kernel
+    ``kernel(*arrays, code, P, order, log_gap, sign, grad, hess)``."""
 
     def closed(P: Tensor, order: int) -> tuple[Tensor, Tensor, Tensor]:
         Pn = np.ascontiguousarray(P.detach().numpy())
         k, d = Pn.shape
         log_gap, sign = np.empty(k), np.empty(k)
-        grad, hess = np.empty((k, d)), np.empty((k, d, d))
-        kernels.log_gap_derivatives(keys, diff, top, code, Pn, order, log_gap, sign, grad, hess)
+        grad, hess = np.zeros((k, d)), np.zeros((k, d, d))
+        kernel(*arrays, code, Pn, order, log_gap, sign, grad, hess)
         sign_t = torch.from_numpy(sign)
         f = _rank(torch.from_numpy(log_gap), sign_t)
         return (
@@ -259,28 +262,23 @@ def head_log_gap_batch(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
     return _head_gap_from_drops(problem, x_top, log_dk, sign_dk)
 
 
-def head_log_gap_grid(problem, P: Tensor, alpha) -> tuple[Tensor, Tensor]:
-    """``head_log_gap_batch`` without autograd, for grids: the compiled
-    ``kernels.head_log_gaps`` (the same mathematics in one pass per point; the tensor form's
-    assembly of the coordinate drops took two thirds of a circle search's time)."""
+def _closed_head_log_gap(problem, alpha):
+    """``closed`` for a quadratic head's log-gap objective (``_closed_log_gap``'s twin): the
+    ranked log|L − L_α| of ``head_log_gap_batch`` with its gradient and Hessian from the
+    compiled ``kernels.head_log_gap_derivatives``, for the grids, the line searches' trials
+    and the descents alike."""
     x_top, diff = _head_differences(problem, alpha)
     q = problem.quadratic_form()
-    Pn = np.ascontiguousarray(P.detach().numpy())
-    k = Pn.shape[0]
-    log_gap, sign = np.empty(k), np.empty(k)
-    kernels.head_log_gaps(
-        np.ascontiguousarray(problem.keys.detach().numpy()),
-        np.ascontiguousarray(diff.detach().numpy()),
-        np.ascontiguousarray((2 * q * x_top).detach().numpy()),
-        np.ascontiguousarray(q.detach().numpy()),
-        np.ascontiguousarray(problem.y.detach().numpy(), dtype=np.float64),
-        np.ascontiguousarray((problem.y * problem.psi_of(x_top)).detach().numpy()),
-        problem.loss.kernel_code,
-        Pn,
-        log_gap,
-        sign,
-    )
-    return torch.from_numpy(log_gap), torch.from_numpy(sign)
+    arrays = [
+        problem.keys,
+        diff,
+        2 * q * x_top,
+        q,
+        problem.y.to(DTYPE),
+        problem.y * problem.psi_of(x_top),
+    ]
+    arrays = [np.ascontiguousarray(a.detach().numpy()) for a in arrays]
+    return _closed_from(kernels.head_log_gap_derivatives, arrays, problem.loss.kernel_code)
 
 
 def _head_differences(problem, alpha) -> tuple[Tensor, Tensor]:
@@ -348,12 +346,17 @@ def objective_for(problem, alpha=None) -> Objective:
         raise ValueError("reg_path: input-weighted problems are not supported")
     if _has_head_log_gap(problem):
         alpha = problem.psi_optimal_tokens() if alpha is None else np.asarray(alpha, np.int64)
-        compiled = problem.loss.kernel_code in CLOSED_FORM_LOSSES
+        if problem.loss.kernel_code not in CLOSED_FORM_LOSSES:
+            return Objective(
+                lambda P: _rank(*head_log_gap_batch(problem, P, alpha)), "log_gap", alpha
+            )
+        closed = _closed_head_log_gap(problem, alpha)
         return Objective(
             lambda P: _rank(*head_log_gap_batch(problem, P, alpha)),
             "log_gap",
             alpha,
-            fast=(lambda P: _rank(*head_log_gap_grid(problem, P, alpha))) if compiled else None,
+            fast=lambda P: closed(P, 0)[0],
+            closed=closed,
         )
     if not _has_log_gap(problem):
         return Objective(_plain_loss(problem), "loss")

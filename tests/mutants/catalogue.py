@@ -724,8 +724,8 @@ MUTANTS: list[dict[str, str]] = [
     {
         "id": "M67-kernels-log-gap-keys-not-centred",
         "file": "models/flows/kernels.py",
-        "old": "                    centred[t, j] = (keys[i, t, j] - keys[i, r, j]) - acc\n",
-        "new": "                    centred[t, j] = keys[i, t, j]\n",
+        "old": "            centred[t, j] = (keys[i, t, j] - keys[i, r, j]) - acc\n",
+        "new": "            centred[t, j] = keys[i, t, j]\n",
         "category": "missing step",
         "fault": "the closed-form gradient and Hessian of the log loss gap use the keys k_t "
         "where the softmax's derivative needs k_t − k̄: ∇δ_i is off by sign(δ_i)·k̄_i, so the "
