@@ -189,11 +189,11 @@ def _closed_log_gap(problem, alpha) -> Callable[[Tensor, int], tuple[Tensor, Ten
     """``closed`` for the log-gap objective: the ranked log|L − L_α| (``_rank``) with its
     gradient and Hessian from the compiled ``kernels.log_gap_derivatives``, the one code behind
     the grids' values, the line searches' trials and the descents' derivatives. Autograd of
-    ``log_gap_batch`` cost 3 ms per descent iteration on tensors of a few dozen entries (0.16 ms
-    in closed form; benchmarks/test_regpath_derivatives.py), and lost the leak-sized gradients
-    of points saturated on a wrong token (tests/test_regpath.py). For a negative gap the rank
-    is −BIG − log|G|, so its derivatives are those of log|G| negated; for G = 0 it is the
-    constant −BIG."""
+    ``log_gap_batch`` cost 2.8 ms per descent iteration on tensors of a few dozen entries
+    (0.15 ms in closed form; benchmarks/test_regpath_derivatives.py), and lost the leak-sized
+    gradients of points saturated on a wrong token (tests/test_regpath.py). For a negative gap
+    the rank is −BIG − log|G|, so its derivatives are those of log|G| negated; for G = 0 it is
+    the constant −BIG."""
     top, diff = _selected_scores(problem, alpha)
     arrays = [np.ascontiguousarray(a.detach().numpy()) for a in (problem.keys, diff, top)]
     return _closed_from(kernels.log_gap_derivatives, arrays, problem.loss.kernel_code)
