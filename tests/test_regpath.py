@@ -81,6 +81,14 @@ def _drop_problem(seed: int, n: int, T: int, d: int, ties: bool):
     return keys, scores, alpha, diff
 
 
+def _margin_drops(keys, diff, P, log_drop, sign_drop):
+    """kernels.margin_drop at every point and input: log|δ_ki| and sign δ_ki."""
+    z = np.empty(keys.shape[1])
+    for k in range(P.shape[0]):
+        for i in range(keys.shape[0]):
+            log_drop[k, i], sign_drop[k, i] = kernels.margin_drop(keys, diff, i, P[k], z)[:2]
+
+
 def _reference_drops(keys, diff, P):
     """50-digit δ_ki = Σ_t s_it·diff_it and its parts, from the kernel's float64 logits."""
     mp.mp.dps = 50
@@ -104,17 +112,17 @@ def _reference_drops(keys, diff, P):
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("seed", range(4))
 def test_margin_drops_match_50_digits(seed, ties):
-    """kernels.margin_drops (the grid's δ) against 50-digit values from ‖p‖ = 0.1 to 3000,
-    where whole parts of δ lie below e^{-745} relative to the top token: |δ − δ_ref| ≤
-    8·(T + Z)·ε·(P + N), with P, N the positive and negative parts and Z the logit spread (the
-    bound of tests/test_kernels_ot.py: log-softmax rounding, then one signed difference), and
-    the sign exact wherever |δ_ref| exceeds that bound."""
+    """kernels.margin_drop (the δ of the log gap's compiled form) against 50-digit values
+    from ‖p‖ = 0.1 to 3000, where whole parts of δ lie below e^{-745} relative to the top
+    token: |δ − δ_ref| ≤ 8·(T + Z)·ε·(P + N), with P, N the positive and negative parts and Z
+    the logit spread (the bound of tests/test_kernels_ot.py: log-softmax rounding, then one
+    signed difference), and the sign exact wherever |δ_ref| exceeds that bound."""
     n, T, d = 3, 5, 2
     keys, _, _, diff = _drop_problem(seed, n, T, d, ties)
     gen = np.random.default_rng(100 + seed)
     P = gen.normal(size=(12, d)) * np.geomspace(0.1, 3000, 12)[:, None]
     log_drop, sign_drop = np.empty((12, n)), np.empty((12, n))
-    kernels.margin_drops(keys, diff, P, log_drop, sign_drop)
+    _margin_drops(keys, diff, P, log_drop, sign_drop)
     ref = _reference_drops(keys, diff, P)
     eps = np.finfo(np.float64).eps
     for k in range(12):
@@ -141,7 +149,7 @@ def test_closed_log_gap_values_match_batch(loss):
     b, sb, _, _ = _closed(problem, alpha, P.numpy(), order=0)
     b, sb = torch.from_numpy(b), torch.from_numpy(sb)
     log_drop, sign_drop = np.empty((4000, 3)), np.empty((4000, 3))
-    kernels.margin_drops(keys, diff, P.numpy(), log_drop, sign_drop)
+    _margin_drops(keys, diff, P.numpy(), log_drop, sign_drop)
     # Inputs whose δ is a near-cancellation: |δ| < 1e-6·(its positive and negative parts).
     logits = torch.einsum("itd,kd->kit", torch.as_tensor(keys), P)
     s = torch.softmax(logits, -1)

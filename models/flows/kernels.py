@@ -592,23 +592,6 @@ def margin_drop(keys, diff, i, p, z):
 
 
 @njit(cache=True)
-def margin_drops(keys, diff, P, log_drop, sign_drop):
-    """For every point P[k] and input i: log|δ_ki| into ``log_drop`` and sign δ_ki into
-    ``sign_drop`` (0 for δ = 0), with δ_ki = Σ_t s_it(P[k])·diff[i, t] the drop of input i's
-    margin below its selected token's score (``margin_drop``): the grids' form of
-    ``models.flows.regpath.log_gap_batch``'s margin drop, for hundreds of thousands of points
-    where autograd is not wanted. tests/test_regpath.py compares the two to rounding.
-    """
-    n, T = keys.shape[0], keys.shape[1]
-    z = np.empty(T)
-    for k in range(P.shape[0]):
-        for i in range(n):
-            log_delta, sign, _, _, _ = margin_drop(keys, diff, i, P[k], z)
-            log_drop[k, i] = log_delta
-            sign_drop[k, i] = sign
-
-
-@njit(cache=True)
 def loss_increment(code, slope, delta):
     """ℓ(x − δ) − ℓ(x) without cancellation, from the slope −ℓ'(x) (constant per input in the
     loops that call this, so computed once), for the logistic, exponential and correlation
@@ -650,7 +633,7 @@ def gap_term(code, top, lnd, log_delta, sign, order):
     if lnd + log_delta < FIRST_ORDER_BELOW:
         return lnd + log_delta, 1.0, 0.0
     delta = sign * math.exp(log_delta)
-    inc = abs(loss_increment(code, math.exp(lnd), delta))
+    inc = abs(loss_increment(code, exp_or_inf(lnd), delta))
     if order < 1:
         return math.log(inc), 0.0, 0.0
     margin = top - delta

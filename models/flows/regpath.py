@@ -337,40 +337,33 @@ def objective_for(problem, alpha=None) -> Objective:
 
     With keys, scores and a strictly decreasing loss: log(L − L_α), α = the top-score tokens
     unless given. It is strictly increasing in L for any α (ties in the top score included), so
-    the minimiser is unchanged and only float64 resolution is gained. Otherwise: the plain loss,
-    which is flat in float64 once L − L* < 1e-16·L* (spec §2.6); results then come back
-    uncertified rather than wrong.
+    the minimiser is unchanged and only float64 resolution is gained; for the logistic,
+    exponential and correlation losses its values and derivatives come in closed form
+    (``Objective.closed``). Otherwise: the plain loss, which is flat in float64 once
+    L − L* < 1e-16·L* (spec §2.6); results then come back uncertified rather than wrong.
     """
     if getattr(problem, "weights", None) is not None:
         # the log gaps below normalise by n (L the mean of the input losses)
         raise ValueError("reg_path: input-weighted problems are not supported")
+    compiled = getattr(getattr(problem, "loss", None), "kernel_code", None) in CLOSED_FORM_LOSSES
     if _has_head_log_gap(problem):
         alpha = problem.psi_optimal_tokens() if alpha is None else np.asarray(alpha, np.int64)
-        if problem.loss.kernel_code not in CLOSED_FORM_LOSSES:
-            return Objective(
-                lambda P: _rank(*head_log_gap_batch(problem, P, alpha)), "log_gap", alpha
-            )
-        closed = _closed_head_log_gap(problem, alpha)
-        return Objective(
-            lambda P: _rank(*head_log_gap_batch(problem, P, alpha)),
-            "log_gap",
-            alpha,
-            fast=lambda P: closed(P, 0)[0],
-            closed=closed,
+        closed = _closed_head_log_gap(problem, alpha) if compiled else None
+        return _log_gap_objective(
+            lambda P: _rank(*head_log_gap_batch(problem, P, alpha)), alpha, closed
         )
     if not _has_log_gap(problem):
         return Objective(_plain_loss(problem), "loss")
     alpha = global_opt(problem.scores) if alpha is None else np.asarray(alpha, dtype=np.int64)
-    if problem.loss.kernel_code not in CLOSED_FORM_LOSSES:
-        return Objective(lambda P: _rank(*log_gap_batch(problem, P, alpha)), "log_gap", alpha)
-    closed = _closed_log_gap(problem, alpha)
-    return Objective(
-        lambda P: _rank(*log_gap_batch(problem, P, alpha)),
-        "log_gap",
-        alpha,
-        fast=lambda P: closed(P, 0)[0],
-        closed=closed,
-    )
+    closed = _closed_log_gap(problem, alpha) if compiled else None
+    return _log_gap_objective(lambda P: _rank(*log_gap_batch(problem, P, alpha)), alpha, closed)
+
+
+def _log_gap_objective(fn, alpha, closed) -> Objective:
+    """A log-gap objective: ``fn`` the differentiable ranked gap, ``closed`` its compiled form
+    (derivatives, trials and grid values) or None (autograd of ``fn``, and ``fn`` on grids)."""
+    fast = None if closed is None else (lambda P: closed(P, 0)[0])
+    return Objective(fn, "log_gap", alpha, fast=fast, closed=closed)
 
 
 # ---------------------------------------------------------------------------- descent engine
