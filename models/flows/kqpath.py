@@ -181,14 +181,22 @@ class BallPoint:
 def _refine(obj, sheet: _Sheet, starts: np.ndarray, iters: int) -> tuple[np.ndarray, np.ndarray]:
     """Bounded L-BFGS from every row of ``starts`` (k, 3) on one chart, all at once: the sum of
     the k objectives is separable, so its minimiser is every row's own local minimiser (one
-    scipy call and one batched backward pass per iteration instead of k). Returns the end
-    points as vec W (k, 4) and their objectives (k,)."""
+    scipy call and one batched backward pass per iteration instead of k). The objective and
+    its W-gradient come from its closed form where it has one (``Objective.closed``; autograd
+    of the log gap loses the leak-sized gradients of saturated points), chained through the
+    chart by autograd. Returns the end points as vec W (k, 4) and their objectives (k,)."""
     k = len(starts)
+    closed = getattr(obj, "closed", None)  # tests pass plain callables
 
     def fun(x):
         P = torch.as_tensor(x, dtype=DTYPE).reshape(k, 3).requires_grad_(True)
-        f = obj(sheet.to_w(P))
-        (g,) = torch.autograd.grad(f.sum(), P)
+        W = sheet.to_w(P)
+        if closed is not None:  # f and ∇_W f in closed form, chained through the chart
+            f, g_w, _ = closed(W.detach(), 1)
+            (g,) = torch.autograd.grad(W, P, grad_outputs=g_w.nan_to_num(0.0))
+        else:
+            f = obj(W)
+            (g,) = torch.autograd.grad(f.sum(), P)
         return float(f.detach().sum()), g.nan_to_num(0.0).numpy().ravel()
 
     res = minimize(
@@ -202,7 +210,7 @@ def _refine(obj, sheet: _Sheet, starts: np.ndarray, iters: int) -> tuple[np.ndar
     with torch.no_grad():
         P = torch.as_tensor(res.x, dtype=DTYPE).reshape(k, 3)
         W = sheet.to_w(P)
-        return W.numpy(), obj(W).numpy()
+        return W.numpy(), (obj(W) if closed is None else closed(W, 0)[0]).numpy()
 
 
 @one_thread
