@@ -796,9 +796,9 @@ def log_gap_derivatives(keys, diff, top, code, P, order, log_gap, sign_gap, grad
     rounded to ε·600, would leave 1e-13·‖∇log G‖² of noise in it. So the weights
     s_t·(diff_t − diff_r)/|δ| are exponentials over their own linear-space sum, the shares the
     same exponentials as the value's signed sum over theirs, and a_i δ_i/inc_i is 1 exactly in
-    the first-order form −ℓ'(γ_α)·δ_i that ``log_gap_batch`` uses where a_i·|δ_i| < e^{-600}
-    (b = 0 there, as autograd of that form gives). An input with δ_i = 0 exactly contributes
-    nothing (as there); G = 0 gives log|G| = −inf, sign 0 and zero derivatives.
+    the first-order form −ℓ'(γ_α)·δ_i that ``log_gap_batch`` uses where −ℓ'(γ_α)·|δ_i| <
+    e^{-600} (b = 0 there, as autograd of that form gives). An input with δ_i = 0 exactly
+    contributes nothing (as there); G = 0 gives log|G| = −inf, sign 0 and zero derivatives.
     """
     K = P.shape[0]
     n, T, d = keys.shape
