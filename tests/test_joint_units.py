@@ -24,11 +24,11 @@ import pytest
 import torch
 
 from models.check import joint_predict as jp
+from models.flows import kernels
 from models.flows.joint import (
     JointProblem,
     JointSVMs,
     JointTrajectory,
-    _log_loss_terms,
     _on_circle,
     _radial_descent,
     _unit,
@@ -52,7 +52,6 @@ from models.flows.mirror_joint import (
 )
 from models.numerics import failures
 from models.oracles.normsvm import norm_svm
-from models.problems.losses import get_loss
 
 F64 = torch.float64
 LOG3 = math.log(3.0)
@@ -322,15 +321,16 @@ def test_tight_means_every_selected_token_is_a_support_vector():
 
 
 def test_log_loss_terms_are_log_l_exactly_at_every_margin():
-    m = t([-5.0, 0.0, 3.0, 30.0, 31.0, 45.0, 800.0])
-    got = _log_loss_terms(get_loss("logistic"), m)
+    """kernels.log_loss_value, the joint objective's log ℓ(m), against 50 digits."""
+    m = [-800.0, -40.0, -5.0, 0.0, 3.0, 29.9, 30.0, 31.0, 45.0, 800.0]
+    got = [kernels.log_loss_value(kernels.LOGISTIC, x) for x in m]
     mpmath.mp.dps = 50
-    for x, g in zip(m.tolist(), got.tolist(), strict=True):
+    for x, g in zip(m, got, strict=True):
         want = float(mpmath.log(mpmath.log1p(mpmath.exp(-mpmath.mpf(x)))))
-        assert g == pytest.approx(want, rel=2e-16, abs=0), x
-    assert float(got[-1]) == -800.0
-    expo = _log_loss_terms(get_loss("exponential"), t([-3.0, 0.5, 1000.0]))
-    assert torch.equal(expo, t([3.0, -0.5, -1000.0]))
+        assert g == pytest.approx(want, rel=4e-16, abs=0), x
+    assert got[-1] == -800.0
+    expo = [kernels.log_loss_value(kernels.EXPONENTIAL, x) for x in (-3.0, 0.5, 1000.0)]
+    assert expo == [3.0, -0.5, -1000.0]
 
 
 def test_the_objective_is_log_l_for_logistic_and_exponential_and_l_otherwise():
@@ -353,6 +353,31 @@ def test_the_objective_is_log_l_for_logistic_and_exponential_and_l_otherwise():
                 want = math.log(L) if kind == "log_loss" else L
                 assert float(grid[a, b]) == pytest.approx(want, rel=1e-13)
             assert float(pairs[a]) == pytest.approx(float(grid[a, a]), rel=1e-14)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "exponential"])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_log_objective_is_log_l_on_random_problems(loss, seed):
+    """The compiled joint objective (``kernels.joint_log_losses`` and ``joint_log_loss_grid``)
+    equals log of the tensor-pass ``loss_value`` wherever L is representable (v and p of norm
+    0.1 to 30: margins of either sign), to 1e-12; the grid's diagonal equals the pairs."""
+    gen = np.random.default_rng(seed)
+    n, T = int(gen.integers(1, 5)), int(gen.integers(2, 5))
+    X = gen.normal(size=(n, T, 2))
+    problem = JointProblem(t(X), t(gen.choice([-1.0, 1.0], size=n)), t(np.eye(2)), loss)
+    obj = joint_objective(problem)
+    scale = np.geomspace(0.1, 30.0, 6)[:, None]
+    V, P = t(gen.normal(size=(6, 2)) * scale), t(gen.normal(size=(6, 2)) * scale[::-1])
+    grid, pairs = obj.grid(V, P), obj.pairs(V, P)
+    checked = 0
+    for a in range(6):
+        for b in range(6):
+            L = float(problem.loss_value(V[a], P[b]))
+            if 1e-300 < L < math.inf:
+                checked += 1
+                assert float(grid[a, b]) == pytest.approx(math.log(L), rel=1e-12, abs=1e-13)
+        assert float(pairs[a]) == float(grid[a, a])
+    assert checked >= 30
 
 
 def test_the_log_objective_stays_exact_where_l_underflows():

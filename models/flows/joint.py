@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
+from models.flows import kernels
 from models.flows.regpath import NOISE, grid_minima, one_thread, rival_minima
 from models.numerics import failures
 from models.numerics.logspace import combine_np
@@ -271,38 +271,42 @@ def relaxed_svm_for(problem: JointProblem, alpha) -> JointSVMs:
 # ---------------------------------------------------------------- joint regularization path
 
 
-def _log_loss_terms(loss: Loss, m: Tensor) -> Tensor:
-    """log ℓ(m) for the logistic and exponential losses, exact at margins of hundreds."""
-    if loss.name == "exponential":
-        return -m
-    large = m > 30
-    safe = torch.where(large, torch.zeros_like(m), m)
-    # log(log1p(e^{-m})) = −m + log(1 − e^{−m}/2 + …) for large m
-    return torch.where(large, -m - 0.5 * torch.exp(-m), torch.log(F.softplus(-safe)))
-
-
 @dataclass(frozen=True)
 class JointObjective:
-    """log L (logistic, exponential: L → 0 on the path, so its log keeps relative accuracy)
-    or the plain L, on pairs of rows (V_k, P_k) or on the full grid V × P."""
+    """log L (logistic, exponential: L → 0 on the path, so its log keeps relative accuracy;
+    compiled, ``kernels.joint_log_losses``) or the plain L (tensor passes), on pairs of rows
+    (V_k, P_k) or on the full grid V × P."""
 
     problem: JointProblem
     kind: str
 
-    def _reduce(self, margins: Tensor) -> Tensor:
-        loss = self.problem.loss
-        if self.kind == "log_loss":
-            logs = _log_loss_terms(loss, margins)
-            return torch.logsumexp(logs, dim=-1) - math.log(self.problem.n)
-        return loss.value(margins).mean(-1)
+    def _log_losses(self, V: Tensor, P: Tensor, grid: bool) -> Tensor:
+        """log L by the compiled ``kernels.joint_log_losses`` (pairs) or
+        ``kernels.joint_log_loss_grid`` (the full grid)."""
+        problem = self.problem
+        arrays = (problem.keys, problem.X, problem.y, V, P)
+        arrays = [np.ascontiguousarray(a.detach().numpy(), dtype=np.float64) for a in arrays]
+        if grid:
+            out = np.empty((V.shape[0], P.shape[0]))
+            kernels.joint_log_loss_grid(*arrays, problem.loss.kernel_code, out)
+        else:
+            out = np.empty(V.shape[0])
+            kernels.joint_log_losses(*arrays, problem.loss.kernel_code, out)
+        return torch.from_numpy(out)
 
     def pairs(self, V: Tensor, P: Tensor) -> Tensor:
+        if self.kind == "log_loss":
+            return self._log_losses(V, P, False).nan_to_num(nan=math.inf)
         with torch.no_grad():
-            return self._reduce(self.problem.margins_pairs(V, P)).nan_to_num(nan=math.inf)
+            margins = self.problem.margins_pairs(V, P)
+            return self.problem.loss.value(margins).mean(-1).nan_to_num(nan=math.inf)
 
     def grid(self, V: Tensor, P: Tensor) -> Tensor:
+        if self.kind == "log_loss":
+            return self._log_losses(V, P, True).nan_to_num(nan=math.inf)
         with torch.no_grad():
-            return self._reduce(self.problem.margins_grid(V, P)).nan_to_num(nan=math.inf)
+            margins = self.problem.margins_grid(V, P)
+            return self.problem.loss.value(margins).mean(-1).nan_to_num(nan=math.inf)
 
 
 def joint_objective(problem: JointProblem) -> JointObjective:

@@ -936,3 +936,109 @@ def head_log_gap_derivatives(
                                 m * h_j[j, a, b] + nj * g_j[j, a] * g_j[j, b]
                             )
         combine_inputs(log_inc, sign_inc, ratio_a, ratio_b, g_unit, h_unit, order, k, out)
+
+
+@njit(cache=True)
+def log_loss_value(code, m):
+    """log ℓ(m) for the logistic and exponential losses, exact at margins of hundreds (where
+    ℓ(m) itself underflows): −m for the exponential; for the logistic log(softplus(−m)), and
+    above m = 30, −m − e^{−m}/2 (log log1p(e^{−m}) = −m + log(1 − e^{−m}/2 + …), the rest below
+    e^{−60})."""
+    if code == EXPONENTIAL:
+        return -m
+    if m > 30.0:
+        return -m - 0.5 * math.exp(-m)
+    return math.log(max(-m, 0.0) + math.log1p(math.exp(-abs(m))))
+
+
+@njit(cache=True)
+def _joint_log_loss_one(s, xv, y, code, terms):
+    """log L = log((1/n)Σ_i ℓ(m_i)), m_i = y_i Σ_t s_it·xv_it (``joint_log_losses``): the sum of
+    the (positive) losses in linear space where it is a normal number, else the log-sum-exp of
+    ``log_loss_value`` (margins of hundreds, where every ℓ(m_i) underflows)."""
+    n, T = s.shape
+    total = 0.0
+    for i in range(n):
+        m = 0.0
+        for t in range(T):
+            m += s[i, t] * xv[i, t]
+        m *= y[i]
+        if m != m:  # NaN (a NaN p or v): the caller reads it as +inf, never best
+            return math.nan
+        terms[i] = m
+        if code == EXPONENTIAL:
+            total += exp_or_inf(-m)
+        else:  # softplus(−m)
+            total += max(-m, 0.0) + math.log1p(math.exp(-abs(m)))
+    if 1e-300 < total < 1e300:
+        return math.log(total) - math.log(n)
+    big = -math.inf
+    for i in range(n):
+        terms[i] = log_loss_value(code, terms[i])
+        big = max(big, terms[i])
+    if big == math.inf or big == -math.inf:
+        return big
+    acc = 0.0
+    for i in range(n):
+        acc += math.exp(terms[i] - big)
+    return big + math.log(acc) - math.log(n)
+
+
+@njit(cache=True)
+def _softmax_rows(keys, p, z, s):
+    """s[i] = softmax(K_i p) for every input i (``z`` scratch of length T)."""
+    n, T = keys.shape[0], keys.shape[1]
+    for i in range(n):
+        r = input_logits(keys, i, p, z)
+        total = 0.0
+        for t in range(T):
+            s[i, t] = math.exp(z[t] - z[r])
+            total += s[i, t]
+        for t in range(T):
+            s[i, t] /= total
+
+
+@njit(cache=True)
+def _head_scores(X, v, xv):
+    """xv[i, t] = x_itᵀv."""
+    n, T, d = X.shape
+    for i in range(n):
+        for t in range(T):
+            acc = 0.0
+            for j in range(d):
+                acc += X[i, t, j] * v[j]
+            xv[i, t] = acc
+
+
+@njit(cache=True)
+def joint_log_losses(keys, X, y, V, P, code, out):
+    """log L(v, p) of joint (v, p) training (``models.flows.joint``), L = (1/n)Σ_i ℓ(y_i·
+    Σ_t s_it(p) x_itᵀv), ℓ logistic or exponential (``log_loss_value``), for the pairs
+    (V[k], P[k]) into ``out`` (K,). The joint regularization path's torus grids and zooms
+    evaluate hundreds of thousands of pairs; in tensor passes the log-loss terms alone took
+    most of their time."""
+    n, T = keys.shape[0], keys.shape[1]
+    z = np.empty(T)
+    s = np.empty((n, T))
+    xv = np.empty((n, T))
+    terms = np.empty(n)
+    for k in range(P.shape[0]):
+        _softmax_rows(keys, P[k], z, s)
+        _head_scores(X, V[k], xv)
+        out[k] = _joint_log_loss_one(s, xv, y, code, terms)
+
+
+@njit(cache=True)
+def joint_log_loss_grid(keys, X, y, V, P, code, out):
+    """``joint_log_losses`` for every V[a] and P[b], into ``out`` (A, B)."""
+    n, T = keys.shape[0], keys.shape[1]
+    z = np.empty(T)
+    s = np.empty((n, T))
+    terms = np.empty(n)
+    xv_all = np.empty((V.shape[0], n, T))
+    for a in range(V.shape[0]):
+        _head_scores(X, V[a], xv_all[a])
+    for b in range(P.shape[0]):
+        _softmax_rows(keys, P[b], z, s)
+        for a in range(V.shape[0]):
+            out[a, b] = _joint_log_loss_one(s, xv_all[a], y, code, terms)
