@@ -731,4 +731,15 @@ MUTANTS: list[dict[str, str]] = [
         "where the softmax's derivative needs k_t − k̄: ∇δ_i is off by sign(δ_i)·k̄_i, so the "
         "regularization-path descents follow a wrong gradient and stop away from p_R.",
     },
+    # ---------------------------------------------------------------- kernels.py (joint objective)
+    {
+        "id": "M68-kernels-joint-margin-drops-label",
+        "file": "models/flows/kernels.py",
+        "old": "        m *= y[i]\n",
+        "new": "        m *= 1.0\n",
+        "category": "dropped sign",
+        "fault": "the compiled joint objective takes input i's margin as Σ_t s_it x_itᵀv "
+        "without its label y_i: every negative input is scored as if it were positive, so the "
+        "joint regularization path minimises the wrong loss and ends away from (v^mm, p^relax).",
+    },
 ]
