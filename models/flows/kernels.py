@@ -409,7 +409,7 @@ def loss_log_second_deriv(code, param, x):
     """log ℓ''(x) (−inf where ℓ'' = 0) for the losses with a kernel code; each is convex.
     Logistic: ℓ'' = σ(x)σ(−x), log = −softplus(x) − softplus(−x)."""
     if code == LOGISTIC:
-        soft = max(x, 0.0) + math.log1p(math.exp(-abs(x)))  # softplus(x)
+        soft = softplus(x)
         return -(soft + (soft - x))  # softplus(−x) = softplus(x) − x
     if code == EXPONENTIAL:
         return -x
@@ -431,6 +431,14 @@ def exp_or_inf(x):
     instead (found by the numerics matrix's JIT-off environment: the Jacobian's factors of a
     saturated flow, which the caller then refuses and differences)."""
     return math.inf if x > LOG_MAX else math.exp(x)
+
+
+@njit(cache=True)
+def softplus(x):
+    """log(1 + e^x) = max(x, 0) + log1p(e^{−|x|}), exact for every x (the logistic loss is
+    softplus(−m)). ``loss_log_deriv`` spells the same expression out: a catalogued mutant
+    (tests/mutants/catalogue.py) is pinned to that line."""
+    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
 
 
 @njit(cache=True)
@@ -948,7 +956,7 @@ def log_loss_value(code, m):
         return -m
     if m > 30.0:
         return -m - 0.5 * math.exp(-m)
-    return math.log(max(-m, 0.0) + math.log1p(math.exp(-abs(m))))
+    return math.log(softplus(-m))
 
 
 @njit(cache=True)
@@ -968,8 +976,8 @@ def _joint_log_loss_one(s, xv, y, code, terms):
         terms[i] = m
         if code == EXPONENTIAL:
             total += exp_or_inf(-m)
-        else:  # softplus(−m)
-            total += max(-m, 0.0) + math.log1p(math.exp(-abs(m)))
+        else:
+            total += softplus(-m)
     if 1e-300 < total < 1e300:
         return math.log(total) - math.log(n)
     big = -math.inf
