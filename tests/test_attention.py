@@ -663,7 +663,7 @@ def test_selection_kernel_reads_the_top_token_and_its_lead_over_the_runner_up(se
     keys = rng.normal(size=(n, T, d))
     p = rng.normal(size=d) * 3.0
     r = np.empty(n, dtype=np.int64)
-    lead = kernels.selection(keys, p, r)
+    lead = kernels.selection(keys, kernels.keys_by_coordinate(keys), p, r)
     logits = keys @ p
     np.testing.assert_array_equal(r, logits.argmax(axis=1))
     ordered = np.sort(logits, axis=1)
@@ -671,18 +671,36 @@ def test_selection_kernel_reads_the_top_token_and_its_lead_over_the_runner_up(se
     # a hand case: the runner-up comes first, the top token last
     p2 = np.array([1.0])
     increasing = np.array([[[0.0], [1.0], [2.0]], [[-1.0], [3.0], [3.5]]])
-    assert kernels.selection(increasing, p2, np.empty(2, dtype=np.int64)) == pytest.approx(0.5)
+    assert kernels.selection(
+        increasing, kernels.keys_by_coordinate(increasing), p2, np.empty(2, dtype=np.int64)
+    ) == pytest.approx(0.5)
     tie = np.array([[[1.0, 0.0], [2.0, 0.0], [2.0, 1.0]]])  # logits 1, 2, 2; distinct keys
     r1 = np.empty(1, dtype=np.int64)
-    assert kernels.selection(tie, np.array([1.0, 0.0]), r1) == 0.0 and r1.tolist() == [1]
-    assert kernels.selection(np.ones((2, 1, 1)), p2, np.empty(2, dtype=np.int64)) == math.inf
+    assert kernels.selection(
+        tie, kernels.keys_by_coordinate(tie), np.array([1.0, 0.0]), r1
+    ) == 0.0 and r1.tolist() == [1]
+    assert (
+        kernels.selection(
+            np.ones((2, 1, 1)),
+            kernels.keys_by_coordinate(np.ones((2, 1, 1))),
+            p2,
+            np.empty(2, dtype=np.int64),
+        )
+        == math.inf
+    )
     # twins (the very same key) are no runners-up: the lead is over the next distinct key,
     # and an input of twins alone has no runner-up at all
     twins = np.array([[[1.0], [2.0], [2.0]], [[0.5], [0.5], [0.5]]])
     r2 = np.empty(2, dtype=np.int64)
-    assert kernels.selection(twins[:1], p2, r1) == 1.0 and r1.tolist() == [1]
-    assert kernels.selection(twins[1:], p2, r1) == math.inf and r1.tolist() == [0]
-    assert kernels.selection(twins, p2, r2) == 1.0 and r2.tolist() == [1, 0]
+    assert kernels.selection(
+        twins[:1], kernels.keys_by_coordinate(twins[:1]), p2, r1
+    ) == 1.0 and r1.tolist() == [1]
+    assert kernels.selection(
+        twins[1:], kernels.keys_by_coordinate(twins[1:]), p2, r1
+    ) == math.inf and r1.tolist() == [0]
+    assert kernels.selection(
+        twins, kernels.keys_by_coordinate(twins), p2, r2
+    ) == 1.0 and r2.tolist() == [1, 0]
 
 
 def test_the_uncompiled_flow_field_is_the_compiled_one_and_zero_at_a_stationary_point():

@@ -152,7 +152,9 @@ def test_selection_leads_are_the_kernels(norm):
     leads = selection_leads(BatchedProblems.of(problems), torch.from_numpy(P))
     for b, problem in enumerate(problems):
         r = np.empty(problem.n, dtype=np.int64)
-        expected = kernels.selection(problem._np[0], P[b], r)
+        expected = kernels.selection(
+            problem._np[0], kernels.keys_by_coordinate(problem._np[0]), P[b], r
+        )
         assert float(leads[b]) == pytest.approx(expected, rel=1e-12, abs=1e-12), f"instance {b}"
 
 

@@ -334,7 +334,16 @@ def test_linear_and_log_fields_agree_to_their_rounding(seed):
         keys, gam, p = _random_case(rng, radius, ties=k % 3 == 0, twins=k % 4 == 0)
         code = int(rng.integers(0, 3))
         u_lin, u_log = np.empty(p.shape), np.empty(p.shape)
-        lin = kernels.field_linear(keys, gam, kernels.mean_log_weights(keys), p, code, 0.0, u_lin)
+        lin = kernels.field_linear(
+            keys,
+            kernels.keys_by_coordinate(keys),
+            gam,
+            kernels.mean_log_weights(keys),
+            p,
+            code,
+            0.0,
+            u_lin,
+        )
         log = kernels.field_log(keys, gam, kernels.mean_log_weights(keys), p, code, 0.0, u_log)
         if math.isnan(lin):
             continue
@@ -358,7 +367,16 @@ def test_dispatched_field_matches_mpmath(radius, code):
         keys, gam, p = _random_case(rng, radius, ties=k == 1, twins=k == 2)
         problem = PromptProblem(keys, gam, LOSSES[code])
         u = np.empty(p.shape)
-        lgn = kernels.field(keys, gam, kernels.mean_log_weights(keys), p, code, 0.0, u)
+        lgn = kernels.field(
+            keys,
+            kernels.keys_by_coordinate(keys),
+            gam,
+            kernels.mean_log_weights(keys),
+            p,
+            code,
+            0.0,
+            u,
+        )
         if lgn == -math.inf:  # a stationary point: the reference must say so too
             assert mp_gradient(problem, torch.from_numpy(p))[1] == 0
             continue
@@ -379,16 +397,39 @@ def test_linear_field_refuses_below_its_floor_and_ignores_twins_for_the_peak():
     keys = np.array([[[0.0], [-1.0]]])
     u = np.empty(1)
     at_500 = kernels.field_linear(
-        keys, gam, kernels.mean_log_weights(keys), np.array([500.0]), kernels.LOGISTIC, 0.0, u
+        keys,
+        kernels.keys_by_coordinate(keys),
+        gam,
+        kernels.mean_log_weights(keys),
+        np.array([500.0]),
+        kernels.LOGISTIC,
+        0.0,
+        u,
     )
     assert not math.isnan(at_500) and u[0] == 1.0
     far = np.array([700.0])
     assert math.isnan(
         kernels.field_linear(
-            keys, gam, kernels.mean_log_weights(keys), far, kernels.LOGISTIC, 0.0, u
+            keys,
+            kernels.keys_by_coordinate(keys),
+            gam,
+            kernels.mean_log_weights(keys),
+            far,
+            kernels.LOGISTIC,
+            0.0,
+            u,
         )
     )
-    lgn = kernels.field(keys, gam, kernels.mean_log_weights(keys), far, kernels.LOGISTIC, 0.0, u)
+    lgn = kernels.field(
+        keys,
+        kernels.keys_by_coordinate(keys),
+        gam,
+        kernels.mean_log_weights(keys),
+        far,
+        kernels.LOGISTIC,
+        0.0,
+        u,
+    )
     u_log = np.empty(1)
     assert lgn == kernels.field_log(
         keys, gam, kernels.mean_log_weights(keys), far, kernels.LOGISTIC, 0.0, u_log
@@ -399,10 +440,26 @@ def test_linear_field_refuses_below_its_floor_and_ignores_twins_for_the_peak():
     beyond = np.array([kernels.LINEAR_MAX_LEAD + 1.0])
     assert math.isnan(
         kernels.field_linear(
-            keys, gam, kernels.mean_log_weights(keys), beyond, kernels.LOGISTIC, 0.0, u
+            keys,
+            kernels.keys_by_coordinate(keys),
+            gam,
+            kernels.mean_log_weights(keys),
+            beyond,
+            kernels.LOGISTIC,
+            0.0,
+            u,
         )
     )
-    lgn = kernels.field(keys, gam, kernels.mean_log_weights(keys), beyond, kernels.LOGISTIC, 0.0, u)
+    lgn = kernels.field(
+        keys,
+        kernels.keys_by_coordinate(keys),
+        gam,
+        kernels.mean_log_weights(keys),
+        beyond,
+        kernels.LOGISTIC,
+        0.0,
+        u,
+    )
     assert lgn == kernels.field_log(
         keys, gam, kernels.mean_log_weights(keys), beyond, kernels.LOGISTIC, 0.0, u_log
     )
@@ -410,12 +467,26 @@ def test_linear_field_refuses_below_its_floor_and_ignores_twins_for_the_peak():
     twin_gam = np.array([[1.0, 0.5, 0.0]])
     assert math.isnan(
         kernels.field_linear(
-            twin_keys, twin_gam, kernels.mean_log_weights(twin_keys), far, kernels.LOGISTIC, 0.0, u
+            twin_keys,
+            kernels.keys_by_coordinate(twin_keys),
+            twin_gam,
+            kernels.mean_log_weights(twin_keys),
+            far,
+            kernels.LOGISTIC,
+            0.0,
+            u,
         )
     )
     assert (
         kernels.field(
-            twin_keys, twin_gam, kernels.mean_log_weights(twin_keys), far, kernels.LOGISTIC, 0.0, u
+            twin_keys,
+            kernels.keys_by_coordinate(twin_keys),
+            twin_gam,
+            kernels.mean_log_weights(twin_keys),
+            far,
+            kernels.LOGISTIC,
+            0.0,
+            u,
         )
         > -math.inf
     )
@@ -429,9 +500,27 @@ def _central_jacobian(keys, gam, p, code, param):
         h = 1e-5 * max(1.0, abs(p[j]))
         q = p.copy()
         q[j] = p[j] + h
-        kernels.field(keys, gam, kernels.mean_log_weights(keys), q, code, param, up)
+        kernels.field(
+            keys,
+            kernels.keys_by_coordinate(keys),
+            gam,
+            kernels.mean_log_weights(keys),
+            q,
+            code,
+            param,
+            up,
+        )
         q[j] = p[j] - h
-        kernels.field(keys, gam, kernels.mean_log_weights(keys), q, code, param, um)
+        kernels.field(
+            keys,
+            kernels.keys_by_coordinate(keys),
+            gam,
+            kernels.mean_log_weights(keys),
+            q,
+            code,
+            param,
+            um,
+        )
         jac[:, j] = (up - um) / (2 * h)
     return jac
 
@@ -447,10 +536,28 @@ def test_closed_form_jacobian_matches_central_differences(seed, code):
     for k in range(25):
         keys, gam, p = _random_case(rng, 10.0 ** rng.uniform(-1, 1.8), ties=k % 5 == 0)
         jac = np.empty((p.shape[0],) * 2)
-        if not kernels.field_jacobian(keys, gam, kernels.mean_log_weights(keys), p, code, 0.3, jac):
+        if not kernels.field_jacobian(
+            keys,
+            kernels.keys_by_coordinate(keys),
+            gam,
+            kernels.mean_log_weights(keys),
+            p,
+            code,
+            0.3,
+            jac,
+        ):
             u = np.empty(p.shape)
             assert (
-                kernels.field(keys, gam, kernels.mean_log_weights(keys), p, code, 0.3, u)
+                kernels.field(
+                    keys,
+                    kernels.keys_by_coordinate(keys),
+                    gam,
+                    kernels.mean_log_weights(keys),
+                    p,
+                    code,
+                    0.3,
+                    u,
+                )
                 == -math.inf
             )
             continue
@@ -466,7 +573,14 @@ def test_closed_form_jacobian_refuses_a_stationary_point():
     keys = np.random.default_rng(0).normal(size=(2, 3, 2))
     jac = np.empty((2, 2))
     assert not kernels.field_jacobian(
-        keys, np.zeros((2, 3)), kernels.mean_log_weights(keys), np.ones(2), 0, 0.0, jac
+        keys,
+        kernels.keys_by_coordinate(keys),
+        np.zeros((2, 3)),
+        kernels.mean_log_weights(keys),
+        np.ones(2),
+        0,
+        0.0,
+        jac,
     )
 
 
@@ -480,6 +594,92 @@ def test_closed_form_jacobian_refuses_overflowing_factors_also_without_the_jit()
     p = np.array([800.0])
     log_wt = kernels.mean_log_weights(keys)
     jac = np.empty((1, 1))
-    assert not kernels.field_jacobian(keys, gam, log_wt, p, kernels.LOGISTIC, 0.0, jac)
-    assert not kernels.field_jacobian.py_func(keys, gam, log_wt, p, kernels.LOGISTIC, 0.0, jac)
+    assert not kernels.field_jacobian(
+        keys, kernels.keys_by_coordinate(keys), gam, log_wt, p, kernels.LOGISTIC, 0.0, jac
+    )
+    assert not kernels.field_jacobian.py_func(
+        keys, kernels.keys_by_coordinate(keys), gam, log_wt, p, kernels.LOGISTIC, 0.0, jac
+    )
     assert kernels.exp_or_inf(710.0) == math.inf and kernels.exp_or_inf(1.0) == math.e
+
+
+# --------------------------------------------------------------------------------------------
+# The tracer's SIMD primitives (kernels.all_logits, kernels.exp_array)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (3, 1, 4), (200, 4, 8), (4, 64, 8), (7, 5, 33)])
+def test_all_logits_are_input_logits_bit_for_bit(shape):
+    """The logits by coordinate (SIMD over tokens) are each summed over k in input_logits'
+    order, so they must be its logits to the last bit, signed zeros aside (the tracer's
+    twin test and every tie-break compare them exactly)."""
+    rng = np.random.default_rng(list(shape))
+    keys = rng.normal(size=shape) * rng.choice([1e-3, 1.0, 1e3], size=shape)
+    keys[..., 0] = keys[..., -1]  # repeated coordinates: more exact ties between partial sums
+    n, T, d = shape
+    for p in (rng.normal(size=d), rng.normal(size=d) * 1e6, np.zeros(d)):
+        z = np.empty(n * T)
+        kernels.all_logits(kernels.keys_by_coordinate(keys), p, z)
+        expected, row = np.empty((n, T)), np.empty(T)
+        tops = []
+        for i in range(n):
+            tops.append(kernels.input_logits(keys, i, p, row))
+            expected[i] = row
+        assert np.array_equal(z.reshape(n, T), expected)
+        assert [kernels.top_token(z[i * T : (i + 1) * T]) for i in range(n)] == tops
+
+
+def _ulps(got: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """|got − exact| in units of the last place of ``exact`` (subnormals: the subnormal
+    spacing), with inf = inf and 0 = 0 counted as 0."""
+    same = got == exact
+    spacing = np.spacing(np.abs(exact))
+    with np.errstate(invalid="ignore"):
+        return np.where(same, 0.0, np.abs(got - exact) / spacing)
+
+
+EXP_RANGES = {
+    "[-1, 0]": (-1.0, 0.0),
+    "[-40, 40]": (-40.0, 40.0),
+    "normal floor [-708.4, -690]": (-708.4, -690.0),
+    "subnormal results [-745.2, -708.4]": (-745.2, -708.4),
+    "overflow edge [690, 709.78]": (690.0, 709.78),
+}
+
+
+@pytest.mark.parametrize("where", list(EXP_RANGES))
+def test_exp_array_is_within_one_ulp_of_the_correctly_rounded_exponential(where):
+    """Against 40-digit mpmath rounded once to float64 (400 points per range) and against
+    libm's math.exp (200 000 points: their difference ≤ 1 ulp each side of the exact value,
+    and most of the time none): the polynomial's remainder is 1/25 ulp, the rest is Horner's
+    rounding. Subnormal results are compared in the subnormal spacing (rounded once)."""
+    lo, hi = EXP_RANGES[where]
+    rng = np.random.default_rng(abs(hash(where)) % 2**32)
+    x = rng.uniform(lo, hi, size=200_000)
+    got = np.empty_like(x)
+    kernels.exp_array(x, got)
+    libm = np.array([math.exp(v) for v in x])
+    assert _ulps(got, libm).max() <= 1.0
+    assert np.mean(got != libm) < 0.2  # one in ten rounds the other way from libm (measured)
+    with mp.workdps(40):
+        exact = np.array([float(mp.exp(mp.mpf(float(v)))) for v in x[:400]])
+    assert _ulps(got[:400], exact).max() <= 1.0
+
+
+def test_exp_array_special_values_and_the_same_bits_without_the_jit():
+    """e^0 = 1 exactly, e^{−inf} = 0, e^{+inf} and e^{710} overflow to +inf, below e^{−745.14}
+    results round to 0, NaN stays NaN; and the plain-Python run of the same function
+    (NUMBA_DISABLE_JIT=1, the numerics matrix's environment) gives the very same bits: only
+    IEEE additions and multiplications, no libm, no contraction into FMA."""
+    special = np.array([0.0, -0.0, -np.inf, np.inf, np.nan, 710.0, 709.78, -745.2, -746.0, -1e300])
+    got = np.empty_like(special)
+    kernels.exp_array(special, got)
+    assert got[0] == got[1] == 1.0
+    assert got[2] == 0.0 and got[3] == got[5] == math.inf and math.isnan(got[4])
+    assert got[6] == pytest.approx(math.exp(709.78), rel=2.3e-16)
+    assert got[7] == got[8] == got[9] == 0.0
+    x = np.random.default_rng(5).uniform(-745.0, 709.0, size=2_000)
+    jit, plain = np.empty_like(x), np.empty_like(x)
+    kernels.exp_array(x, jit)
+    kernels.exp_array.py_func(x, plain)
+    assert np.array_equal(jit, plain)

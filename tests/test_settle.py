@@ -407,9 +407,13 @@ def test_a_stall_beyond_the_tracers_resolution_confirms_over_the_decade_it_follo
 
 def test_a_tie_sharing_limit_whose_confirmation_stalls_far_out_is_decided():
     """The size ladder's medium clustered draw k = 84 (n = 11, T = 5, d = 4): converge decides
-    a tie-sharing limit at ‖p‖ ≈ 2e6; traced on, the flow stalls near 2e8 (the tied set's
-    O(1) forces against an outward one below rounding). It was undecided before the stall
-    confirmed over the range followed (docs/performance.md)."""
+    a tie-sharing limit at ‖p‖ ≈ 2e6, and it must stay decided whichever way the confirming
+    trace ends. With libm's exponentials that trace stalled near 2e8 (the tied set's O(1)
+    forces against an outward one below rounding), and the instance was undecided before a
+    stall confirmed over the range followed (docs/performance.md); with the field's own
+    exponential (``kernels.exp_array``, within 1 ulp of libm's) it reaches its tenfold
+    persistence at 3e8 before stalling. Which of the two ends it is rounding; the verdict is
+    not. (The stall branch itself: the scripted test above.)"""
     from strategies.ladder import FAMILIES, RUNGS, draw_sizes
 
     rng = np.random.default_rng(
@@ -418,6 +422,8 @@ def test_a_tie_sharing_limit_whose_confirmation_stalls_far_out_is_decided():
     problem = FAMILIES["clustered"](*draw_sizes(RUNGS["medium"], rng), 84)
     lim = limits.follow(problem, None)
     assert lim.kind == "converged", lim.outcome.reason
-    assert "integrator stalled" in lim.outcome.reason  # the branch this test is about
+    reason = lim.outcome.reason
+    stalled = "integrator stalled" in reason and "beyond the tracer's resolution" in reason
+    assert stalled or reason == "direction reached the SVM of the selection and stayed"
     assert lim.outcome.tie_sharing or lim.outcome.tied is not None
     assert lim.outcome.one_minus_cos <= limits.DIRECTION_TOL

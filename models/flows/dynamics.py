@@ -356,18 +356,19 @@ def trace_flow(
                     stop = f"integrator stalled ({message}): a finite stationary point?"
                     break
                 y_new, s_new = solver.y, float(solver.t)
-                if not np.isfinite(y_new).all():
+                p_new = coords.to_p(y_new)
+                norm = math.sqrt(float(p_new @ p_new))
+                # a finite norm has finite entries (one test, not a ufunc and a reduction)
+                if not math.isfinite(norm) and not np.isfinite(y_new).all():
                     stop = "non-finite iterate"  # never expected; reported rather than returned
                     failures.report(failures.NUMERICS, "non-finite iterate", f"after {steps} steps")
                     break
-                p_new = coords.to_p(y_new)
                 _, u_new, lgn_new = coords.field(y_new)
                 evals[0] += 1
                 _spend(evals[0] - charged)
                 charged = evals[0]
                 if lgn_new > -math.inf:
                     log_time = _logaddexp(log_time, _log_step_time(s_new - s, lgn, lgn_new))
-                norm = math.sqrt(float(p_new @ p_new))
                 short = short + 1 if s_new - s < STALL_RATIO * max(1.0, norm) else 0
                 p, s, lgn = p_new, s_new, lgn_new
                 rec.add(p, s, lgn, k=steps)
@@ -526,6 +527,7 @@ def converge(
 
     t0 = time.perf_counter()
     keys = problem._np[0]  # the contiguous float64 copy the kernels read
+    keys_t = problem.keys_by_coordinate
     top = np.empty(problem.n, dtype=np.int64)  # the selection, written by kernels.selection
     cache: dict[bytes, tuple] = {}  # selection → (SVMSolution, unit direction or None)
     lead = math.log(problem.T / select_tol)
@@ -578,7 +580,7 @@ def converge(
         # p and the flow must both point along the SVM direction of what p selects: the flow
         # at p itself, or, far out where the tracer cannot resolve the offset from the ray,
         # at p with its offset relaxed to its certified equilibrium (models.flows.offset).
-        if kernels.selection(keys, p, top) >= lead:  # +inf when T = 1
+        if kernels.selection(keys, keys_t, p, top) >= lead:  # +inf when T = 1
             _, unit, _ = svm_for(top)
             if unit is not None and lgn > -math.inf:
                 norm, off_p, off_u = kernels.alignment(p, u, unit)

@@ -138,6 +138,12 @@ class PromptProblem:
         return keys, gam
 
     @cached_property
+    def keys_by_coordinate(self) -> np.ndarray:
+        """The host keys laid out (d, n·T), which the tracer's kernels read their logits
+        from in one SIMD pass (``kernels.keys_by_coordinate``)."""
+        return kernels.keys_by_coordinate(self._np[0])
+
+    @cached_property
     def difference_span(self) -> np.ndarray:
         """An orthonormal basis (d, r) of the span of the key differences k_it − k_i0.
 
@@ -316,7 +322,16 @@ class PromptProblem:
             return -vec / norm, log_scale + math.log(norm)
         u = np.empty(keys.shape[2])
         p = np.ascontiguousarray(p, dtype=np.float64)
-        lgn = kernels.field(keys, gam, self.log_weights_np, p, code, self.loss.kernel_param, u)
+        lgn = kernels.field(
+            keys,
+            self.keys_by_coordinate,
+            gam,
+            self.log_weights_np,
+            p,
+            code,
+            self.loss.kernel_param,
+            u,
+        )
         return u, lgn
 
     def flow_jacobian_np(self, p: np.ndarray) -> np.ndarray | None:
@@ -333,8 +348,9 @@ class PromptProblem:
         p = np.ascontiguousarray(p, dtype=np.float64)
         param = self.loss.kernel_param
         log_wt = self.log_weights_np
-        if not kernels.field_jacobian(keys, gam, log_wt, p, code, param, jac):
-            kernels.field_jacobian_differences(keys, gam, log_wt, p, code, param, jac)
+        keys_t = self.keys_by_coordinate
+        if not kernels.field_jacobian(keys, keys_t, gam, log_wt, p, code, param, jac):
+            kernels.field_jacobian_differences(keys, keys_t, gam, log_wt, p, code, param, jac)
         return jac
 
     def gradient_log_np(self, p: np.ndarray) -> tuple[float, np.ndarray]:
