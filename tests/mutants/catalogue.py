@@ -742,4 +742,16 @@ MUTANTS: list[dict[str, str]] = [
         "without its label y_i: every negative input is scored as if it were positive, so the "
         "joint regularization path minimises the wrong loss and ends away from (v^mm, p^relax).",
     },
+    # ---------------------------------------------------------------- kernels.py (exp_array)
+    {
+        "id": "M69-kernels-exp-array-taylor-coefficient",
+        "file": "models/flows/kernels.py",
+        "old": "    1.0 / 120,\n",
+        "new": "    1.0 / 100,\n",
+        "category": "wrong constant",
+        "fault": "the field's exponential takes 1/100 for the r⁵ coefficient of its Taylor "
+        "polynomial instead of 1/5!: e^x is off by up to 9e-6 relative (0 at r = 0, i.e. at "
+        "multiples of ln 2), so every softmax weight of the tracer's linear-space field, and "
+        "with them the flow it follows, is slightly wrong.",
+    },
 ]
