@@ -655,52 +655,46 @@ def test_selection_kernel_reads_the_top_token_and_its_lead_over_the_runner_up(se
     (ties: lowest index) and, over all inputs, min_i (top logit − second-largest logit), read
     against a sort of the logits. Rows are drawn with the top token at every position (in
     particular after the runner-up), plus an exact tie (lead 0), T = 1 (lead +∞) and twins
-    (a token with the top token's very key is no runner-up)."""
+    (a token with the top token's very key is no runner-up). With a floor, the scan stops at
+    the first input whose lead is below it and returns that lead."""
     from models.flows import kernels
+
+    def selection(keys, p, r, floor=-math.inf):
+        return kernels.selection(keys, kernels.keys_by_coordinate(keys), p, r, floor)
 
     rng = np.random.default_rng(seed)
     n, T, d = 6, 5, 3
     keys = rng.normal(size=(n, T, d))
     p = rng.normal(size=d) * 3.0
     r = np.empty(n, dtype=np.int64)
-    lead = kernels.selection(keys, kernels.keys_by_coordinate(keys), p, r)
+    lead = selection(keys, p, r)
     logits = keys @ p
     np.testing.assert_array_equal(r, logits.argmax(axis=1))
     ordered = np.sort(logits, axis=1)
-    assert lead == pytest.approx(float((ordered[:, -1] - ordered[:, -2]).min()), abs=1e-12)
+    leads = ordered[:, -1] - ordered[:, -2]
+    assert lead == pytest.approx(float(leads.min()), abs=1e-12)
+    # the floor: below it, the first input whose lead is below it answers; at or under the
+    # smallest lead, the full scan's answer
+    floor = float(np.sort(leads)[-2])  # the second-largest lead: some input is below it
+    first = int(np.argmax(leads < floor))
+    assert selection(keys, p, r, floor) == pytest.approx(float(leads[first]), abs=1e-12)
+    assert selection(keys, p, r, float(leads.min())) == lead
     # a hand case: the runner-up comes first, the top token last
     p2 = np.array([1.0])
     increasing = np.array([[[0.0], [1.0], [2.0]], [[-1.0], [3.0], [3.5]]])
-    assert kernels.selection(
-        increasing, kernels.keys_by_coordinate(increasing), p2, np.empty(2, dtype=np.int64)
-    ) == pytest.approx(0.5)
+    assert selection(increasing, p2, np.empty(2, dtype=np.int64)) == pytest.approx(0.5)
+    assert selection(increasing, p2, np.empty(2, dtype=np.int64), 2.0) == pytest.approx(1.0)
     tie = np.array([[[1.0, 0.0], [2.0, 0.0], [2.0, 1.0]]])  # logits 1, 2, 2; distinct keys
     r1 = np.empty(1, dtype=np.int64)
-    assert kernels.selection(
-        tie, kernels.keys_by_coordinate(tie), np.array([1.0, 0.0]), r1
-    ) == 0.0 and r1.tolist() == [1]
-    assert (
-        kernels.selection(
-            np.ones((2, 1, 1)),
-            kernels.keys_by_coordinate(np.ones((2, 1, 1))),
-            p2,
-            np.empty(2, dtype=np.int64),
-        )
-        == math.inf
-    )
+    assert selection(tie, np.array([1.0, 0.0]), r1) == 0.0 and r1.tolist() == [1]
+    assert selection(np.ones((2, 1, 1)), p2, np.empty(2, dtype=np.int64)) == math.inf
     # twins (the very same key) are no runners-up: the lead is over the next distinct key,
     # and an input of twins alone has no runner-up at all
     twins = np.array([[[1.0], [2.0], [2.0]], [[0.5], [0.5], [0.5]]])
     r2 = np.empty(2, dtype=np.int64)
-    assert kernels.selection(
-        twins[:1], kernels.keys_by_coordinate(twins[:1]), p2, r1
-    ) == 1.0 and r1.tolist() == [1]
-    assert kernels.selection(
-        twins[1:], kernels.keys_by_coordinate(twins[1:]), p2, r1
-    ) == math.inf and r1.tolist() == [0]
-    assert kernels.selection(
-        twins, kernels.keys_by_coordinate(twins), p2, r2
-    ) == 1.0 and r2.tolist() == [1, 0]
+    assert selection(twins[:1], p2, r1) == 1.0 and r1.tolist() == [1]
+    assert selection(twins[1:], p2, r1) == math.inf and r1.tolist() == [0]
+    assert selection(twins, p2, r2) == 1.0 and r2.tolist() == [1, 0]
 
 
 def test_the_uncompiled_flow_field_is_the_compiled_one_and_zero_at_a_stationary_point():

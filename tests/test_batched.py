@@ -153,7 +153,7 @@ def test_selection_leads_are_the_kernels(norm):
     for b, problem in enumerate(problems):
         r = np.empty(problem.n, dtype=np.int64)
         expected = kernels.selection(
-            problem._np[0], kernels.keys_by_coordinate(problem._np[0]), P[b], r
+            problem._np[0], kernels.keys_by_coordinate(problem._np[0]), P[b], r, -math.inf
         )
         assert float(leads[b]) == pytest.approx(expected, rel=1e-12, abs=1e-12), f"instance {b}"
 

@@ -276,8 +276,9 @@ class _Coordinates:
         return y.copy() if self.basis is None else self.offset + self.basis @ y
 
     def field(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-        """(field in y, field in p, log‖∇L‖) at y."""
-        u, lgn = self.field_problem.flow_field_np(y)
+        """(field in y, field in p, log‖∇L‖) at y (a contiguous float64 vector, as the
+        integrator's)."""
+        u, lgn = self.field_problem.flow_field_fn(y)
         return u, (u if self.basis is None else self.basis @ u), lgn
 
 
@@ -316,10 +317,11 @@ def trace_flow(
     evals, jacobians = [1], [0]
     coords = _Coordinates(problem, p)
     field_problem = coords.field_problem
+    flow_field = field_problem.flow_field_fn
 
-    def rhs(_s, y):
+    def rhs(_s, y):  # LSODA hands over its y as a contiguous float64 vector
         evals[0] += 1
-        return field_problem.flow_field_np(y)[0]
+        return flow_field(y)[0]
 
     def jac(_s, y):
         # in closed form: one field evaluation and O(n·T·d²) (kernels.field_jacobian); the
@@ -580,7 +582,7 @@ def converge(
         # p and the flow must both point along the SVM direction of what p selects: the flow
         # at p itself, or, far out where the tracer cannot resolve the offset from the ray,
         # at p with its offset relaxed to its certified equilibrium (models.flows.offset).
-        if kernels.selection(keys, keys_t, p, top) >= lead:  # +inf when T = 1
+        if kernels.selection(keys, keys_t, p, top, lead) >= lead:  # +inf when T = 1
             _, unit, _ = svm_for(top)
             if unit is not None and lgn > -math.inf:
                 norm, off_p, off_u = kernels.alignment(p, u, unit)

@@ -16,6 +16,11 @@ Setting NUMBA_DISABLE_JIT=1 runs the same functions as plain Python (slow, for d
 Every kernel works on float64 only, loops in a fixed order, and never forms a quantity that
 can underflow before its direction is known (see models/numerics/logspace.py): the per-token weights
 are kept as (log|w|, sign w) and exponentiated only after subtracting their maximum.
+
+The tracer's field, evaluated ~3 times per integrator step, reads its logits from the keys laid
+out by coordinate (``all_logits``: SIMD over tokens, each logit summed in the same order as
+``input_logits``) and takes its exponentials from ``exp_array`` (branch-free, within 1 ulp of
+the correctly rounded value, the same bits on every machine, libm or not).
 """
 
 from __future__ import annotations
@@ -466,10 +471,14 @@ def field(keys, keys_t, gam, log_wt, p, code, param, u):
 
 
 @njit(cache=True)
-def selection(keys, keys_t, p, r):
+def selection(keys, keys_t, p, r, floor):
     """The top-logit token of each input into ``r`` (ties: lowest index); returns the
     smallest lead of a top logit over its input's runner-up (+inf when there is none).
     ``keys_t``: ``keys_by_coordinate(keys)`` (the logits in one SIMD pass).
+
+    Stops at the first input whose lead is below ``floor`` and returns that lead (``r`` then
+    holds the inputs up to it): the tracer asks only whether every lead reaches its
+    saturation threshold, which most steps answer at the first input (−inf: every input).
 
     The runner-up is the best token whose key differs from the top token's: a token with
     the very same key (a "twin") has the same logit for every p, so no lead over it ever
@@ -494,6 +503,8 @@ def selection(keys, keys_t, p, r):
                         break
         r[i] = best
         lead = min(lead, top - second)
+        if lead < floor:
+            break
     return lead
 
 

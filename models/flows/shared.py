@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -293,14 +294,20 @@ class _Pinned(PromptProblem):
         # every coordinate: the tracer must not rotate this problem into a plain one
         return np.eye(self.keys.shape[2])
 
-    def flow_field_np(self, p: np.ndarray) -> tuple[np.ndarray, float]:
-        u, lgn = super().flow_field_np(p)
-        u = u.copy()
-        u[-1] = 0.0
-        norm = float(np.linalg.norm(u))
-        if lgn == -math.inf or norm == 0.0:
-            return np.zeros_like(u), -math.inf
-        return u / norm, lgn + math.log(norm)
+    @cached_property
+    def flow_field_fn(self):
+        plain = self.plain_field_fn
+
+        def pinned_field(p: np.ndarray) -> tuple[np.ndarray, float]:
+            u, lgn = plain(p)
+            u = u.copy()
+            u[-1] = 0.0
+            norm = float(np.linalg.norm(u))
+            if lgn == -math.inf or norm == 0.0:
+                return np.zeros_like(u), -math.inf
+            return u / norm, lgn + math.log(norm)
+
+        return pinned_field
 
     def flow_jacobian_np(self, p: np.ndarray) -> np.ndarray | None:
         """The Jacobian of the pinned field u' = Pu/‖Pu‖ (P drops the last coordinate) from
@@ -309,7 +316,7 @@ class _Pinned(PromptProblem):
         left the offset from the ray unresolved far out (heading 0.29 at ‖p‖ = 1e7 on an
         NTP draw's relabelled twin), as it did for the full engine before its closed form."""
         jac = super().flow_jacobian_np(p)
-        u, lgn = PromptProblem.flow_field_np(self, p)
+        u, lgn = self.plain_field_fn(np.ascontiguousarray(p, dtype=np.float64))
         if jac is None or lgn == -math.inf:
             return jac
         pu = u.copy()

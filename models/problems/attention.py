@@ -312,27 +312,39 @@ class PromptProblem:
     def flow_field_np(self, p: np.ndarray) -> tuple[np.ndarray, float]:
         """The unit flow direction −∇L/‖∇L‖ at p and log‖∇L‖ (zeros and −inf at a stationary
         point): the tracer's one evaluation per call, compiled in one kernel when it can be."""
-        keys, gam = self._np
+        return self.flow_field_fn(np.ascontiguousarray(p, dtype=np.float64))
+
+    @cached_property
+    def flow_field_fn(self):
+        """``flow_field_np`` for a contiguous float64 p, as a function with the kernel's
+        arguments bound once: the tracer calls it ~3 times per step, and looking them up on
+        every call cost ~0.8 µs of its ~12 (n = 200, T = 4, d = 8). A problem whose flow is
+        another field overrides this (``models.flows.shared._Pinned``), not flow_field_np."""
+        return self.plain_field_fn
+
+    @cached_property
+    def plain_field_fn(self):
+        """The unit field of this problem's own loss, −∇L/‖∇L‖, as ``flow_field_fn``."""
         code = self.loss.kernel_code
         if code is None:
-            log_scale, vec = self.gradient_log_np(p)
-            if log_scale == -math.inf:
-                return np.zeros_like(vec), log_scale
-            norm = float(np.linalg.norm(vec))
-            return -vec / norm, log_scale + math.log(norm)
-        u = np.empty(keys.shape[2])
-        p = np.ascontiguousarray(p, dtype=np.float64)
-        lgn = kernels.field(
-            keys,
-            self.keys_by_coordinate,
-            gam,
-            self.log_weights_np,
-            p,
-            code,
-            self.loss.kernel_param,
-            u,
-        )
-        return u, lgn
+            return self._flow_field_uncompiled
+        keys, gam = self._np
+        keys_t, log_wt, param = self.keys_by_coordinate, self.log_weights_np, self.loss.kernel_param
+        d, field = keys.shape[2], kernels.field
+
+        def flow_field(p: np.ndarray) -> tuple[np.ndarray, float]:
+            u = np.empty(d)
+            return u, field(keys, keys_t, gam, log_wt, p, code, param, u)
+
+        return flow_field
+
+    def _flow_field_uncompiled(self, p: np.ndarray) -> tuple[np.ndarray, float]:
+        """The flow field from ``gradient_log_np``, for a loss without a kernel code."""
+        log_scale, vec = self.gradient_log_np(p)
+        if log_scale == -math.inf:
+            return np.zeros_like(vec), log_scale
+        norm = float(np.linalg.norm(vec))
+        return -vec / norm, log_scale + math.log(norm)
 
     def flow_jacobian_np(self, p: np.ndarray) -> np.ndarray | None:
         """The Jacobian (d, d) of ``flow_field_np`` at p for the stiff integrator's Newton
