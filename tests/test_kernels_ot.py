@@ -683,3 +683,61 @@ def test_exp_array_special_values_and_the_same_bits_without_the_jit():
     kernels.exp_array(x, jit)
     kernels.exp_array.py_func(x, plain)
     assert np.array_equal(jit, plain)
+
+
+_SAME_BITS_SCRIPT = """
+import sys
+import numpy as np
+from models.flows import kernels
+
+rng = np.random.default_rng(11)
+x = rng.uniform(-745.0, 709.0, size=5_000)
+e = np.empty_like(x)
+kernels.exp_array(x, e)
+keys = rng.normal(size=(37, 5, 9))
+gam = rng.uniform(-1.0, 1.0, size=(37, 5))
+keys_t = kernels.keys_by_coordinate(keys)
+log_wt = kernels.mean_log_weights(keys)
+rows = [e]
+for radius in (0.3, 3.0, 30.0):
+    p = rng.normal(size=9) * radius
+    z = np.empty(37 * 5)
+    kernels.all_logits(keys_t, p, z)
+    u = np.empty(9)
+    lgn = kernels.field(keys, keys_t, gam, log_wt, p, kernels.LOGISTIC, 0.0, u)
+    rows += [z, u, np.array([lgn])]
+np.save(sys.argv[1], np.concatenate(rows))
+"""
+
+
+def test_the_tracers_kernels_give_the_same_bits_for_a_generic_cpu(tmp_path):
+    """Users' CPUs differ in SIMD width and in whether they have FMA. ``all_logits``,
+    ``exp_array`` and the linear-space field are written to round the same way at any width
+    (each lane does the scalar loop's operations in its order; numba contracts nothing into
+    FMA): compiled here for this machine's CPU and, in a child process, for a generic x86-64
+    (NUMBA_CPU_NAME=generic: SSE2, two lanes, no FMA), they must agree to the last bit."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    outputs = {}
+    for name, extra in {
+        "host": {},
+        "generic": {"NUMBA_CPU_NAME": "generic"},
+    }.items():
+        env = {**os.environ, **extra, "NUMBA_CACHE_DIR": str(tmp_path / f"cache-{name}")}
+        env["PYTHONPATH"] = str(repo) + os.pathsep + env.get("PYTHONPATH", "")
+        out = tmp_path / f"{name}.npy"
+        run = subprocess.run(
+            [sys.executable, "-c", _SAME_BITS_SCRIPT, str(out)],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        outputs[name] = np.load(out)
+    assert np.array_equal(outputs["host"], outputs["generic"], equal_nan=True)
