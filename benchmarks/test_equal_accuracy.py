@@ -229,23 +229,12 @@ def test_median_speedup_at_equal_accuracy(measured, point):
             "n = 200",
             marks=pytest.mark.xfail(
                 strict=False,
-                reason="not met on 2026-12-05: seed 0 at 6.2x, 4.9x and 8.6x in three runs "
-                "(the authors' loop reaches 1e-3 in 650 steps, in 850 in the third run: the "
-                "count moves between runs of the same code; 0.12-0.26 s; the engine takes 25-41 "
-                "ms, ~300 integrator steps of ~3 field evaluations each, 224 of them before "
-                "||p|| = 65): "
-                "docs/performance.md",
+                reason="at its edge on 2026-12-06: seed 0 at 9.9x, 10.3x and 10.7x in three runs "
+                "(the engine 19.9-21.3 ms against the authors' 850 steps at 0.25 ms; 4.9-8.6x "
+                "before the SIMD field): docs/performance.md",
             ),
         ),
-        pytest.param(
-            "T = 64",
-            marks=pytest.mark.xfail(
-                strict=False,
-                reason="at the noise edge on 2026-12-05: seed 3 at 10.8x, 9.8x, 9.4x and 12.5x "
-                "in four runs, seed 0 at 8.6x and 12.5x in the last two (the authors' loop "
-                "reaches 1e-3 in 450-550 steps, 0.07-0.18 s)",
-            ),
-        ),
+        "T = 64",
     ],
 )
 def test_every_instance_speedup_at_equal_accuracy(measured, point):
