@@ -722,3 +722,24 @@ def test_the_uncompiled_flow_field_is_the_compiled_one_and_zero_at_a_stationary_
     flat = PromptProblem(keys[:, [0, 0, 0]], scores, slow)
     u, log_norm = flat.flow_field_np(p)
     assert log_norm == -math.inf and np.array_equal(u, np.zeros(2))
+
+
+def test_a_traced_problem_pickles_and_its_copy_evaluates_the_same_field():
+    """The tracer binds the field's kernel arguments into a function cached on the problem
+    (``flow_field_fn``, a closure): pickling and deep copies leave it out and rebuild it from
+    the copy's own arrays, so a problem stays picklable after a trace."""
+    import copy
+    import pickle
+
+    from models.flows.dynamics import converge
+
+    rng = np.random.default_rng(3)
+    problem = PromptProblem(rng.normal(size=(5, 4, 3)), rng.uniform(-1, 1, size=(5, 4)), "logistic")
+    converge(problem)
+    assert "flow_field_fn" in problem.__dict__
+    p = rng.normal(size=3)
+    for twin in (pickle.loads(pickle.dumps(problem)), copy.deepcopy(problem)):
+        assert "flow_field_fn" not in twin.__dict__
+        u, lgn = twin.flow_field_np(p)
+        expected = problem.flow_field_np(p)
+        assert np.array_equal(u, expected[0]) and lgn == expected[1]

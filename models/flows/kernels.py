@@ -126,7 +126,8 @@ def exp_array(x, out):
     is not. e^x = 2^k·e^r with k = round(x/ln 2), r = x − k·ln 2 (|r| ≤ ln2/2, Cody–Waite in
     two parts), e^r by its Taylor polynomial, and 2^k as the product of two powers of two
     built from their bits, so that results down to the smallest subnormal are rounded once.
-    tests/test_kernels_ot.py measures it against math.exp (≤ 1 ulp on 10⁶ points per range)."""
+    tests/test_kernels_ot.py measures it: ≤ 1 ulp from 40-digit mpmath and from libm on five
+    ranges (subnormal results and the overflow edge among them)."""
     m = x.shape[0]
     bits = np.empty(2 * m, dtype=np.int64)
     c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = EXP_COEFFS

@@ -338,6 +338,10 @@ class PromptProblem:
 
         return flow_field
 
+    def __getstate__(self) -> dict:
+        # the bound field functions are closures (not picklable) and cheap to rebuild
+        return {k: v for k, v in self.__dict__.items() if not k.endswith("field_fn")}
+
     def _flow_field_uncompiled(self, p: np.ndarray) -> tuple[np.ndarray, float]:
         """The flow field from ``gradient_log_np``, for a loss without a kernel code."""
         log_scale, vec = self.gradient_log_np(p)
