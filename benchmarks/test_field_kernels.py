@@ -18,7 +18,12 @@ not a timing: a ratio on a shared 2-core machine is a figure, not a gate. Run se
 Observed (2026-12-04, shared 2-core machine, loaded): field 12–14 µs vs 23–24 µs at n = 200
 in the transient (1.7–2.0×), 32 vs 28 µs far out (0.88×: the logits pass before the hand-over);
 Jacobian 47–50 µs vs 95–113 µs by differences of the new field (2.0–2.2×; 250 µs by
-differences of the old one), 59 vs 300 µs far out.
+differences of the old one), 59 vs 300 µs far out. 2026-12-06, after the SIMD logits and
+``exp_array``: field 11.5–13.5 µs vs 27 µs (2.0×).
+
+Also the field's exponential alone: ``kernels.exp_array`` against a compiled loop of
+math.exp (libm, what the field called before) on the n·T = 800 arguments of the n = 200
+transient point (``exp_speedup`` in the report).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import math
 
 import numpy as np
 import pytest
+from numba import njit
 
 from benchmarks.test_cost_curve import sized_problem
 from models.flows import kernels
@@ -75,6 +81,39 @@ def test_kernel_time(benchmark, name, where, form):
     RESULTS.setdefault(f"{name} {where}", {})[form] = benchmark.stats.stats.median
 
 
+@njit(cache=True)
+def libm_exp(x, out):
+    """e^x elementwise by math.exp, one libm call per element (the field's exponentials
+    before ``kernels.exp_array``)."""
+    for j in range(x.shape[0]):
+        out[j] = math.exp(x[j])
+
+
+def _exp_arguments() -> np.ndarray:
+    """z_t − z_r at the n = 200 transient point: the arguments the field exponentiates."""
+    keys, _, p = _case("n200", "transient")
+    z = keys @ p
+    return np.ascontiguousarray((z - z.max(axis=1, keepdims=True)).ravel())
+
+
+@pytest.mark.parametrize("form", ["exp_array", "libm"])
+def test_exp_time(benchmark, form):
+    x = _exp_arguments()
+    out = np.empty_like(x)
+    fn = kernels.exp_array if form == "exp_array" else libm_exp
+    benchmark.group = "exp n200 transient"
+    benchmark(fn, x, out)
+    RESULTS.setdefault("exp n200 transient", {})[form] = benchmark.stats.stats.median
+
+
+def test_exp_forms_agree_to_an_ulp():
+    x = _exp_arguments()
+    ours, libm = np.empty_like(x), np.empty_like(x)
+    kernels.exp_array(x, ours)
+    libm_exp(x, libm)
+    assert np.all(np.abs(ours - libm) <= np.spacing(libm))
+
+
 def test_both_forms_agree_and_the_far_point_is_the_log_forms():
     for name in POINTS:
         for where in RADII:
@@ -101,9 +140,19 @@ def test_both_forms_agree_and_the_far_point_is_the_log_forms():
 
 
 def test_write_report():
-    if len(RESULTS) < len(POINTS) * len(RADII):
+    if len(RESULTS) < len(POINTS) * len(RADII) + 1:
         pytest.skip("run the whole module (benchmarks were deselected or disabled)")
-    rows = {}
+    exp_times = RESULTS.pop("exp n200 transient")
+    rows = {
+        "exp n200 transient": {
+            "seconds": exp_times,
+            "exp_speedup": exp_times["libm"] / exp_times["exp_array"],
+        }
+    }
+    print(
+        f"exp n200 transient: exp_array {exp_times['exp_array'] * 1e6:.2f} µs vs libm "
+        f"{exp_times['libm'] * 1e6:.2f} µs ({rows['exp n200 transient']['exp_speedup']:.2f}×)"
+    )
     for key, times in RESULTS.items():
         rows[key] = {
             "seconds": times,
