@@ -294,6 +294,13 @@ LOSSES = {
 }
 
 
+def _unweighted(kernel, keys, gam, p, code, param, out):
+    """One of the tracer's kernels (field, field_linear, field_jacobian) on an unweighted
+    problem: the mean over its inputs, keys also laid out by coordinate."""
+    keys_t, log_wt = kernels.keys_by_coordinate(keys), kernels.mean_log_weights(keys)
+    return kernel(keys, keys_t, gam, log_wt, p, code, param, out)
+
+
 def _random_case(rng, radius, ties=False, twins=False):
     n, T, d = int(rng.integers(1, 6)), int(rng.integers(2, 8)), int(rng.integers(1, 5))
     keys = rng.normal(size=(n, T, d))
@@ -334,16 +341,7 @@ def test_linear_and_log_fields_agree_to_their_rounding(seed):
         keys, gam, p = _random_case(rng, radius, ties=k % 3 == 0, twins=k % 4 == 0)
         code = int(rng.integers(0, 3))
         u_lin, u_log = np.empty(p.shape), np.empty(p.shape)
-        lin = kernels.field_linear(
-            keys,
-            kernels.keys_by_coordinate(keys),
-            gam,
-            kernels.mean_log_weights(keys),
-            p,
-            code,
-            0.0,
-            u_lin,
-        )
+        lin = _unweighted(kernels.field_linear, keys, gam, p, code, 0.0, u_lin)
         log = kernels.field_log(keys, gam, kernels.mean_log_weights(keys), p, code, 0.0, u_log)
         if math.isnan(lin):
             continue
@@ -367,16 +365,7 @@ def test_dispatched_field_matches_mpmath(radius, code):
         keys, gam, p = _random_case(rng, radius, ties=k == 1, twins=k == 2)
         problem = PromptProblem(keys, gam, LOSSES[code])
         u = np.empty(p.shape)
-        lgn = kernels.field(
-            keys,
-            kernels.keys_by_coordinate(keys),
-            gam,
-            kernels.mean_log_weights(keys),
-            p,
-            code,
-            0.0,
-            u,
-        )
+        lgn = _unweighted(kernels.field, keys, gam, p, code, 0.0, u)
         if lgn == -math.inf:  # a stationary point: the reference must say so too
             assert mp_gradient(problem, torch.from_numpy(p))[1] == 0
             continue
@@ -396,40 +385,13 @@ def test_linear_field_refuses_below_its_floor_and_ignores_twins_for_the_peak():
     gam = np.array([[1.0, 0.0]])
     keys = np.array([[[0.0], [-1.0]]])
     u = np.empty(1)
-    at_500 = kernels.field_linear(
-        keys,
-        kernels.keys_by_coordinate(keys),
-        gam,
-        kernels.mean_log_weights(keys),
-        np.array([500.0]),
-        kernels.LOGISTIC,
-        0.0,
-        u,
+    at_500 = _unweighted(
+        kernels.field_linear, keys, gam, np.array([500.0]), kernels.LOGISTIC, 0.0, u
     )
     assert not math.isnan(at_500) and u[0] == 1.0
     far = np.array([700.0])
-    assert math.isnan(
-        kernels.field_linear(
-            keys,
-            kernels.keys_by_coordinate(keys),
-            gam,
-            kernels.mean_log_weights(keys),
-            far,
-            kernels.LOGISTIC,
-            0.0,
-            u,
-        )
-    )
-    lgn = kernels.field(
-        keys,
-        kernels.keys_by_coordinate(keys),
-        gam,
-        kernels.mean_log_weights(keys),
-        far,
-        kernels.LOGISTIC,
-        0.0,
-        u,
-    )
+    assert math.isnan(_unweighted(kernels.field_linear, keys, gam, far, kernels.LOGISTIC, 0.0, u))
+    lgn = _unweighted(kernels.field, keys, gam, far, kernels.LOGISTIC, 0.0, u)
     u_log = np.empty(1)
     assert lgn == kernels.field_log(
         keys, gam, kernels.mean_log_weights(keys), far, kernels.LOGISTIC, 0.0, u_log
@@ -439,56 +401,19 @@ def test_linear_field_refuses_below_its_floor_and_ignores_twins_for_the_peak():
     # answer is the log form's to the last bit
     beyond = np.array([kernels.LINEAR_MAX_LEAD + 1.0])
     assert math.isnan(
-        kernels.field_linear(
-            keys,
-            kernels.keys_by_coordinate(keys),
-            gam,
-            kernels.mean_log_weights(keys),
-            beyond,
-            kernels.LOGISTIC,
-            0.0,
-            u,
-        )
+        _unweighted(kernels.field_linear, keys, gam, beyond, kernels.LOGISTIC, 0.0, u)
     )
-    lgn = kernels.field(
-        keys,
-        kernels.keys_by_coordinate(keys),
-        gam,
-        kernels.mean_log_weights(keys),
-        beyond,
-        kernels.LOGISTIC,
-        0.0,
-        u,
-    )
+    lgn = _unweighted(kernels.field, keys, gam, beyond, kernels.LOGISTIC, 0.0, u)
     assert lgn == kernels.field_log(
         keys, gam, kernels.mean_log_weights(keys), beyond, kernels.LOGISTIC, 0.0, u_log
     )
     twin_keys = np.array([[[0.0], [0.0], [-1.0]]])
     twin_gam = np.array([[1.0, 0.5, 0.0]])
     assert math.isnan(
-        kernels.field_linear(
-            twin_keys,
-            kernels.keys_by_coordinate(twin_keys),
-            twin_gam,
-            kernels.mean_log_weights(twin_keys),
-            far,
-            kernels.LOGISTIC,
-            0.0,
-            u,
-        )
+        _unweighted(kernels.field_linear, twin_keys, twin_gam, far, kernels.LOGISTIC, 0.0, u)
     )
     assert (
-        kernels.field(
-            twin_keys,
-            kernels.keys_by_coordinate(twin_keys),
-            twin_gam,
-            kernels.mean_log_weights(twin_keys),
-            far,
-            kernels.LOGISTIC,
-            0.0,
-            u,
-        )
-        > -math.inf
+        _unweighted(kernels.field, twin_keys, twin_gam, far, kernels.LOGISTIC, 0.0, u) > -math.inf
     )
 
 
@@ -500,27 +425,9 @@ def _central_jacobian(keys, gam, p, code, param):
         h = 1e-5 * max(1.0, abs(p[j]))
         q = p.copy()
         q[j] = p[j] + h
-        kernels.field(
-            keys,
-            kernels.keys_by_coordinate(keys),
-            gam,
-            kernels.mean_log_weights(keys),
-            q,
-            code,
-            param,
-            up,
-        )
+        _unweighted(kernels.field, keys, gam, q, code, param, up)
         q[j] = p[j] - h
-        kernels.field(
-            keys,
-            kernels.keys_by_coordinate(keys),
-            gam,
-            kernels.mean_log_weights(keys),
-            q,
-            code,
-            param,
-            um,
-        )
+        _unweighted(kernels.field, keys, gam, q, code, param, um)
         jac[:, j] = (up - um) / (2 * h)
     return jac
 
@@ -536,30 +443,9 @@ def test_closed_form_jacobian_matches_central_differences(seed, code):
     for k in range(25):
         keys, gam, p = _random_case(rng, 10.0 ** rng.uniform(-1, 1.8), ties=k % 5 == 0)
         jac = np.empty((p.shape[0],) * 2)
-        if not kernels.field_jacobian(
-            keys,
-            kernels.keys_by_coordinate(keys),
-            gam,
-            kernels.mean_log_weights(keys),
-            p,
-            code,
-            0.3,
-            jac,
-        ):
+        if not _unweighted(kernels.field_jacobian, keys, gam, p, code, 0.3, jac):
             u = np.empty(p.shape)
-            assert (
-                kernels.field(
-                    keys,
-                    kernels.keys_by_coordinate(keys),
-                    gam,
-                    kernels.mean_log_weights(keys),
-                    p,
-                    code,
-                    0.3,
-                    u,
-                )
-                == -math.inf
-            )
+            assert _unweighted(kernels.field, keys, gam, p, code, 0.3, u) == -math.inf
             continue
         ref = _central_jacobian(keys, gam, p, code, 0.3)
         scale = max(np.abs(ref).max(), np.abs(jac).max())
@@ -572,16 +458,7 @@ def test_closed_form_jacobian_refuses_a_stationary_point():
     """All scores equal: ∇L = 0 everywhere, so there is no unit field to differentiate."""
     keys = np.random.default_rng(0).normal(size=(2, 3, 2))
     jac = np.empty((2, 2))
-    assert not kernels.field_jacobian(
-        keys,
-        kernels.keys_by_coordinate(keys),
-        np.zeros((2, 3)),
-        kernels.mean_log_weights(keys),
-        np.ones(2),
-        0,
-        0.0,
-        jac,
-    )
+    assert not _unweighted(kernels.field_jacobian, keys, np.zeros((2, 3)), np.ones(2), 0, 0.0, jac)
 
 
 def test_closed_form_jacobian_refuses_overflowing_factors_also_without_the_jit():
