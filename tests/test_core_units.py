@@ -1754,11 +1754,10 @@ def _counting(monkeypatch):
     """Count the field and Jacobian evaluations of every PromptProblem."""
     calls = {"field": 0, "jacobian": 0}
     # the tracer evaluates the field through flow_field_fn (flow_field_np calls it too)
-    plain = PromptProblem.__dict__["plain_field_fn"].func
     jacobian = PromptProblem.flow_jacobian_np
 
     def counted_field_fn(self):
-        fn = plain(self)
+        fn = self.plain_field_fn
 
         def counted(p):
             calls["field"] += 1
