@@ -353,6 +353,28 @@ def test_linear_and_log_fields_agree_to_their_rounding(seed):
     assert answered >= 150  # the moderate radii are the linear form's to answer
 
 
+@pytest.mark.parametrize("code", sorted(LOSSES))
+def test_linear_field_weighs_each_input_by_its_own_weight(code):
+    """ω_i in runs of equal and changing values (the kernel takes e^{log ω_i} again only where
+    it changes): the linear form's direction and log‖∇L‖ are those of the weighted closed-form
+    gradient in torch, to rounding. Fails if a run's weight is carried into the next one."""
+    rng = np.random.default_rng(code)
+    runs = ([0.5, 0.5, 2.0, 2.0, 0.5], [3.0, 1.0, 1.0, 1.0, 0.2], [1.0, 2.0, 3.0, 4.0, 5.0])
+    for pattern in runs:
+        n, T, d = len(pattern), 4, 3
+        keys, gam = rng.normal(size=(n, T, d)), rng.uniform(-1, 1, size=(n, T))
+        p = rng.normal(size=d)
+        weights = np.asarray(pattern)
+        problem = PromptProblem(keys, gam, LOSSES[code], weights)
+        u = np.empty(d)
+        keys_t = kernels.keys_by_coordinate(keys)
+        lgn = kernels.field_linear(keys, keys_t, gam, np.log(weights), p, code, 0.0, u)
+        grad = problem.gradient(torch.from_numpy(p)).numpy()
+        norm = float(np.linalg.norm(grad))
+        assert np.abs(u + grad / norm).max() <= 1e-13, (pattern, u, -grad / norm)
+        assert abs(lgn - math.log(norm)) <= 1e-13
+
+
 @pytest.mark.parametrize("radius", [0.3, 30.0, 300.0, 2000.0])
 @pytest.mark.parametrize("code", sorted(LOSSES))
 def test_dispatched_field_matches_mpmath(radius, code):

@@ -542,8 +542,8 @@ MUTANTS: list[dict[str, str]] = [
     {
         "id": "M50-linear-field-deviation-sign",
         "file": "models/flows/kernels.py",
-        "old": "                dsum += e[t] * (gam[i, t] - gam_r)\n",
-        "new": "                dsum += e[t] * (gam[i, t] + gam_r)\n",
+        "old": "            dsum += ex[b + t] * (gam[i, t] - gam_r)\n",
+        "new": "            dsum += ex[b + t] * (gam[i, t] + gam_r)\n",
         "category": "sign error",
         "fault": "the linear-space field sums D_i = Σ_t s_t(γ_t + γ_r) instead of (γ_t − γ_r): "
         "every input's margin and every token's γ_t − m_i are off by 2γ_r·(1 − s_r), so the "
@@ -703,7 +703,7 @@ MUTANTS: list[dict[str, str]] = [
     {
         "id": "M61-kernels-field-linear-ignores-input-weights",
         "file": "models/flows/kernels.py",
-        "old": "        lp = loss_deriv(code, param, gam_r + dev) * math.exp(log_wt[i]) / total\n",
+        "old": "        lp = loss_deriv(code, param, gam_r + dev) * wt / total\n",
         "new": "        lp = loss_deriv(code, param, gam_r + dev) / total\n",
         "category": "missing factor",
         "fault": "the linear-space field, the tracer's field wherever the softmax is not "
