@@ -380,7 +380,7 @@ def loss_deriv(code, param, x):
 def field_linear(keys, keys_t, gam, log_wt, p, code, param, u):
     """``field_log``'s arithmetic with the weights in linear space: one exponential per token
     instead of three transcendentals, the logits and the exponentials each in one SIMD pass
-    over every token (``all_logits``, ``exp_array``: 11.5 against 24 µs at n·T = 800, d = 8,
+    over every token (``all_logits``, ``exp_array``: ~10 against 27 µs at n·T = 800, d = 8,
     benchmarks/test_field_kernels.py). ``keys_t``: ``keys_by_coordinate(keys)``. Returns
     log‖∇L‖ and writes
     u, or returns NaN (u undefined) where it must not answer: when every input's top logit
