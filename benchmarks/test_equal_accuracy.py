@@ -25,7 +25,7 @@ Run serially:
     nice -n 5 python -m pytest benchmarks/test_equal_accuracy.py -p no:xdist -q -s
 
 Writes ``reports/equal_accuracy.json`` and ``reports/equal_accuracy.md``. The engine was tuned
-on these instances (the cost curve's seeds 0–4); ``EQUAL_ACCURACY_SEEDS=5-14`` runs the same
+on these instances (the cost curve's seeds 0–4); ``EQUAL_ACCURACY_SEEDS=5-24`` runs the same
 comparison on seeds no one has looked at, into ``reports/equal_accuracy_heldout.*``.
 """
 
@@ -245,15 +245,15 @@ def test_median_speedup_at_equal_accuracy(measured, point):
     assert measured["points"][point]["median_speedup"] >= TARGET_MEDIAN
 
 
-#: Issue 23's per-instance target, measured on held-out seeds 5–14 on 2026-12-06, is not met:
-#: where the authors' loop is within 1e-3 after 200–350 steps, the engine's 300–440 LSODA steps
+#: Issue 23's per-instance target, measured on held-out seeds 5–24 on 2026-12-06, is not met:
+#: where the authors' loop is within 1e-3 after 200–850 steps, the engine's 300–440 LSODA steps
 #: through the transient cost more than a tenth of that at any target (docs/performance.md,
 #: "Held-out instances"). Seeds 0–4, which the engine was tuned on, pass (they xpass here).
 PER_INSTANCE_NOT_MET = pytest.mark.xfail(
     strict=False,
-    reason="not met on held-out instances (EQUAL_ACCURACY_SEEDS=5-14, 2026-12-06): n = 200 seed "
-    "14 at 2.1x and seed 13 at 8.8x, T = 64 seed 7 at 7.3x and seed 9 at 8.4x; the tuned seeds "
-    "0-4 reach 12.2x and 14.6x: docs/performance.md",
+    reason="not met on held-out instances (EQUAL_ACCURACY_SEEDS=5-24, 2026-12-06): 5 of 40 below "
+    "10x, n = 200 seed 14 at 2.1x and seed 13 at 9.0x, T = 64 seeds 20, 7, 9 at 7.3-7.9x; the "
+    "tuned seeds 0-4 reach 12.2x and 14.6x: docs/performance.md",
 )
 
 
