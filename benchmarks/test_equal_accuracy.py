@@ -26,7 +26,7 @@ Run serially:
 
 Writes ``reports/equal_accuracy.json`` and ``reports/equal_accuracy.md``. The engine was tuned
 on these instances (the cost curve's seeds 0–4); ``EQUAL_ACCURACY_SEEDS=5-24`` runs the same
-comparison on seeds no one has looked at, into ``reports/equal_accuracy_heldout.*``.
+comparison on seeds it was not tuned on, into ``reports/equal_accuracy_heldout.*``.
 """
 
 from __future__ import annotations
