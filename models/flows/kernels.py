@@ -404,7 +404,8 @@ def field_linear(keys, keys_t, gam, log_wt, p, code, param, u):
     # will answer anyway; saying so now spares the exponentials (far out, each flow step).
     lead = math.inf
     # indices into z rather than a slice per input, selects rather than branches: 2.0 → 1.0 µs
-    # at n·T = 800 (benchmarks/test_field_kernels.py); the top is top_token's (ties to the lowest)
+    # at n·T = 800 (benchmarks/test_field_kernels.py). The top is top_token's (ties to the
+    # lowest), written out: top_token made indexed and called here measured 10.4 against 9.7 µs
     for i in range(n):
         b = i * T
         best = 0
