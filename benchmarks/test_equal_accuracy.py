@@ -20,6 +20,15 @@ speed-up = the authors' time per step × the steps they needed ÷ the engine's t
 measured in this run. The engine certifies 1 − cos ≤ 1e-9 with its selection confirmed, a
 million times tighter than ACCURACY: "equal accuracy" is generous to the authors. Nothing
 absolute is asserted (these shared machines vary 1.5–2x); the issue's targets are, as ratios.
+
+Beside it, the *ceiling* of this engine design: the authors' time ÷ the trace's floor, which is
+its integrator's field evaluations (a Jacobian counted as one) × one evaluation's time,
+measured here. No loop around the same trace at the same tolerance takes less (scipy, the
+tracer's Python and its own reading after each step, the Jacobians' extra work, the SVM and
+the certificate all come on top), so where the ceiling is
+under 10x, no cut of the overhead reaches the per-instance target: only fewer evaluations
+(another tolerance or another design) or a cheaper field would.
+
 Run serially:
 
     nice -n 5 python -m pytest benchmarks/test_equal_accuracy.py -p no:xdist -q -s
@@ -33,6 +42,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import statistics
 import time
@@ -56,6 +66,8 @@ CHECK_EVERY = 50
 #: ... for at most this many steps (0.2–0.5 ms each: ≤ 20 s an instance).
 MAX_STEPS = 40_000
 ENGINE_REPEATS = 3
+#: One field evaluation is timed as the best of FIELD_REPEATS batches of FIELD_CALLS calls.
+FIELD_CALLS, FIELD_REPEATS = 200, 5
 #: Issue 23: ≥ 20x at the median and ≥ 10x on every instance, at equal accuracy.
 TARGET_MEDIAN, TARGET_EACH = 20.0, 10.0
 COMMAND = "nice -n 5 python -m pytest benchmarks/test_equal_accuracy.py -p no:xdist -q -s"
@@ -110,6 +122,19 @@ def authors_until(problem: PromptProblem, direction: np.ndarray, selected: np.nd
     }
 
 
+def field_seconds(problem: PromptProblem, p: np.ndarray) -> float:
+    """The time of one evaluation of the tracer's field at p (the kernel and its Python call)."""
+    field, p = problem.flow_field_fn, np.ascontiguousarray(p, dtype=np.float64)
+    field(p)
+    best = math.inf
+    for _ in range(FIELD_REPEATS):
+        t0 = time.perf_counter()
+        for _ in range(FIELD_CALLS):
+            field(p)
+        best = min(best, time.perf_counter() - t0)
+    return best / FIELD_CALLS
+
+
 def run_instance(n: int, T: int, d: int, seed: int) -> dict:
     problem, _, _ = sized_problem(n, T, d, seed)
     runs = []
@@ -128,11 +153,23 @@ def run_instance(n: int, T: int, d: int, seed: int) -> dict:
     }
     if not out.converged:  # no certified single-token limit to reach: reported, not compared
         return row | {"reason": out.reason}
+    # the floor under this trace: the integrator's own evaluations (LSODA's right-hand sides
+    # and Jacobians; not the tracer's reading after each step, which another loop might skip)
+    # at the field's cheapest cost at three points along it (a lower bound, whatever the load:
+    # at n = 200 it is flat at ~10 µs there, and 4x that only in the last few steps, beyond
+    # ‖p‖ ~ 2e4, where the exponentials underflow). The full field: the tracer integrates in
+    # a smaller basis only where the key differences span at most d/2 dimensions.
+    assert problem.difference_span.shape[1] == problem.dim, "the tracer's field is not timed"
+    ps = out.trajectory.ps
+    row["engine_evals"] = int(out.trajectory.extra["integrator_evals"])
+    row["field_s"] = min(field_seconds(problem, ps[k * len(ps) // 4].numpy()) for k in (1, 2, 3))
+    row["floor_s"] = row["engine_evals"] * row["field_s"]
     authors = authors_until(problem, np.asarray(out.svm.x), np.asarray(out.selected))
     row |= {"authors_" + k: v for k, v in authors.items()}
     steps = authors["steps"] or authors["steps_run"]
     row["authors_s"] = authors["step_s"] * steps
     row["speedup"] = row["authors_s"] / engine_s
+    row["ceiling"] = row["authors_s"] / row["floor_s"]
     row["lower_bound"] = authors["steps"] is None
     row["speedup_2000_steps"] = authors["step_s"] * 2000 / engine_s
     return row
@@ -151,9 +188,15 @@ def markdown(data: dict) -> str:
         "steps needed; the 2000-step column is the cost curve's comparison (a run that has not "
         f"reached the limit). Total {data['total_seconds']:.0f} s.",
         "",
-        "| point | seed | engine ms | authors' steps needed | authors ms/step | authors s | "
-        "speed-up at equal accuracy | speed-up against 2000 steps |",
-        "|---|---|---|---|---|---|---|---|",
+        "The ceiling is the authors' time ÷ the engine trace's field-evaluation floor (its "
+        "integrator's evaluations, a Jacobian counted as one, × one evaluation's time, "
+        "measured here): the most that any cut of the "
+        "engine's overhead could give with the same trace at the same tolerance.",
+        "",
+        "| point | seed | engine ms | integrator's evaluations × µs = floor ms | "
+        "authors' steps needed | authors ms/step | authors s | speed-up at equal accuracy | "
+        "ceiling | speed-up against 2000 steps |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, point in data["points"].items():
         for r in point["rows"]:
@@ -171,14 +214,19 @@ def markdown(data: dict) -> str:
                     f"{r['authors_last_one_minus_cos']:.1e}, {where} selection)"
                 )
             mark = "≥ " if r["lower_bound"] else ""
+            floor = f"{r['engine_evals']} × {1e6 * r['field_s']:.1f} = {1e3 * r['floor_s']:.1f}"
             lines.append(
-                f"| {name} | {r['seed']} | {1e3 * r['engine_s']:.1f} | {needed} | "
+                f"| {name} | {r['seed']} | {1e3 * r['engine_s']:.1f} | {floor} | {needed} | "
                 f"{1e3 * r['authors_step_s']:.3f} | {r['authors_s']:.2f} | "
-                f"{mark}{r['speedup']:.1f}× | {r['speedup_2000_steps']:.1f}× |"
+                f"{mark}{r['speedup']:.1f}× | {mark}{r['ceiling']:.1f}× | "
+                f"{r['speedup_2000_steps']:.1f}× |"
             )
+        below = point["below_target"]
         lines.append(
-            f"| **{name}** | median | | | | | **{point['median_speedup']:.1f}×** "
-            f"(min {point['min_speedup']:.1f}×) | {point['median_speedup_2000']:.1f}× "
+            f"| **{name}** | median | | | | | | **{point['median_speedup']:.1f}×** "
+            f"(min {point['min_speedup']:.1f}×; {len(below)} below {TARGET_EACH:g}×) | "
+            f"{len([s for s in below if s in point['ceiling_below_target']])} of those with a "
+            f"ceiling below {TARGET_EACH:g}× | {point['median_speedup_2000']:.1f}× "
             f"(min {point['min_speedup_2000']:.1f}×) |"
         )
     return "\n".join(lines) + "\n"
@@ -213,6 +261,8 @@ def measured() -> dict:
             "rows": rows,
             "median_speedup": statistics.median(r["speedup"] for r in compared),
             "min_speedup": min(r["speedup"] for r in compared),
+            "below_target": [r["seed"] for r in compared if r["speedup"] < TARGET_EACH],
+            "ceiling_below_target": [r["seed"] for r in compared if r["ceiling"] < TARGET_EACH],
             "median_speedup_2000": statistics.median(r["speedup_2000_steps"] for r in compared),
             "min_speedup_2000": min(r["speedup_2000_steps"] for r in compared),
         }
@@ -240,6 +290,15 @@ def test_every_engine_run_is_certified_and_deterministic(measured, point):
 
 
 @pytest.mark.parametrize("point", list(TARGETS))
+def test_the_floor_is_under_the_engine_time(measured, point):
+    """The field-evaluation floor is part of the engine's time; a floor above it would mean the
+    evaluations or the field's time were counted wrong, and every ceiling with them."""
+    rows = [r for r in measured["points"][point]["rows"] if "floor_s" in r]
+    over = [(r["seed"], r["floor_s"], r["engine_s"]) for r in rows if r["floor_s"] > r["engine_s"]]
+    assert rows and not over, over
+
+
+@pytest.mark.parametrize("point", list(TARGETS))
 def test_median_speedup_at_equal_accuracy(measured, point):
     """Issue 23: ≥ 20x the authors' protocol at equal accuracy, at the median."""
     assert measured["points"][point]["median_speedup"] >= TARGET_MEDIAN
@@ -248,12 +307,15 @@ def test_median_speedup_at_equal_accuracy(measured, point):
 #: Issue 23's per-instance target, measured on held-out seeds 5–24 on 2026-12-06, is not met:
 #: where the authors' loop is within 1e-3 after 200–850 steps, the engine's 300–440 LSODA steps
 #: through the transient cost more than a tenth of that at any target (docs/performance.md,
-#: "Held-out instances"). Seeds 0–4, which the engine was tuned on, pass (they xpass here).
+#: "Held-out instances"). On one instance (n = 200 seed 14) the integrator's field evaluations
+#: alone exceed a tenth ("The ceiling of a path-faithful trace"). Seeds 0–4, which the engine
+#: was tuned on, pass (they xpass here).
 PER_INSTANCE_NOT_MET = pytest.mark.xfail(
     strict=False,
-    reason="not met on held-out instances (EQUAL_ACCURACY_SEEDS=5-24, 2026-12-06): 5 of 40 below "
-    "10x, n = 200 seed 14 at 2.1x and seed 13 at 9.0x, T = 64 seeds 20, 7, 9 at 7.3-7.9x; the "
-    "tuned seeds 0-4 reach 12.2x and 14.6x: docs/performance.md",
+    reason="not met on held-out instances (EQUAL_ACCURACY_SEEDS=5-24, 2026-12-06): 5-6 of 40 "
+    "below 10x, n = 200 seed 14 at 2.1-2.5x (its ceiling, the integrator's evaluations alone, "
+    "5.9-7.4x), the others overhead-bound (ceilings >= 26x); the tuned seeds 0-4 reach 12x and "
+    "15x: docs/performance.md",
 )
 
 

@@ -1790,6 +1790,17 @@ def test_the_step_budget_counts_steps_records_and_evaluations(monkeypatch):
     assert len(every.s) == 5 and np.all(np.diff(every.s[:-1]) > 0)
 
 
+def test_the_integrators_evaluations_are_counted_apart_from_the_tracers_readings(monkeypatch):
+    """``extra["integrator_evals"]``: LSODA's right-hand sides and Jacobians, without the
+    tracer's first reading and its one after each step (benchmarks/test_equal_accuracy.py's
+    floor counts these alone). Run far enough for LSODA's stiff mode: Jacobians are called."""
+    calls = _counting(monkeypatch)
+    traj = dynamics.trace_flow(BEND, [0.1, -0.2], max_norm=1e4)
+    steps = traj.extra["steps"]
+    assert traj.stop == "reached max_norm" and calls["jacobian"] > 0
+    assert traj.extra["integrator_evals"] == calls["field"] - (steps + 1) + calls["jacobian"]
+
+
 def test_log_time_sums_the_step_times_of_the_recorded_steps():
     traj = dynamics.trace_flow(BEND, [0.1, -0.2], max_steps=6)
     s, lgn = traj.s[:-1], traj.log_grad_norms[:-1]

@@ -314,19 +314,24 @@ def trace_flow(
     t0 = time.perf_counter()
     p = _start(problem, p0)
     rec = _Recorder(problem, record_every)
-    evals, jacobians = [1], [0]
+    # evals: every field evaluation, the tracer's own reading after each step included;
+    # integrated: the integrator's alone (right-hand sides and Jacobians), what a loop around
+    # the same steps could not do without (benchmarks/test_equal_accuracy.py's floor)
+    evals, integrated, jacobians = [1], [0], [0]
     coords = _Coordinates(problem, p)
     field_problem = coords.field_problem
     flow_field = field_problem.flow_field_fn
 
     def rhs(_s, y):  # LSODA hands over its y as a contiguous float64 vector
         evals[0] += 1
+        integrated[0] += 1
         return flow_field(y)[0]
 
     def jac(_s, y):
         # in closed form: one field evaluation and O(n·T·d²) (kernels.field_jacobian); the
         # differences it falls back on where that cannot be formed are not counted apart
         evals[0] += 1
+        integrated[0] += 1
         jacobians[0] += 1
         return field_problem.flow_jacobian_np(y)
 
@@ -404,6 +409,7 @@ def trace_flow(
         log_time=float(log_time),
         steps=steps,
         jacobians=jacobians[0],
+        integrator_evals=integrated[0],
         integrator_warnings=notes,
     )
 
