@@ -25,9 +25,9 @@ Beside it, the *ceiling* of this engine design: the authors' time ÷ the trace's
 its integrator's field evaluations (a Jacobian counted as one) × one evaluation's time,
 measured here. No loop around the same trace at the same tolerance takes less (scipy, the
 tracer's Python and its own reading after each step, the Jacobians' extra work, the SVM and
-the certificate all come on top), so where the ceiling is
-under 10x, no cut of the overhead reaches the per-instance target: only fewer evaluations
-(another tolerance or another design) or a cheaper field would.
+the certificate all come on top), so where the ceiling is under 10x, no cut of the overhead
+reaches the per-instance target: only fewer evaluations (another tolerance or another design)
+or a cheaper field would.
 
 Run serially:
 
@@ -154,11 +154,12 @@ def run_instance(n: int, T: int, d: int, seed: int) -> dict:
     if not out.converged:  # no certified single-token limit to reach: reported, not compared
         return row | {"reason": out.reason}
     # the floor under this trace: the integrator's own evaluations (LSODA's right-hand sides
-    # and Jacobians; not the tracer's reading after each step, which another loop might skip)
-    # at the field's cheapest cost at three points along it (a lower bound, whatever the load:
-    # at n = 200 it is flat at ~10 µs there, and 4x that only in the last few steps, beyond
-    # ‖p‖ ~ 2e4, where the exponentials underflow). The full field: the tracer integrates in
-    # a smaller basis only where the key differences span at most d/2 dimensions.
+    # and Jacobians; the tracer's reading after each step is left out, so that this stays a
+    # floor for a loop that read less often) at the field's cheapest cost at three points
+    # along it (a lower bound, whatever the load: at n = 200 it is flat at ~10 µs there, and
+    # 4x that only in the last few steps, beyond ‖p‖ ~ 2e4, where the exponentials underflow).
+    # The full field: the tracer integrates in a smaller basis only where the key differences
+    # span at most d/2 dimensions, which these instances' Gaussian keys never do.
     assert problem.difference_span.shape[1] == problem.dim, "the tracer's field is not timed"
     ps = out.trajectory.ps
     row["engine_evals"] = int(out.trajectory.extra["integrator_evals"])
@@ -190,8 +191,8 @@ def markdown(data: dict) -> str:
         "",
         "The ceiling is the authors' time ÷ the engine trace's field-evaluation floor (its "
         "integrator's evaluations, a Jacobian counted as one, × one evaluation's time, "
-        "measured here): the most that any cut of the "
-        "engine's overhead could give with the same trace at the same tolerance.",
+        "measured here): the most that any cut of the engine's overhead could give with the "
+        "same trace at the same tolerance.",
         "",
         "| point | seed | engine ms | integrator's evaluations × µs = floor ms | "
         "authors' steps needed | authors ms/step | authors s | speed-up at equal accuracy | "
