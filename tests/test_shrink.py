@@ -3,12 +3,12 @@ an input or a token left out while the claim stays refuted and the premises hold
 
 import numpy as np
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models.oracles.selection import local_optimality
 from models.oracles.svm import att_svm
-from strategies import PromptInstance
+from strategies import PromptInstance, equal_nonopt_instances
 from strategies.instances import CONE_INIT, LOCALLY_OPTIMAL_ALPHA, SVM_FEASIBLE, UNIQUE_OPT
 from strategies.reductions import reducible, reductions_of
 from theorems.framework import evidence, registry, shrink, verdicts
@@ -106,14 +106,20 @@ def test_off_by_switch_and_a_reduction_that_holds_is_not_taken(monkeypatch):
     assert verdict == "refuted" and collector.reduced is None
 
 
-def test_a_decoupled_instance_loses_key_coordinates_with_its_scores_unchanged():
-    from strategies import equal_nonopt_instances
-
-    inst = equal_nonopt_instances(n=2, T=3, dk=3).example()
-    found = [r for r in reductions_of(inst) if r.what.startswith("key coordinate")]
-    assert found, [r.what for r in reductions_of(inst)]
-    for r in found:
-        small = r.instance
+# drawn by @given, not .example(): that one is neither reproducible nor replayed on failure,
+# and it hid that a coordinate cannot always be left out (below)
+@settings(max_examples=40, deadline=None)  # an instance that needs all three turns up in ~1 of 7
+@given(inst=equal_nonopt_instances(n=2, T=3, dk=3))
+def test_a_decoupled_instance_loses_key_coordinates_with_its_scores_unchanged(inst):
+    """Key coordinate j is left out exactly where the instance stays SVM-feasible without it
+    (decided here by the oracle on the keys with column j deleted; about one instance in seven
+    of this strategy is feasible only in all three dimensions), and the scores do not change."""
+    found = {r.what: r.instance for r in reductions_of(inst) if r.what.startswith("key coordinate")}
+    alpha = np.asarray(inst.alpha)
+    for j in range(inst.d - 1):
+        feasible = bool(att_svm(np.delete(inst.keys.numpy(), j, axis=-1), alpha).ok)
+        assert (f"key coordinate {j} left out" in found) == feasible, (j, feasible)
+    for small in found.values():
         assert small.d == inst.d - 1 and torch.equal(small.scores, inst.scores)
         assert small.meta["k"].shape[-1] == inst.meta["k"].shape[-1] - 1
         assert bool(att_svm(small.keys, small.alpha).ok)  # SVM_FEASIBLE decided again
